@@ -1,0 +1,54 @@
+"""Shared pieces of the CLI: the environment's paths, configuration and store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from typing import Any
+
+import click
+
+from agent_hooks import config as config_mod
+from agent_hooks.paths import Paths
+from agent_hooks.store import Store, StoreError
+
+
+def paths() -> Paths:
+    return Paths(os.environ)
+
+
+def load_config() -> dict[str, Any]:
+    try:
+        return config_mod.load(paths(), os.environ)
+    except config_mod.ConfigError as exc:
+        raise click.ClickException(f"invalid configuration: {exc}") from None
+
+
+def open_store(write: bool = False) -> Store | None:
+    """The store; None when it does not exist yet and ``write`` is false.
+
+    Read-only commands never migrate: a store behind the code is an error that
+    names the fix. Commands that write create and migrate it.
+    """
+    os.umask(0o077)
+    p = paths()
+    if not write and not os.path.exists(p.store):
+        return None
+    cfg = load_config()
+    try:
+        return Store(p.store, cfg["runtime"]["busy_timeout_ms"], migrate=write)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # sqlite3.DatabaseError: corrupt file, not a database
+        raise click.ClickException(f"cannot open the store {p.store}: {exc}") from None
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))

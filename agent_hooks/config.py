@@ -1,0 +1,183 @@
+"""Configuration: defaults < TOML file < environment.
+
+The hook path calls :func:`load` on every invocation, so it avoids importing
+``tomllib`` when it can: a parsed copy of the TOML file is cached as JSON
+(``json`` is loaded anyway) and reused while the file's size and mtime match.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from typing import Any
+
+from agent_hooks.paths import Paths, ensure_dir
+
+# Every setting, with its default. A feature owns its section; docs in README.
+DEFAULTS: dict[str, Any] = {
+    "runtime": {
+        # Internal deadline of one hook call. Our settings give Claude Code
+        # timeouts of 10 s or more, so the hook answers (fail-open) long before.
+        "deadline_ms": 4000,
+        # SQLite busy timeout: shorter than the deadline, so a locked store
+        # surfaces as an error we log instead of a hook killed by Claude Code.
+        "busy_timeout_ms": 2500,
+        # Payloads above this size are refused with a message (fail-open).
+        "max_payload_bytes": 4 * 1024 * 1024,
+        # Keep at most this many tool-call rows per session (oldest pruned).
+        "max_tool_calls_per_session": 5000,
+    },
+    "identity": {
+        # Agent name when $AGENT_HOOKS_AGENT is unset.
+        "agent": "default",
+        # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
+        "role": "worker",
+    },
+}
+
+# Environment variables that override one setting each.
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "AGENT_HOOKS_DEADLINE_MS": ("runtime", "deadline_ms"),
+    "AGENT_HOOKS_BUSY_TIMEOUT_MS": ("runtime", "busy_timeout_ms"),
+    "AGENT_HOOKS_AGENT": ("identity", "agent"),
+    "AGENT_HOOKS_ROLE": ("identity", "role"),
+}
+# Generic form: AGENT_HOOKS__SECTION__KEY=value (value parsed as JSON when it parses).
+GENERIC_PREFIX = "AGENT_HOOKS__"
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be read or has invalid values."""
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> None:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _coerce(raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"expected a boolean, got {raw!r}")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {raw!r}") from None
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"expected a number, got {raw!r}") from None
+    if isinstance(default, (list, dict)):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ConfigError(f"expected JSON, got {raw!r}") from None
+    return raw
+
+
+def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
+    """The TOML file as a dict ({} when absent). Raises ConfigError when invalid."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    stamp = [st.st_mtime_ns, st.st_size]
+    if cache_path:
+        try:
+            with open(cache_path, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("stamp") == stamp and cached.get("path") == path:
+                return cached["data"]
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if cache_path:
+        try:
+            ensure_dir(os.path.dirname(cache_path))
+            tmp = f"{cache_path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"path": path, "stamp": stamp, "data": data}, f, default=str)
+            os.replace(tmp, cache_path)
+        except OSError:
+            pass
+    return data
+
+
+def env_layer(environ: "os._Environ[str] | dict[str, str]") -> dict[str, Any]:
+    """Settings given by environment variables, coerced to the defaults' types."""
+    layer: dict[str, Any] = {}
+    for var, (section, key) in ENV_OVERRIDES.items():
+        raw = environ.get(var)
+        if raw:
+            try:
+                layer.setdefault(section, {})[key] = _coerce(raw, DEFAULTS[section][key])
+            except ConfigError as exc:
+                raise ConfigError(f"${var}: {exc}") from None
+    for var, raw in environ.items():
+        if not var.startswith(GENERIC_PREFIX):
+            continue
+        parts = var[len(GENERIC_PREFIX):].lower().split("__")
+        if len(parts) != 2:
+            raise ConfigError(f"${var}: expected AGENT_HOOKS__SECTION__KEY")
+        section, key = parts
+        default = DEFAULTS.get(section, {}).get(key, "")
+        try:
+            value = _coerce(raw, default)
+        except ConfigError as exc:
+            raise ConfigError(f"${var}: {exc}") from None
+        layer.setdefault(section, {})[key] = value
+    return layer
+
+
+def load(paths: Paths | None = None, environ: "os._Environ[str] | dict[str, str] | None" = None) -> dict[str, Any]:
+    """The effective configuration. Raises ConfigError on an invalid file or variable."""
+    env = os.environ if environ is None else environ
+    paths = paths or Paths(env)
+    config = copy.deepcopy(DEFAULTS)
+    _merge(config, read_file(paths.config_file, paths.config_cache))
+    _merge(config, env_layer(env))
+    return config
+
+
+def validate(config: dict[str, Any]) -> list[str]:
+    """Problems with a configuration: unknown keys and values of the wrong type."""
+    problems: list[str] = []
+    for section, values in config.items():
+        if section not in DEFAULTS:
+            problems.append(f"unknown section [{section}]")
+            continue
+        if not isinstance(values, dict):
+            problems.append(f"[{section}] must be a table")
+            continue
+        for key, value in values.items():
+            if key not in DEFAULTS[section]:
+                problems.append(f"unknown setting {section}.{key}")
+                continue
+            default = DEFAULTS[section][key]
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, (int, float)):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, type(default))
+            if not ok:
+                problems.append(
+                    f"{section}.{key} must be {type(default).__name__}, got {type(value).__name__} {value!r}"
+                )
+    return problems

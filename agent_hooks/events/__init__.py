@@ -1,0 +1,6 @@
+"""One module per Claude Code event. Each reads like the seed's table for its hook.
+
+Every module has ``handle(ctx) -> Outcome`` (pure composition of features over
+the store, in one short write transaction) and ``main(argv=None) -> int`` (the
+console script, through :func:`agent_hooks.runner.run`).
+"""

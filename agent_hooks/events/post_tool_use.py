@@ -1,0 +1,26 @@
+"""PostToolUse: close the call's record with its outcome, duration and output hash."""
+
+from __future__ import annotations
+
+from agent_hooks.features import sessions, toolcalls
+from agent_hooks.output import Outcome
+from agent_hooks.runner import Context, run
+
+EVENT = "PostToolUse"
+
+
+def handle(ctx: Context) -> Outcome:
+    out = Outcome()
+    p = ctx.payload
+    with ctx.store.write() as conn:
+        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
+        toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(EVENT, handle)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,26 @@
+"""PreCompact: record the compaction (trigger manual / auto)."""
+
+from __future__ import annotations
+
+from agent_hooks.features import sessions
+from agent_hooks.output import Outcome
+from agent_hooks.runner import Context, run
+
+EVENT = "PreCompact"
+
+
+def handle(ctx: Context) -> Outcome:
+    out = Outcome()
+    p = ctx.payload
+    with ctx.store.write() as conn:
+        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
+        sessions.log_event(conn, p, ctx.started, p.get("trigger"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(EVENT, handle)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

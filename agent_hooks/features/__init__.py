@@ -1,0 +1,1 @@
+"""One concern per module. Features read and write the store; they never print."""

@@ -1,0 +1,72 @@
+"""Sessions: who is running, where, and when each was last heard from.
+
+Every hook call upserts its session: cwd, transcript, tmux name, agent, role,
+first and last seen, state. States stored here are ``live`` (working),
+``awaiting`` (Stop: waiting for input) and ``ended`` (SessionEnd); ``stalled``
+is derived by readers from ``last_seen_at``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_hooks.payload import Payload
+
+LIVE, AWAITING, ENDED = "live", "awaiting", "ended"
+
+
+def tmux_session(env: Any) -> str | None:
+    return env.get("OPTIMALOS_SESSION_TMUX") or env.get("AGENT_HOOKS_TMUX_SESSION") or None
+
+
+def agent_name(env: Any, config: dict[str, Any]) -> str:
+    return env.get("AGENT_HOOKS_AGENT") or config["identity"]["agent"]
+
+
+def role(env: Any, config: dict[str, Any]) -> str:
+    return env.get("AGENT_HOOKS_ROLE") or config["identity"]["role"]
+
+
+def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str, Any], at: float,
+          state: str | None = None) -> None:
+    """Record this hook call on its session (insert or update); ``state`` None keeps it."""
+    conn.execute(
+        """
+        INSERT INTO sessions (session_id, cwd, transcript_path, tmux_session, agent, role, state,
+                              first_seen_at, last_seen_at, last_event, ended_at, hook_calls)
+        VALUES (:sid, :cwd, :tp, :tmux, :agent, :role, coalesce(:state, 'live'), :at, :at, :event,
+                CASE WHEN :state = 'ended' THEN :at END, 1)
+        ON CONFLICT (session_id) DO UPDATE SET
+            cwd = coalesce(nullif(excluded.cwd, ''), sessions.cwd),
+            transcript_path = coalesce(nullif(excluded.transcript_path, ''), sessions.transcript_path),
+            tmux_session = coalesce(excluded.tmux_session, sessions.tmux_session),
+            agent = excluded.agent,
+            role = excluded.role,
+            state = coalesce(:state, sessions.state),
+            last_seen_at = excluded.last_seen_at,
+            last_event = excluded.last_event,
+            ended_at = CASE WHEN :state = 'ended' THEN excluded.last_seen_at
+                            WHEN :state IS NULL THEN sessions.ended_at END,
+            hook_calls = sessions.hook_calls + 1
+        """,
+        {
+            "sid": payload.session_id,
+            "cwd": payload.cwd,
+            "tp": payload.transcript_path,
+            "tmux": tmux_session(env),
+            "agent": agent_name(env, config),
+            "role": role(env, config),
+            "state": state,
+            "at": at,
+            "event": payload.event,
+        },
+    )
+
+
+def log_event(conn: sqlite3.Connection, payload: Payload, at: float, detail: str | None = None) -> None:
+    """Journal a non-tool hook call (SessionStart source, PreCompact trigger, ...)."""
+    conn.execute(
+        "INSERT INTO session_events (session_id, event, detail, at) VALUES (?, ?, ?, ?)",
+        (payload.session_id, payload.event, detail, at),
+    )

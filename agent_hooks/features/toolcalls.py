@@ -1,0 +1,73 @@
+"""Tool calls: one row per call, opened by PreToolUse and closed by PostToolUse(Failure).
+
+A row carries the SHA-256 of the canonical input (loop detection compares
+these) and of the output (the polling guard's "no progress" compares those),
+the outcome, duration and error. Each session keeps its newest
+``runtime.max_tool_calls_per_session`` rows; older ones are pruned in batches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_hooks.hashing import digest
+from agent_hooks.payload import Payload
+
+PENDING, SUCCESS, FAILURE, DENIED = "pending", "success", "failure", "denied"
+PRUNE_EVERY = 256
+MAX_ERROR_CHARS = 1000
+
+
+def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any],
+          input_hash: str | None = None, outcome: str = PENDING, decision: str | None = None,
+          rule: str | None = None, reason: str | None = None) -> int:
+    """Open the row for a PreToolUse call; returns its id."""
+    cur = conn.execute(
+        "INSERT INTO tool_calls (session_id, tool_use_id, tool_name, input_hash, outcome, decision, rule,"
+        " reason, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (payload.session_id, payload.tool_use_id, payload.tool_name,
+         input_hash or digest(payload.tool_input), outcome, decision, rule, reason, at),
+    )
+    row = conn.execute(
+        "UPDATE sessions SET tool_calls = tool_calls + 1 WHERE session_id = ? RETURNING tool_calls",
+        (payload.session_id,),
+    ).fetchone()
+    if row and row[0] % PRUNE_EVERY == 0:
+        prune(conn, payload.session_id, int(config["runtime"]["max_tool_calls_per_session"]))
+    return int(cur.lastrowid or 0)
+
+
+def finish(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any], ok: bool) -> None:
+    """Close the call's row with its outcome; insert it if PreToolUse never saw it."""
+    duration = payload.get("duration_ms")
+    duration = int(duration) if duration is not None else None
+    if ok:
+        output_hash = digest(payload.get("tool_response"))
+        error = None
+    else:
+        output_hash = None
+        error = str(payload.get("error", ""))[:MAX_ERROR_CHARS] or "failed"
+    outcome = SUCCESS if ok else FAILURE
+    updated = 0
+    if payload.tool_use_id:
+        updated = conn.execute(
+            "UPDATE tool_calls SET outcome = ?, output_hash = ?, error = ?, duration_ms = ?, ended_at = ?"
+            " WHERE session_id = ? AND tool_use_id = ?",
+            (outcome, output_hash, error, duration, at, payload.session_id, payload.tool_use_id),
+        ).rowcount
+    if not updated:
+        rid = start(conn, payload, at, config, outcome=outcome)
+        conn.execute(
+            "UPDATE tool_calls SET output_hash = ?, error = ?, duration_ms = ?, ended_at = ? WHERE id = ?",
+            (output_hash, error, duration, at, rid),
+        )
+
+
+def prune(conn: sqlite3.Connection, session_id: str, keep: int) -> None:
+    row = conn.execute(
+        "SELECT id FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+        (session_id, keep),
+    ).fetchone()
+    if row:
+        conn.execute("DELETE FROM tool_calls WHERE session_id = ? AND id <= ?", (session_id, row[0]))

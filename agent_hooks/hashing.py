@@ -1,0 +1,19 @@
+"""SHA-256 of canonical JSON: keys sorted at every depth, arrays kept in order.
+
+Two tool calls are identical exactly when their tool names and these hashes
+match. (agent-swarm's 32-bit hash collided; an early port dropped nested keys.)
+"""
+
+from __future__ import annotations
+
+import json
+from hashlib import sha256
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def digest(value: Any) -> str:
+    return sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,0 +1,97 @@
+"""The only writer of stdout: an Outcome becomes one JSON object, plain text, or nothing.
+
+Shapes follow the hook protocol (reference Part B §4): ``additionalContext``
+always inside ``hookSpecificOutput`` with ``hookEventName``; PreToolUse decides
+with ``permissionDecision``; UserPromptSubmit, Stop and PostToolUse block with
+top-level ``decision: "block"`` and ``reason``; PreCompact speaks plain stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+# Claude Code replaces longer strings with a file path and a preview.
+MAX_CONTEXT_CHARS = 9500
+
+# Events whose hookSpecificOutput may carry additionalContext.
+_CONTEXT_EVENTS = frozenset(
+    {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure"}
+)
+# Events that block with top-level decision/reason.
+_BLOCK_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "Stop", "PreCompact"})
+
+
+class Outcome:
+    """What a hook decided. Empty means: say nothing, exit 0."""
+
+    __slots__ = ("context", "deny_reason", "block_reason", "plain")
+
+    def __init__(self) -> None:
+        self.context: list[str] = []
+        self.deny_reason: str | None = None  # PreToolUse permissionDecision deny
+        self.block_reason: str | None = None  # decision: block elsewhere
+        self.plain: list[str] = []  # PreCompact stdout
+
+    def add_context(self, text: str) -> None:
+        if text:
+            self.context.append(text)
+
+    def deny(self, reason: str) -> None:
+        if self.deny_reason is None:
+            self.deny_reason = reason
+
+    def block(self, reason: str) -> None:
+        if self.block_reason is None:
+            self.block_reason = reason
+
+    def say(self, text: str) -> None:
+        if text:
+            self.plain.append(text)
+
+
+def _clip(text: str, limit: int = MAX_CONTEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "\n[… truncated]"
+
+
+def render(event: str, outcome: Outcome) -> str | None:
+    """The exact stdout for ``outcome`` (None: print nothing)."""
+    if event == "PreCompact":
+        if outcome.block_reason:
+            return json.dumps({"decision": "block", "reason": outcome.block_reason})
+        return _clip("\n\n".join(outcome.plain)) if outcome.plain else None
+    doc: dict[str, Any] = {}
+    specific: dict[str, Any] = {}
+    if event == "PreToolUse" and outcome.deny_reason:
+        specific["permissionDecision"] = "deny"
+        specific["permissionDecisionReason"] = _clip(outcome.deny_reason)
+    if outcome.block_reason and event in _BLOCK_EVENTS:
+        doc["decision"] = "block"
+        doc["reason"] = _clip(outcome.block_reason)
+    if outcome.context and event in _CONTEXT_EVENTS:
+        specific["additionalContext"] = _clip("\n\n".join(outcome.context))
+    if specific:
+        doc["hookSpecificOutput"] = {"hookEventName": event, **specific}
+    return json.dumps(doc, ensure_ascii=False) if doc else None
+
+
+def emit(text: str | None, stream: Any = None) -> None:
+    if text is None:
+        return
+    stream = stream or sys.stdout
+    stream.write(text)
+    if not text.endswith("\n"):
+        stream.write("\n")
+    stream.flush()
+
+
+def warn(message: str, stream: Any = None) -> None:
+    """One line on stderr (Claude Code keeps it in its debug log)."""
+    stream = stream or sys.stderr
+    line = " ".join(str(message).split())
+    try:
+        stream.write(f"agent-hooks: {line}\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass

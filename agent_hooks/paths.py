@@ -1,0 +1,72 @@
+"""Where state lives: ``$AGENT_HOOKS_HOME`` when set, else the XDG directories.
+
+Every other module asks this one; tests point ``AGENT_HOOKS_HOME`` at a
+temporary directory and nothing touches the real home.
+"""
+
+from __future__ import annotations
+
+import os
+
+APP = "agent-hooks"
+
+
+class Paths:
+    """The files of one installation, resolved from an environment mapping."""
+
+    __slots__ = ("home", "data_dir", "state_dir", "config_dir")
+
+    def __init__(self, environ: "os._Environ[str] | dict[str, str] | None" = None) -> None:
+        env = os.environ if environ is None else environ
+        home = env.get("AGENT_HOOKS_HOME")
+        if home:
+            home = os.path.abspath(os.path.expanduser(home))
+            self.home: str | None = home
+            self.data_dir = self.state_dir = self.config_dir = home
+            return
+        self.home = None
+        user_home = env.get("HOME") or os.path.expanduser("~")
+        self.data_dir = os.path.join(env.get("XDG_DATA_HOME") or os.path.join(user_home, ".local", "share"), APP)
+        self.state_dir = os.path.join(env.get("XDG_STATE_HOME") or os.path.join(user_home, ".local", "state"), APP)
+        self.config_dir = os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(user_home, ".config"), APP)
+
+    @property
+    def store(self) -> str:
+        return os.path.join(self.data_dir, "store.db")
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.state_dir, "logs")
+
+    @property
+    def error_log(self) -> str:
+        return os.path.join(self.log_dir, "errors.log")
+
+    @property
+    def config_file(self) -> str:
+        return os.path.join(self.config_dir, "config.toml")
+
+    @property
+    def config_cache(self) -> str:
+        return os.path.join(self.state_dir, "config.cache.json")
+
+    @property
+    def lock_dir(self) -> str:
+        return os.path.join(self.state_dir, "locks")
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "home": self.home,
+            "store": self.store,
+            "config_file": self.config_file,
+            "log_dir": self.log_dir,
+            "error_log": self.error_log,
+            "data_dir": self.data_dir,
+            "state_dir": self.state_dir,
+            "config_dir": self.config_dir,
+        }
+
+
+def ensure_dir(path: str) -> None:
+    """Create ``path`` (and parents) readable by the user only."""
+    os.makedirs(path, mode=0o700, exist_ok=True)

@@ -1,0 +1,129 @@
+"""Ordered, named schema migrations, applied with sqlite-utils.
+
+Run on first use when the store is missing or behind (the hook path imports
+this module only then), or by ``agent-hook init``. Each migration runs once;
+its name is recorded in ``_migrations`` and the count in ``PRAGMA
+user_version``, which is what the stdlib-only hook path checks.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+
+import sqlite_utils
+
+Migration = Callable[[sqlite_utils.Database], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+@migration
+def m001_sessions_tool_calls_errors(db: sqlite_utils.Database) -> None:
+    db["sessions"].create(
+        {
+            "session_id": str,
+            "cwd": str,
+            "transcript_path": str,
+            "tmux_session": str,
+            "agent": str,
+            "role": str,
+            "state": str,
+            "first_seen_at": float,
+            "last_seen_at": float,
+            "last_event": str,
+            "ended_at": float,
+            "hook_calls": int,
+            "tool_calls": int,
+        },
+        pk="session_id",
+        not_null=["state", "first_seen_at", "last_seen_at"],
+        defaults={"state": "live", "hook_calls": 0, "tool_calls": 0},
+        if_not_exists=True,
+    )
+    db["sessions"].create_index(["last_seen_at"], if_not_exists=True)
+    db["sessions"].create_index(["tmux_session"], if_not_exists=True)
+    db["tool_calls"].create(
+        {
+            "id": int,
+            "session_id": str,
+            "tool_use_id": str,
+            "tool_name": str,
+            "input_hash": str,
+            "output_hash": str,
+            "outcome": str,  # pending | success | failure | denied
+            "decision": str,  # allow | warn | deny (the guards')
+            "rule": str,
+            "reason": str,
+            "error": str,
+            "duration_ms": int,
+            "started_at": float,
+            "ended_at": float,
+        },
+        pk="id",
+        not_null=["session_id", "tool_name", "input_hash", "outcome", "started_at"],
+        defaults={"outcome": "pending"},
+        if_not_exists=True,
+    )
+    db["tool_calls"].create_index(["session_id", "id"], if_not_exists=True)
+    db["tool_calls"].create_index(["session_id", "tool_use_id"], if_not_exists=True)
+    # Non-tool hook calls (SessionStart, PreCompact, Stop, ...): a journal per session.
+    db["session_events"].create(
+        {"id": int, "session_id": str, "event": str, "detail": str, "at": float},
+        pk="id",
+        not_null=["session_id", "event", "at"],
+        if_not_exists=True,
+    )
+    db["session_events"].create_index(["session_id", "id"], if_not_exists=True)
+    db["errors"].create(
+        {"id": int, "at": float, "event": str, "kind": str, "session_id": str, "message": str},
+        pk="id",
+        not_null=["at", "kind"],
+        if_not_exists=True,
+    )
+    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+
+
+def _chmod_private(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.chmod(path + suffix, 0o600)
+        except FileNotFoundError:
+            pass
+
+
+def migrate(path: str) -> list[str]:
+    """Bring the store at ``path`` to the current schema; return the migrations applied."""
+    from filelock import FileLock
+
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    applied_now: list[str] = []
+    with FileLock(path + ".migrate.lock", timeout=30):
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
+                return applied_now
+            db = sqlite_utils.Database(conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
+            done = {row["name"] for row in db["_migrations"].rows}
+            for name, fn in MIGRATIONS:
+                if name in done:
+                    continue
+                fn(db)
+                conn.execute(
+                    "INSERT INTO _migrations (name, applied_at) VALUES (?, datetime('now'))", (name,)
+                )
+                applied_now.append(name)
+            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+        finally:
+            conn.close()
+        _chmod_private(path)
+        _chmod_private(path + ".migrate.lock")
+    return applied_now

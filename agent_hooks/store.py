@@ -1,0 +1,94 @@
+"""The shared SQLite store, opened with the standard library only.
+
+One file for every agent of the user on the host. WAL lets readers run
+beside the one writer; writers take ``BEGIN IMMEDIATE`` so that a
+read-modify-write never upgrades a read lock (the classic SQLITE_BUSY trap);
+the busy timeout is shorter than the hook deadline. Schema changes live in
+:mod:`agent_hooks.schema` (sqlite-utils), imported only when the file's
+``user_version`` is behind :data:`SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any
+
+# Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
+SCHEMA_VERSION = 1
+
+
+class StoreError(Exception):
+    """The store cannot be opened or is not ours."""
+
+
+class Transaction:
+    """``with store.write():`` -> BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+
+class Store:
+    """A connection to the store, migrated to the current schema."""
+
+    def __init__(self, path: str, busy_timeout_ms: int = 2500, migrate: bool = True) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.conn = self._connect()
+        version = self.schema_version()
+        if version < SCHEMA_VERSION:
+            if not migrate:
+                raise StoreError(f"store schema is at version {version}, expected {SCHEMA_VERSION}: run `agent-hook init`")
+            self.conn.close()
+            from agent_hooks.schema import migrate as run_migrations
+
+            run_migrations(path)
+            self.conn = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        directory = os.path.dirname(self.path)
+        if directory and not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def schema_version(self) -> int:
+        try:
+            return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+
+    def write(self) -> Transaction:
+        return Transaction(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def now() -> float:
+    return time.time()
+
+
+def record_error(
+    conn: sqlite3.Connection, event: str, kind: str, message: str, session_id: str | None = None
+) -> None:
+    """Count an internal error in the store (the error log has the details)."""
+    conn.execute(
+        "INSERT INTO errors (at, event, kind, session_id, message) VALUES (?, ?, ?, ?, ?)",
+        (now(), event, kind, session_id, message[:2000]),
+    )
