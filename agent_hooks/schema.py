@@ -89,6 +89,33 @@ def m001_sessions_tool_calls_errors(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
 
 
+@migration
+def m002_tasks(db: sqlite_utils.Database) -> None:
+    # A task groups sessions (a worker and its retries, a lead's sub-agents).
+    db["tasks"].create(
+        {
+            "task_id": str,
+            "description": str,
+            "progress": str,
+            "state": str,  # open | cancelled | done
+            "cancel_reason": str,
+            "cancelled_at": float,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="task_id",
+        not_null=["state", "created_at", "updated_at"],
+        defaults={"state": "open"},
+        if_not_exists=True,
+    )
+    sessions = db["sessions"]
+    if "task_id" not in sessions.columns_dict:
+        sessions.add_column("task_id", str)
+    if "first_prompt" not in sessions.columns_dict:
+        sessions.add_column("first_prompt", str)
+    sessions.create_index(["task_id"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -14,6 +14,7 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
+        sessions.note_prompt(conn, p)
         sessions.log_event(conn, p, ctx.started)
     return out
 

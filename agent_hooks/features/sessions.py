@@ -28,15 +28,19 @@ def role(env: Any, config: dict[str, Any]) -> str:
     return env.get("AGENT_HOOKS_ROLE") or config["identity"]["role"]
 
 
+def task_id(env: Any) -> str | None:
+    return env.get("AGENT_HOOKS_TASK_ID") or None
+
+
 def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str, Any], at: float,
           state: str | None = None) -> None:
     """Record this hook call on its session (insert or update); ``state`` None keeps it."""
     conn.execute(
         """
         INSERT INTO sessions (session_id, cwd, transcript_path, tmux_session, agent, role, state,
-                              first_seen_at, last_seen_at, last_event, ended_at, hook_calls)
+                              first_seen_at, last_seen_at, last_event, ended_at, hook_calls, task_id)
         VALUES (:sid, :cwd, :tp, :tmux, :agent, :role, coalesce(:state, 'live'), :at, :at, :event,
-                CASE WHEN :state = 'ended' THEN :at END, 1)
+                CASE WHEN :state = 'ended' THEN :at END, 1, :task)
         ON CONFLICT (session_id) DO UPDATE SET
             cwd = coalesce(nullif(excluded.cwd, ''), sessions.cwd),
             transcript_path = coalesce(nullif(excluded.transcript_path, ''), sessions.transcript_path),
@@ -48,7 +52,8 @@ def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str
             last_event = excluded.last_event,
             ended_at = CASE WHEN :state = 'ended' THEN excluded.last_seen_at
                             WHEN :state IS NULL THEN sessions.ended_at END,
-            hook_calls = sessions.hook_calls + 1
+            hook_calls = sessions.hook_calls + 1,
+            task_id = coalesce(excluded.task_id, sessions.task_id)
         """,
         {
             "sid": payload.session_id,
@@ -60,6 +65,7 @@ def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str
             "state": state,
             "at": at,
             "event": payload.event,
+            "task": task_id(env),
         },
     )
 
@@ -70,3 +76,13 @@ def log_event(conn: sqlite3.Connection, payload: Payload, at: float, detail: str
         "INSERT INTO session_events (session_id, event, detail, at) VALUES (?, ?, ?, ?)",
         (payload.session_id, payload.event, detail, at),
     )
+
+
+def note_prompt(conn: sqlite3.Connection, payload: Payload, limit: int = 2000) -> None:
+    """Keep the session's first prompt: the goal when no task describes one."""
+    prompt = payload.get("prompt")
+    if prompt:
+        conn.execute(
+            "UPDATE sessions SET first_prompt = ? WHERE session_id = ? AND first_prompt IS NULL",
+            (prompt[:limit], payload.session_id),
+        )
