@@ -34,6 +34,94 @@ DEFAULTS: dict[str, Any] = {
         # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
         "role": "worker",
     },
+    # Guards (features/cancellation.py, loops.py, polling.py; README "Guards").
+    "cancel": {
+        # PreToolUse denies and UserPromptSubmit blocks in a cancelled session or task.
+        "enabled": True,
+        # Appended to the reason the model reads.
+        "instructions": (
+            "Stop working on it now: do not run further tools or start new work. "
+            "Reply with a short report of what you finished, what is left undone, "
+            "and anything that needs cleaning up, then end your turn."
+        ),
+    },
+    "loops": {
+        "enabled": True,
+        # The history: this session's last N calls that were not denied.
+        "window": 40,
+        # Repeat rule: this many identical calls (same tool, same canonical input)
+        # in the window, this one included, warn / deny.
+        "repeat_warn": 8,
+        "repeat_block": 15,
+        # Ping-pong rule: two calls alternating, covering at least `pingpong_share`
+        # of the trailing stretch where they alternate; A<->B switches warn / deny.
+        "pingpong_warn": 6,
+        "pingpong_block": 12,
+        "pingpong_share": 0.8,
+        # A call of these tools whose input is new in the window is a change of
+        # state: calls before it do not count (a test re-run after an edit is not a loop).
+        "reset_tools": ["Edit", "Write", "MultiEdit", "NotebookEdit"],
+        # Per-tool overrides of enabled / repeat_* / pingpong_*; keys are tool
+        # names or fnmatch patterns ("mcp__github__*"), e.g. [loops.tools.Bash].
+        # Background-output readers are polls: the polling rules govern them.
+        "tools": {
+            "BashOutput": {"enabled": False},
+            "TaskOutput": {"enabled": False},
+        },
+    },
+    "polling": {
+        "enabled": True,
+        # Rate limit, per rule and session, unless the rule sets its own.
+        "max_calls": 10,
+        "per_seconds": 600,
+        # No progress: the same poll (rule + command with sleeps removed) whose
+        # output did not change this many times in a row warns / is denied...
+        "no_progress_warn": 3,
+        "no_progress_block": 5,
+        # ...until it backs off: a poll is allowed again this long after the
+        # previous one, doubling with every further unchanged output (up to the max).
+        "backoff_seconds": 60,
+        "backoff_max_seconds": 900,
+        # Rules: name, tool (regex on the tool name, full match), command (regex
+        # searched in a Bash command), optional max_calls / per_seconds /
+        # no_progress_warn / no_progress_block. `rules` replaces the defaults;
+        # `extra_rules` adds to them.
+        "rules": [
+            {
+                "name": "sleep-then-check",
+                "tool": "Bash",
+                "command": r"\bsleep\s+\d+(?:\.\d+)?[smhd]?\s*(?:&&|;|\n)\s*\S|\b(?:while|until)\b.*\bsleep\s+\d",
+                "max_calls": 12,
+            },
+            {
+                "name": "ci-watch",
+                "tool": "Bash",
+                "command": (
+                    r"\bgh\s+(?:run\s+(?:watch|view|list)|pr\s+(?:checks|status)|workflow\s+view)\b"
+                    r"|\bglab\s+ci\s+(?:status|view)\b"
+                ),
+            },
+            {
+                "name": "k8s-status",
+                "tool": "Bash",
+                "command": r"\bkubectl\s+(?:get|rollout\s+status|wait)\b",
+                # kubectl get also inspects; the no-progress rule is the real guard here.
+                "max_calls": 30,
+            },
+            {
+                "name": "http-status",
+                "tool": "Bash",
+                "command": r"\b(?:curl|wget|http|xh)\s[^|;&]*/(?:status|health|healthz|livez|readyz|ready|ping|progress)\b",
+                "max_calls": 20,
+            },
+            {
+                "name": "background-output",
+                "tool": "BashOutput|TaskOutput",
+                "max_calls": 30,
+            },
+        ],
+        "extra_rules": [],
+    },
 }
 
 # Environment variables that override one setting each.

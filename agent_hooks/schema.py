@@ -116,6 +116,26 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
     sessions.create_index(["task_id"], if_not_exists=True)
 
 
+@migration
+def m003_guards(db: sqlite_utils.Database) -> None:
+    # Cancellation of one session (a task's is on tasks), and where the
+    # session's loop/polling history starts (`agent-hook session reset-guards`).
+    sessions = db["sessions"]
+    for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int)):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, kind)
+    # Which polling rule a call matched, and the poll it is (rule + normalised
+    # command): the rate limit counts by rule, "no progress" compares outputs by key.
+    calls = db["tool_calls"]
+    for name in ("poll_rule", "poll_key"):
+        if name not in calls.columns_dict:
+            calls.add_column(name, str)
+    calls.create_index(["session_id", "poll_key", "id"], if_not_exists=True)
+    calls.create_index(["session_id", "poll_rule", "started_at"], if_not_exists=True)
+    calls.create_index(["session_id", "decision"], if_not_exists=True)
+    db["tasks"].create_index(["state"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

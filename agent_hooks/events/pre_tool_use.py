@@ -1,8 +1,10 @@
-"""PreToolUse: record the call before it runs."""
+"""PreToolUse: cancellation, loop detection, polling limits; then record the call with the decision."""
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions, toolcalls
+from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
+from agent_hooks.features.verdict import DENY, combine
+from agent_hooks.hashing import digest
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -12,9 +14,33 @@ EVENT = "PreToolUse"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    cfg = ctx.config
+    input_hash = digest(p.tool_input)
     with ctx.store.write() as conn:
-        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
-        toolcalls.start(conn, p, ctx.started, ctx.config)
+        sessions.touch(conn, p, ctx.env, cfg, ctx.started, state=sessions.LIVE)
+        snap = cancellation.read_snapshot(conn, p.session_id)
+        verdicts = [cancellation.decide(snap, cfg)]
+        poll = polling.match(p.tool_name, p.tool_input, input_hash, cfg)
+        if verdicts[0] is None:  # a cancelled session needs no further reads
+            if cfg["loops"].get("enabled", True):
+                history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]))
+                verdicts.append(loops.decide(p.tool_name, input_hash, history, cfg))
+            if poll is not None:
+                psnap = polling.read_snapshot(conn, p.session_id, snap.guards_since_id, poll, ctx.started, cfg)
+                verdicts.append(polling.decide(poll, psnap, ctx.started, cfg))
+        top, warnings = combine(verdicts)
+        denied = top.decision == DENY
+        toolcalls.start(
+            conn, p, ctx.started, cfg, input_hash=input_hash,
+            outcome=toolcalls.DENIED if denied else toolcalls.PENDING,
+            decision=top.decision, rule=top.rule, reason=top.message,
+            poll_rule=poll.name if poll else None, poll_key=poll.key if poll else None,
+        )
+    if denied:
+        out.deny(top.message or "blocked by agent-hooks")
+    else:
+        for warning in warnings:
+            out.add_context(warning.message or "")
     return out
 
 

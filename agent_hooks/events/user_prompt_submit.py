@@ -1,8 +1,8 @@
-"""UserPromptSubmit: a new turn begins; record it."""
+"""UserPromptSubmit: a new turn begins; record it, and block it when the session's task was cancelled."""
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions
+from agent_hooks.features import cancellation, sessions
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -14,8 +14,12 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
-        sessions.note_prompt(conn, p)
-        sessions.log_event(conn, p, ctx.started)
+        verdict = cancellation.decide(cancellation.read_snapshot(conn, p.session_id), ctx.config)
+        if verdict is None:
+            sessions.note_prompt(conn, p)
+        sessions.log_event(conn, p, ctx.started, verdict.rule if verdict else None)
+    if verdict is not None:
+        out.block(verdict.message or "cancelled")
     return out
 
 

@@ -21,13 +21,14 @@ MAX_ERROR_CHARS = 1000
 
 def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any],
           input_hash: str | None = None, outcome: str = PENDING, decision: str | None = None,
-          rule: str | None = None, reason: str | None = None) -> int:
-    """Open the row for a PreToolUse call; returns its id."""
+          rule: str | None = None, reason: str | None = None, poll_rule: str | None = None,
+          poll_key: str | None = None) -> int:
+    """Open the row for a PreToolUse call (with the guards' decision); returns its id."""
     cur = conn.execute(
         "INSERT INTO tool_calls (session_id, tool_use_id, tool_name, input_hash, outcome, decision, rule,"
-        " reason, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " reason, poll_rule, poll_key, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (payload.session_id, payload.tool_use_id, payload.tool_name,
-         input_hash or digest(payload.tool_input), outcome, decision, rule, reason, at),
+         input_hash or digest(payload.tool_input), outcome, decision, rule, reason, poll_rule, poll_key, at),
     )
     row = conn.execute(
         "UPDATE sessions SET tool_calls = tool_calls + 1 WHERE session_id = ? RETURNING tool_calls",
@@ -46,13 +47,17 @@ def finish(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[s
         output_hash = digest(payload.get("tool_response"))
         error = None
     else:
-        output_hash = None
         error = str(payload.get("error", ""))[:MAX_ERROR_CHARS] or "failed"
+        # A failing poll (`gh pr checks` exits non-zero while checks are pending)
+        # makes no progress either: its error is its output.
+        output_hash = digest({"error": error})
     outcome = SUCCESS if ok else FAILURE
     updated = 0
     if payload.tool_use_id:
         updated = conn.execute(
-            "UPDATE tool_calls SET outcome = ?, output_hash = ?, error = ?, duration_ms = ?, ended_at = ?"
+            # A row the guards denied stays denied: that call never ran.
+            "UPDATE tool_calls SET outcome = CASE outcome WHEN 'denied' THEN outcome ELSE ? END,"
+            " output_hash = ?, error = ?, duration_ms = ?, ended_at = ?"
             " WHERE session_id = ? AND tool_use_id = ?",
             (outcome, output_hash, error, duration, at, payload.session_id, payload.tool_use_id),
         ).rowcount

@@ -1,0 +1,66 @@
+"""Cancellation: a session, or the task it belongs to, was cancelled with `agent-hook cancel`.
+
+From the very next hook call, PreToolUse denies every tool call and
+UserPromptSubmit blocks every prompt, with the reason. The mark lives in the
+store (sessions.cancelled_at / tasks.state = 'cancelled'), so there is no
+polling interval and no network: the check is part of the one read that
+:func:`read_snapshot` makes anyway.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, NamedTuple
+
+from agent_hooks.features.verdict import DENY, Verdict
+
+RULE_SESSION = "cancel.session"
+RULE_TASK = "cancel.task"
+
+
+class Snapshot(NamedTuple):
+    """The session's row as the guards need it (read after sessions.touch)."""
+
+    session_cancelled_at: float | None = None
+    session_cancel_reason: str | None = None
+    task_id: str | None = None
+    task_state: str | None = None
+    task_cancel_reason: str | None = None
+    task_description: str | None = None
+    guards_since_id: int = 0
+
+
+def read_snapshot(conn: sqlite3.Connection, session_id: str) -> Snapshot:
+    """One primary-key read: the session's cancel mark, its task, its guard-history start."""
+    row = conn.execute(
+        "SELECT s.cancelled_at, s.cancel_reason, s.task_id, t.state, t.cancel_reason, t.description,"
+        " coalesce(s.guards_since_id, 0)"
+        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
+        (session_id,),
+    ).fetchone()
+    return Snapshot(*row) if row else Snapshot()
+
+
+def _one_line(text: str | None, limit: int = 300) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def decide(snapshot: Snapshot, config: dict[str, Any]) -> Verdict | None:
+    """Deny when the session or its task is cancelled; None otherwise. Pure."""
+    cfg = config["cancel"]
+    if not cfg.get("enabled", True):
+        return None
+    if snapshot.task_id and snapshot.task_state == "cancelled":
+        what = f"Task {snapshot.task_id!r}"
+        if snapshot.task_description:
+            what += f" ({_one_line(snapshot.task_description, 120)})"
+        reason, rule = snapshot.task_cancel_reason, RULE_TASK
+    elif snapshot.session_cancelled_at is not None:
+        what = "The task of this session"
+        reason, rule = snapshot.session_cancel_reason, RULE_SESSION
+    else:
+        return None
+    why = _one_line(reason) or "no reason given"
+    message = f"{what} was cancelled by the operator. Reason: {why}. {cfg.get('instructions', '')}".strip()
+    return Verdict(DENY, rule, message)

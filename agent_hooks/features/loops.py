@@ -1,0 +1,145 @@
+"""Loop detection: the agent repeats one call, or ping-pongs between two.
+
+Identical means the same tool name and the same SHA-256 of the canonical JSON
+input (:mod:`agent_hooks.hashing`). The history is the session's last
+``loops.window`` calls that were not denied (a blocked call is not history:
+recording blocks made agent-swarm's port feed its own wedge), after the
+session's reset mark. A new session starts empty; a resumed one keeps its rows.
+
+Two rules, both warning (PreToolUse additionalContext) before they deny:
+
+* repeat: the number of identical calls in the window, this one included;
+* ping-pong: the number of switches between two alternating calls in the
+  trailing stretch where the pair makes up at least ``pingpong_share`` of the
+  calls. Counting switches in that stretch, not the pair's share of the whole
+  window as agent-swarm did, means the count grows by at most one per call, so
+  the warning always comes first, and a ping-pong that starts after varied
+  work is seen at once rather than once it fills 80 % of the window.
+
+A call of a ``reset_tools`` tool (Edit, Write, ...) whose input is new in the
+window changes the state the agent is looking at: calls before it do not
+count, so re-running the same test after each new edit is not a loop, while
+flipping one edit back and forth still is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from fnmatch import fnmatchcase
+from typing import Any
+
+from agent_hooks.features.verdict import DENY, WARN, Verdict
+
+Key = tuple[str, str]  # (tool_name, input_hash)
+RULE_REPEAT = "loops.repeat"
+RULE_PINGPONG = "loops.pingpong"
+_OVERRIDABLE = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")
+
+
+def settings_for(tool_name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The [loops] settings with the tool's override (exact name first, then patterns)."""
+    section = config["loops"]
+    merged = {k: section.get(k) for k in _OVERRIDABLE}
+    merged["enabled"] = section.get("enabled", True)
+    tools = section.get("tools") or {}
+    override = tools.get(tool_name)
+    if override is None:
+        override = next((v for k, v in tools.items() if fnmatchcase(tool_name, k)), None)
+    if isinstance(override, dict):
+        merged.update({k: v for k, v in override.items() if k in _OVERRIDABLE})
+    return merged
+
+
+def read_history(conn: sqlite3.Connection, session_id: str, since_id: int, window: int) -> list[Key]:
+    """The session's last ``window - 1`` non-denied calls, oldest first (index on session_id, id)."""
+    rows = conn.execute(
+        "SELECT tool_name, input_hash FROM tool_calls WHERE session_id = ? AND id > ? AND outcome != 'denied'"
+        " ORDER BY id DESC LIMIT ?",
+        (session_id, since_id, max(0, window - 1)),
+    ).fetchall()
+    rows.reverse()
+    return [(r[0], r[1]) for r in rows]
+
+
+def reset_point(seq: list[Key], reset_tools: list[str] | tuple[str, ...]) -> int:
+    """Index where counting starts: just after the last state-changing call new in ``seq``."""
+    if not reset_tools:
+        return 0
+    tools = set(reset_tools)
+    for i in range(len(seq) - 2, -1, -1):  # the current call (last) never resets itself
+        if seq[i][0] in tools and seq.count(seq[i]) == 1:
+            return i + 1
+    return 0
+
+
+def pingpong(seq: list[Key], share: float) -> tuple[int, Key | None]:
+    """(switches, partner): the strongest alternation of the last call with another call."""
+    if len(seq) < 2:
+        return 0, None
+    cur = seq[-1]
+    partners: list[Key] = []
+    for key in reversed(seq[:-1]):
+        if key != cur and key not in partners:
+            partners.append(key)
+            if len(partners) == 3:
+                break
+    best: tuple[int, Key | None] = (0, None)
+    for partner in partners:
+        pair = (cur, partner)
+        in_pair = 0
+        length = 0
+        for n in range(1, len(seq) + 1):
+            if seq[-n] in pair:
+                in_pair += 1
+            if in_pair >= share * n - 1e-9:
+                length = n
+        tail = [k for k in seq[len(seq) - length:] if k in pair]
+        switches = sum(1 for a, b in zip(tail, tail[1:]) if a != b)
+        if switches > best[0]:
+            best = (switches, partner)
+    return best
+
+
+def decide(tool_name: str, input_hash: str, history: list[Key], config: dict[str, Any]) -> Verdict | None:
+    """Warn or deny a call repeated or ping-ponged too often; None otherwise. Pure.
+
+    ``history`` is the session's previous non-denied calls, oldest first.
+    """
+    section = config["loops"]
+    cfg = settings_for(tool_name, config)
+    if not section.get("enabled", True) or not cfg["enabled"]:
+        return None
+    window = int(section["window"])
+    cur = (tool_name, input_hash)
+    seq = list(history[-(window - 1):]) if window > 1 else []
+    seq.append(cur)
+    seq = seq[reset_point(seq, section.get("reset_tools") or ()):]
+
+    repeats = seq.count(cur)
+    switches, partner = pingpong(seq, float(cfg["pingpong_share"]))
+    span = f"this session's last {len(seq)} tool calls"
+    if repeats >= int(cfg["repeat_block"]):
+        return Verdict(DENY, RULE_REPEAT, (
+            f"Loop guard: blocked. {repeats} identical {tool_name} calls (same input, this one included) among {span}; "
+            f"the call did not run. Repeating it will not give a different result. Change the approach "
+            f"(different input, another tool, read the error again), or stop and report that you are stuck."
+        ))
+    if switches >= int(cfg["pingpong_block"]) and partner is not None:
+        return Verdict(DENY, RULE_PINGPONG, (
+            f"Loop guard: blocked. You have alternated between this {tool_name} call and a {partner[0]} call "
+            f"{switches} times without other progress; the call did not run. Break the cycle: change the "
+            f"approach, or stop and report that you are stuck."
+        ))
+    if repeats >= int(cfg["repeat_warn"]):
+        return Verdict(WARN, RULE_REPEAT, (
+            f"Loop guard warning: {repeats} identical {tool_name} calls (same input, this one included) among {span}. "
+            f"If it is not making progress, stop repeating it and change the approach. "
+            f"At {int(cfg['repeat_block'])} identical calls it will be blocked."
+        ))
+    if switches >= int(cfg["pingpong_warn"]) and partner is not None:
+        return Verdict(WARN, RULE_PINGPONG, (
+            f"Loop guard warning: you have alternated between this {tool_name} call and a {partner[0]} call "
+            f"{switches} times. If this is not making progress, break the cycle. "
+            f"At {int(cfg['pingpong_block'])} alternations it will be blocked."
+        ))
+    return None
