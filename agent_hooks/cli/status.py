@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import echo_json, iso, open_store
+from agent_hooks.cli.sessions import guard_fields
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role")
 
@@ -21,6 +22,7 @@ def collect() -> dict[str, Any]:
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY last_seen_at DESC"
         ).fetchall()
         errors = store.conn.execute("SELECT count(*) FROM errors").fetchone()[0]
+        guards = guard_fields(store.conn)
     finally:
         store.close()
     sessions = []
@@ -31,6 +33,8 @@ def collect() -> dict[str, Any]:
             {k: rec[k] for k in ("session_id", "state", "tool_calls", "last_activity_at", "cwd",
                                  "tmux_session", "agent", "role")}
         )
+        # Guard fields (issue 4): task_id, cancelled, cancel_reason, warned, denied, last_decision, ...
+        sessions[-1].update(guards.get(rec["session_id"], {}))
     return {"sessions": sessions, "errors": errors}
 
 

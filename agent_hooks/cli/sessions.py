@@ -1,0 +1,134 @@
+"""session show / reset-guards, and the guard fields `status --json` adds per session."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import click
+
+from agent_hooks.cli.common import echo_json, iso, open_store
+
+CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
+                "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
+
+
+def guard_fields(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Per session: task, cancellation, warned/denied counts, last decision, last guard verdict."""
+    fields: dict[str, dict[str, Any]] = {}
+    for sid, task_id, s_at, s_reason, t_state, t_reason, t_at in conn.execute(
+        "SELECT s.session_id, s.task_id, s.cancelled_at, s.cancel_reason, t.state, t.cancel_reason, t.cancelled_at"
+        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id"
+    ):
+        task_cancelled = t_state == "cancelled"
+        fields[sid] = {
+            "task_id": task_id,
+            "cancelled": s_at is not None or task_cancelled,
+            "cancelled_by": "task" if task_cancelled else ("session" if s_at is not None else None),
+            "cancel_reason": t_reason if task_cancelled else s_reason,
+            "cancelled_at": iso(t_at if task_cancelled else s_at),
+            "warned": 0,
+            "denied": 0,
+            "last_decision": None,
+            "last_guard": None,
+        }
+    for sid, warned, denied in conn.execute(
+        "SELECT session_id, sum(decision = 'warn'), sum(decision = 'deny') FROM tool_calls"
+        " WHERE decision IN ('warn', 'deny') GROUP BY session_id"
+    ):
+        if sid in fields:
+            fields[sid].update(warned=int(warned or 0), denied=int(denied or 0))
+    for sid, decision in conn.execute(
+        "SELECT session_id, decision FROM tool_calls WHERE id IN (SELECT max(id) FROM tool_calls GROUP BY session_id)"
+    ):
+        if sid in fields:
+            fields[sid]["last_decision"] = decision
+    for sid, decision, rule, reason, tool, at in conn.execute(
+        "SELECT session_id, decision, rule, reason, tool_name, started_at FROM tool_calls WHERE id IN"
+        " (SELECT max(id) FROM tool_calls WHERE decision IN ('warn', 'deny') GROUP BY session_id)"
+    ):
+        if sid in fields:
+            fields[sid]["last_guard"] = {"decision": decision, "rule": rule, "reason": reason,
+                                         "tool_name": tool, "at": iso(at)}
+    return fields
+
+
+def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str, Any] | None:
+    """The `session show --json` shape (fields are only ever added)."""
+    cur = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    row = cur.fetchone()
+    if row is None:
+        return None
+    session = dict(zip([d[0] for d in cur.description], row))
+    for key in ("first_seen_at", "last_seen_at", "ended_at", "cancelled_at"):
+        session[key] = iso(session.get(key))
+    session.update(guard_fields(conn).get(session_id, {}))
+    calls = []
+    for values in conn.execute(
+        f"SELECT {', '.join(CALL_COLUMNS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+        (session_id, limit),
+    ):
+        call = dict(zip(CALL_COLUMNS, values))
+        call["started_at"], call["ended_at"] = iso(call["started_at"]), iso(call["ended_at"])
+        calls.append(call)
+    calls.reverse()
+    session["recent_tool_calls"] = calls
+    return session
+
+
+@click.group()
+def session() -> None:
+    """Inspect one session and its guards."""
+
+
+@session.command(name="show")
+@click.argument("session_id")
+@click.option("--limit", default=20, show_default=True, help="How many recent tool calls to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(session_id: str, limit: int, as_json: bool) -> None:
+    """Show a session: task, cancellation, guard counts, recent tool calls and their decisions."""
+    store = open_store()
+    if store is None:
+        raise click.ClickException("no store yet: no session has been recorded")
+    try:
+        data = describe(store.conn, session_id, limit)
+    finally:
+        store.close()
+    if data is None:
+        raise click.ClickException(f"no session {session_id!r} recorded")
+    if as_json:
+        echo_json(data)
+        return
+    for key in ("session_id", "state", "agent", "role", "cwd", "tmux_session", "task_id", "last_seen_at"):
+        click.echo(f"{key:14} {data.get(key) if data.get(key) is not None else '-'}")
+    cancelled = f"yes ({data['cancelled_by']}): {data['cancel_reason'] or '-'}" if data["cancelled"] else "no"
+    click.echo(f"{'cancelled':14} {cancelled}")
+    click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
+    if data["recent_tool_calls"]:
+        click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
+        for c in data["recent_tool_calls"]:
+            click.echo(f"{c['id']:>6}  {c['started_at'] or '-':20}  {c['tool_name'][:14]:14} "
+                       f"{c['decision'] or '-':8} {c['outcome']:8} {c['rule'] or ''}")
+
+
+@session.command(name="reset-guards")
+@click.argument("session_id")
+def reset_guards(session_id: str) -> None:
+    """Start the session's loop and polling history afresh (calls so far no longer count)."""
+    store = open_store(write=True)
+    assert store is not None
+    try:
+        with store.write() as conn:
+            updated = conn.execute(
+                "UPDATE sessions SET guards_since_id ="
+                " (SELECT coalesce(max(id), 0) FROM tool_calls WHERE session_id = ?) WHERE session_id = ?",
+                (session_id, session_id),
+            ).rowcount
+    finally:
+        store.close()
+    if not updated:
+        raise click.ClickException(f"no session {session_id!r} recorded")
+    click.echo(f"session {session_id}: loop and polling history reset")
+
+
+COMMANDS = [session]
