@@ -1,0 +1,44 @@
+"""The pure cancellation decision."""
+
+from __future__ import annotations
+
+import copy
+
+from agent_hooks.config import DEFAULTS
+from agent_hooks.features.cancellation import RULE_SESSION, RULE_TASK, Snapshot, decide
+
+
+def test_not_cancelled_allows():
+    assert decide(Snapshot(), DEFAULTS) is None
+    assert decide(Snapshot(task_id="T1", task_state="open"), DEFAULTS) is None
+    assert decide(Snapshot(task_id="T1", task_state="done"), DEFAULTS) is None
+
+
+def test_session_mark_denies_with_reason_and_instructions():
+    v = decide(Snapshot(session_cancelled_at=1.0, session_cancel_reason="wrong branch"), DEFAULTS)
+    assert v is not None and v.decision == "deny" and v.rule == RULE_SESSION
+    assert "cancelled" in v.message and "wrong branch" in v.message
+    assert "Stop working" in v.message and "report" in v.message
+
+
+def test_task_mark_denies_and_names_the_task():
+    snap = Snapshot(task_id="T7", task_state="cancelled", task_cancel_reason="superseded by T8",
+                    task_description="Migrate the orders table")
+    v = decide(snap, DEFAULTS)
+    assert v is not None and v.rule == RULE_TASK
+    assert "T7" in v.message and "superseded by T8" in v.message and "Migrate the orders table" in v.message
+
+
+def test_task_wins_over_session_and_missing_reason_is_said():
+    snap = Snapshot(session_cancelled_at=1.0, session_cancel_reason="s", task_id="T", task_state="cancelled")
+    v = decide(snap, DEFAULTS)
+    assert v.rule == RULE_TASK and "no reason given" in v.message
+
+
+def test_disabled_and_custom_instructions():
+    cfg = copy.deepcopy(DEFAULTS)
+    cfg["cancel"]["instructions"] = "Write HANDOFF.md and stop."
+    v = decide(Snapshot(session_cancelled_at=1.0, session_cancel_reason="x"), cfg)
+    assert v.message.endswith("Write HANDOFF.md and stop.")
+    cfg["cancel"]["enabled"] = False
+    assert decide(Snapshot(session_cancelled_at=1.0), cfg) is None
