@@ -84,15 +84,10 @@ DEFAULTS: dict[str, Any] = {
         "backoff_max_seconds": 900,
         # Rules: name, tool (regex on the tool name, full match), command (regex
         # searched in a Bash command), optional max_calls / per_seconds /
-        # no_progress_warn / no_progress_block. `rules` replaces the defaults;
-        # `extra_rules` adds to them.
+        # no_progress_warn / no_progress_block. The first rule that matches wins
+        # (specific before generic). `rules` replaces the defaults; `extra_rules`
+        # are tried after them.
         "rules": [
-            {
-                "name": "sleep-then-check",
-                "tool": "Bash",
-                "command": r"\bsleep\s+\d+(?:\.\d+)?[smhd]?\s*(?:&&|;|\n)\s*\S|\b(?:while|until)\b.*\bsleep\s+\d",
-                "max_calls": 12,
-            },
             {
                 "name": "ci-watch",
                 "tool": "Bash",
@@ -113,6 +108,12 @@ DEFAULTS: dict[str, Any] = {
                 "tool": "Bash",
                 "command": r"\b(?:curl|wget|http|xh)\s[^|;&]*/(?:status|health|healthz|livez|readyz|ready|ping|progress)\b",
                 "max_calls": 20,
+            },
+            {
+                "name": "sleep-then-check",
+                "tool": "Bash",
+                "command": r"\bsleep\s+\d+(?:\.\d+)?[smhd]?\s*(?:&&|;|\n)\s*\S|\b(?:while|until)\b.*\bsleep\s+\d",
+                "max_calls": 12,
             },
             {
                 "name": "background-output",

@@ -19,7 +19,8 @@ def rule_of(command: str | None, tool: str = "Bash", config=DEFAULTS) -> str | N
 
 
 @pytest.mark.parametrize(("command", "rule"), [
-    ("sleep 30 && gh run view 123", "sleep-then-check"),
+    ("sleep 30 && gh run view 123", "ci-watch"),  # the specific rule first
+    ("sleep 30 && cat build/status.txt", "sleep-then-check"),
     ("sleep 5; curl -s localhost:8000/", "sleep-then-check"),
     ("until curl -sf localhost/ok; do sleep 2; done", "sleep-then-check"),
     ("gh run watch 123", "ci-watch"),

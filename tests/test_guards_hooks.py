@@ -1,0 +1,168 @@
+"""The guards through the installed console scripts, on the real client's payloads."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+from guards_support import cli, context_of, denial_of, fixture, hook, post, pre
+
+SID = "4e1b1715-2e19-4bfd-953a-1656f3b17796"
+APPEND = {"command": "echo tick >> ticks.txt", "description": "tick"}
+
+
+def status_session(session_id: str) -> dict:
+    data = json.loads(cli("status", "--json").stdout)
+    return next(s for s in data["sessions"] if s["session_id"] == session_id)
+
+
+def test_repeat_warns_then_denies_and_denied_calls_are_recorded_but_not_counted():
+    outs = [pre(SID, f"toolu_{n}", APPEND) for n in range(1, 18)]
+    assert outs[:7] == [None] * 7
+    for n, out in enumerate(outs[7:14], start=8):
+        assert f"{n} identical Bash calls" in context_of(out) and denial_of(out) is None
+    for out in outs[14:]:
+        assert "Loop guard: blocked" in denial_of(out)
+    session = json.loads(cli("session", "show", SID, "--json", "--limit", "100").stdout)
+    calls = session["recent_tool_calls"]
+    assert [c["decision"] for c in calls] == ["allow"] * 7 + ["warn"] * 7 + ["deny"] * 3
+    assert {c["outcome"] for c in calls[14:]} == {"denied"} and calls[14]["rule"] == "loops.repeat"
+    s = status_session(SID)
+    assert (s["warned"], s["denied"], s["last_decision"]) == (7, 3, "deny")
+    assert s["last_guard"]["rule"] == "loops.repeat" and s["cancelled"] is False
+    # Denials are not history: the 15th allowed-or-warned call is still the one that blocks.
+    assert status_session(SID)["tool_calls"] == 17
+
+
+def test_new_session_starts_empty_resumed_session_keeps_history_reset_clears_it():
+    for n in range(14):
+        pre(SID, f"toolu_{n}", APPEND)
+    resume = dict(fixture("SessionStart-resume"), session_id=SID)
+    hook("session-start", resume)
+    assert "Loop guard: blocked" in denial_of(pre(SID, "toolu_resumed", APPEND))
+    assert pre("11111111-2222-3333-4444-555555555555", "toolu_new", APPEND) is None
+    cli("session", "reset-guards", SID)
+    assert pre(SID, "toolu_after_reset", APPEND) is None
+
+
+def test_cancel_session_denies_tools_blocks_prompts_and_uncancel_lifts_it():
+    assert pre(SID, "toolu_1", {"command": "ls"}) is None
+    cli("cancel", SID, "--reason", "the lead took this over")
+    reason = denial_of(pre(SID, "toolu_2", {"command": "ls"}))
+    assert "cancelled" in reason and "the lead took this over" in reason and "Stop working" in reason
+    prompt = hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID))
+    assert prompt["decision"] == "block" and "the lead took this over" in prompt["reason"]
+    s = status_session(SID)
+    assert s["cancelled"] is True and s["cancelled_by"] == "session" and s["cancel_reason"] == "the lead took this over"
+    cli("uncancel", SID)
+    assert pre(SID, "toolu_3", {"command": "ls"}) is None
+    assert hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID)) is None
+
+
+def test_cancel_task_reaches_sessions_that_join_later_through_the_environment():
+    cli("task", "create", "T-42", "--description", "Port the billing job")
+    cli("cancel", "--task", "T-42", "--reason", "duplicate of T-41")
+    env = {"AGENT_HOOKS_TASK_ID": "T-42"}
+    reason = denial_of(pre(SID, "toolu_1", {"command": "ls"}, env=env))
+    assert "T-42" in reason and "duplicate of T-41" in reason and "Port the billing job" in reason
+    shown = json.loads(cli("task", "show", "T-42", "--json").stdout)
+    assert shown["state"] == "cancelled" and shown["sessions"][0]["session_id"] == SID
+    cli("uncancel", "--task", "T-42")
+    assert pre(SID, "toolu_2", {"command": "ls"}, env=env) is None
+
+
+def test_task_assign_progress_and_cancel_by_tmux():
+    env = {"AGENT_HOOKS_TMUX_SESSION": "worker-3"}
+    assert pre(SID, "toolu_1", {"command": "ls"}, env=env) is None
+    assert cli("task", "assign", "nope", "T1", ok=False).returncode != 0
+    cli("task", "assign", SID, "T1")
+    cli("task", "progress", "T1", "schema done; CLI next")
+    cli("task", "describe", "T1", "Build the guards")
+    shown = json.loads(cli("task", "show", "T1", "--json").stdout)
+    assert (shown["progress"], shown["description"], shown["state"]) == ("schema done; CLI next", "Build the guards", "open")
+    assert status_session(SID)["task_id"] == "T1"
+    cli("cancel", "--tmux", "worker-3", "--reason", "machine going down")
+    assert "machine going down" in denial_of(pre(SID, "toolu_2", {"command": "ls"}, env=env))
+    assert cli("cancel", "--tmux", "nobody", "--reason", "x", ok=False).returncode != 0
+    assert cli("cancel", SID, "--task", "T1", "--reason", "x", ok=False).returncode != 0
+    assert cli("cancel", "no-such-session", "--reason", "x", ok=False).returncode != 0
+
+
+def test_no_progress_poll_is_denied_after_five_unchanged_results():
+    poll = {"command": "sleep 1 && gh run view 77 --json status", "description": "check CI"}
+    answers = []
+    for n in range(1, 8):
+        out = pre(SID, f"toolu_{n}", poll)
+        answers.append(out)
+        if denial_of(out):
+            continue
+        post(SID, f"toolu_{n}", poll, '{"status":"in_progress"}')
+    assert answers[:3] == [None] * 3
+    assert "same output the last 3 times" in context_of(answers[3])
+    assert "same output the last 4 times" in context_of(answers[4])
+    reason = denial_of(answers[5])
+    assert "no progress" in reason and "Back off" in reason and "another approach" in reason
+    assert denial_of(answers[6])  # still held back: the denial did not record a poll
+    calls = json.loads(cli("session", "show", SID, "--json").stdout)["recent_tool_calls"]
+    assert calls[-1]["rule"] == "polling.no_progress:ci-watch" and calls[-1]["poll_rule"] == "ci-watch"
+
+
+def test_failing_poll_counts_as_no_progress_and_changing_output_does_not():
+    poll = {"command": "gh pr checks 12"}
+    for n in range(5):
+        assert denial_of(pre(SID, f"toolu_f{n}", poll)) is None
+        post(SID, f"toolu_f{n}", poll, "Exit code 8", ok=False)  # gh pr checks exits 8 while pending
+    assert "no progress" in denial_of(pre(SID, "toolu_f5", poll))
+    other = "22222222-2222-2222-2222-222222222222"
+    poll2 = {"command": "kubectl rollout status deploy/api"}
+    for n in range(8):
+        assert denial_of(pre(other, f"toolu_c{n}", poll2)) is None
+        post(other, f"toolu_c{n}", poll2, f"{n} of 8 updated replicas are available")
+
+
+def test_rate_limit_from_toml_per_rule(tmp_path):
+    home = os.environ["AGENT_HOOKS_HOME"]
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write('[polling]\nextra_rules = [{name = "status-page", command = "statuspage", max_calls = 3}]\n'
+                '[loops.tools.Bash]\nrepeat_warn = 50\nrepeat_block = 60\n')
+    outs = [pre(SID, f"toolu_{n}", {"command": f"statuspage --probe {n}"}) for n in range(5)]
+    assert outs[:2] == [None, None]
+    assert "poll 3 of at most 3" in context_of(outs[2])
+    assert "Polling guard: blocked" in denial_of(outs[3]) and denial_of(outs[4])
+    # The per-tool loop override applies too: 20 identical calls, no loop warning.
+    assert all(pre(SID, f"toolu_x{n}", {"command": "true"}) is None for n in range(20))
+
+
+def test_pingpong_through_the_hooks():
+    a, b = {"command": "make build"}, {"command": "./run --check"}
+    seen = [pre(SID, f"toolu_{n}", a if n % 2 == 0 else b) for n in range(14)]
+    assert seen[:6] == [None] * 6
+    assert "alternated" in context_of(seen[6])
+    assert "Loop guard: blocked" in denial_of(seen[12])
+
+
+def test_hook_path_imports_the_standard_library_only():
+    code = (
+        "import sys, agent_hooks.events.pre_tool_use, agent_hooks.events.user_prompt_submit\n"
+        "import agent_hooks.features.cancellation, agent_hooks.features.loops, agent_hooks.features.polling\n"
+        "bad = [m for m in ('click', 'httpx', 'sqlite_utils', 'filelock') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
+
+
+def test_schema_version_matches_migrations():
+    from agent_hooks import schema, store
+
+    assert store.SCHEMA_VERSION == len(schema.MIGRATIONS)
+    assert schema.MIGRATIONS[-1] == "m003_guards"
+
+
+def test_config_defaults_validate():
+    from agent_hooks import config
+
+    assert config.validate(copy.deepcopy(config.DEFAULTS)) == []
