@@ -48,10 +48,10 @@ def generated_settings(bin_dir: Path = BIN_DIR) -> dict[str, Any]:
     return {"hooks": hooks}
 
 
-def hook_settings(bin_dir: Path = BIN_DIR) -> dict[str, Any]:
+def hook_settings(bin_dir: Path = BIN_DIR, template: Path = SETTINGS_TEMPLATE) -> dict[str, Any]:
     """settings.template.json with ``{{BIN}}`` filled in, or the generated settings."""
-    if SETTINGS_TEMPLATE.exists():
-        raw = SETTINGS_TEMPLATE.read_text(encoding="utf-8")
+    if template.exists():
+        raw = template.read_text(encoding="utf-8")
         # Substituted inside JSON strings, so the path is JSON-escaped.
         return json.loads(raw.replace(BIN_PLACEHOLDER, json.dumps(str(bin_dir))[1:-1]))
     return generated_settings(bin_dir)

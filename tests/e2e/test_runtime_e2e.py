@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import HOOK_EXECUTABLES, E2E, hook_commands
+from harness import E2E, HOOK_EXECUTABLES, generated_settings, hook_commands, hook_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -154,3 +154,12 @@ def test_crashing_hooks_leave_the_session_running(e2e: E2E) -> None:
         assert (event, "error") in counted, (event, errors)
     assert all(e["session_id"] == result["session_id"] for e in errors), errors
     assert e2e.store_path.read_bytes() == garbage
+
+
+def test_settings_come_from_the_template_once_it_exists(tmp_path: Path) -> None:
+    template = tmp_path / "settings.template.json"
+    assert hook_settings(Path("/opt/x y"), template) == generated_settings(Path("/opt/x y"))
+    template.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "{{BIN}}/agent-hook-stop",'
+                        ' "timeout": 5}]}]}}')
+    assert hook_settings(Path('/opt/we"ird'), template) == {"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": '/opt/we"ird/agent-hook-stop', "timeout": 5}]}]}}
