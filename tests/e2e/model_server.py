@@ -146,7 +146,9 @@ class ModelServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "ModelServer":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # A short poll interval: stop() waits for it, once per test.
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
         return self
 
