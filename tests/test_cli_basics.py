@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import agent_hook, fixture_payload, run_exe, run_hook
+from helpers import agent_hook, fixture_payload, run_exe, run_hook
 
 
 def test_paths_all_under_agent_hooks_home(hooks_home: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, error_log, fixture_payload, store_rows
+from helpers import BIN, error_log, fixture_payload, store_rows
 
 
 

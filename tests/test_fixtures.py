@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXECUTABLES, FIXTURES, fixture_payload, run_exe, run_hook, store_rows
+from helpers import EXECUTABLES, FIXTURES, fixture_payload, run_exe, run_hook, store_rows
 
 PAYLOADS = sorted(p.name for p in FIXTURES.glob("*.json"))
 

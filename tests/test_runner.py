@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, error_log, fixture_payload, run_exe, run_hook, store_rows
+from helpers import BIN, error_log, fixture_payload, run_exe, run_hook, store_rows
 
 BAD_INPUTS = {
     "empty": b"",
@@ -146,7 +146,7 @@ HEAVY = ("click", "httpx", "sqlite_utils", "filelock")
                                   "SessionStart-startup.json", "UserPromptSubmit.json", "Stop.json",
                                   "PreCompact-manual.json", "SessionEnd.json"])
 def test_steady_state_hook_imports_only_the_standard_library(name: str, hooks_home: Path) -> None:
-    from conftest import EXECUTABLES
+    from helpers import EXECUTABLES
 
     payload = fixture_payload(name)
     run_hook(payload)  # the first call may create the store (sqlite-utils, filelock)
