@@ -7,21 +7,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude-code-2.1.197"
-BIN = Path(sys.executable).parent
+from helpers import BIN, FIXTURES
 
 
 def fixture(name: str) -> dict[str, Any]:
-    """A captured payload (copied unchanged from the real client 2.1.197)."""
-    for base in (FIXTURES,):
-        path = base / f"{name}.json"
-        if path.exists():
-            return json.loads(path.read_text())
-    raise FileNotFoundError(name)
+    """A payload the real client 2.1.197 sent (the shared fixtures, as they are)."""
+    return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
 def script(name: str) -> str:

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any, NamedTuple
 
 from agent_hooks.features.verdict import DENY, WARN, Verdict
 from agent_hooks.hashing import digest
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RULE_RATE = "polling.rate"
 RULE_NO_PROGRESS = "polling.no_progress"
@@ -32,20 +36,29 @@ _SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)([smhd]?)\b\s*(?:&&|;|\n)?")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class Poll(NamedTuple):
+class Poll:
     """A call that matched a polling rule."""
 
-    rule: dict[str, Any]
-    name: str
-    key: str
-    sleep_seconds: float  # waiting done inside the command itself
+    __slots__ = ("rule", "name", "key", "sleep_seconds")
+
+    def __init__(self, rule: dict[str, Any], name: str, key: str, sleep_seconds: float) -> None:
+        self.rule = rule
+        self.name = name
+        self.key = key  # the same poll: rule + command without its sleeps
+        self.sleep_seconds = sleep_seconds  # waiting done inside the command itself
 
 
-class PollSnapshot(NamedTuple):
-    recent: int = 0  # the rule's non-denied polls within its time window
-    oldest_at: float | None = None  # start of the oldest of those
-    outputs: tuple[str, ...] = ()  # this poll's recorded outputs, newest first
-    last_at: float | None = None  # when this poll last finished (or started)
+class PollSnapshot:
+    """What the store knows about a poll's rule and key in this session."""
+
+    __slots__ = ("recent", "oldest_at", "outputs", "last_at")
+
+    def __init__(self, recent: int = 0, oldest_at: float | None = None, outputs: tuple[str, ...] = (),
+                 last_at: float | None = None) -> None:
+        self.recent = recent  # the rule's non-denied polls within its time window
+        self.oldest_at = oldest_at  # start of the oldest of those
+        self.outputs = outputs  # this poll's recorded outputs, newest first
+        self.last_at = last_at  # when this poll last finished (or started)
 
 
 def all_rules(config: dict[str, Any]) -> list[dict[str, Any]]:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 ALLOW, WARN, DENY = "allow", "warn", "deny"
 _RANK = {ALLOW: 0, WARN: 1, DENY: 2}
 
 
-class Verdict(NamedTuple):
-    decision: str  # allow | warn | deny
-    rule: str | None = None  # e.g. "loops.repeat", "polling.no_progress:ci-watch"
-    message: str | None = None  # what the model reads
+class Verdict:
+    """A guard's verdict (a plain class: typing.NamedTuple would cost the hook path ~2 ms)."""
+
+    __slots__ = ("decision", "rule", "message")
+
+    def __init__(self, decision: str, rule: str | None = None, message: str | None = None) -> None:
+        self.decision = decision  # allow | warn | deny
+        self.rule = rule  # e.g. "loops.repeat", "polling.no_progress:ci-watch"
+        self.message = message  # what the model reads
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.decision!r}, {self.rule!r}, {self.message!r})"
 
 
 def combine(verdicts: list[Verdict | None]) -> tuple[Verdict, list[Verdict]]:
