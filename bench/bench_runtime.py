@@ -8,9 +8,15 @@ the peak RSS of a hook call. Then the same with 1,000,000 tool-call rows in
 the store.
 
     .venv/bin/python bench/bench_runtime.py [--runs 60] [--rows 1000000]
+    .venv/bin/python bench/bench_runtime.py --guards [--runs 60]
 
 Targets (issue 2): hook median <= 1.25x floor; <= 1.1x that with 1M rows;
 peak RSS <= 25 MiB.
+
+``--guards`` (issue 4) measures PreToolUse with every guard doing its full
+work: a session whose loop window is full (40 calls, polls among them), each
+measured call a poll (`gh run view N`: the polling rule's two reads run too),
+against the floor and against PreToolUse in a fresh session. Same target.
 """
 
 from __future__ import annotations
@@ -90,6 +96,49 @@ def measure(env: dict[str, str], runs: int, label: str) -> dict[str, float]:
     return {"floor": f, "pre": p, "post": q, "rss_mib": max(rss) / 1024}
 
 
+def guard_payloads(session_id: str, i: int, run: int, output: str) -> tuple[bytes, bytes]:
+    pre, post = (json.loads(x) for x in payloads(session_id, i))
+    for p in (pre, post):
+        p["tool_input"] = {"command": f"gh run view {run} --json status", "description": "check CI"}
+    post["tool_response"]["stdout"] = output
+    return json.dumps(pre).encode(), json.dumps(post).encode()
+
+
+def measure_guards(env: dict[str, str], runs: int) -> dict[str, float]:
+    """PreToolUse with a full loop window and a matching polling rule, vs floor and a fresh session."""
+    # The rate limit would deny after 10 polls; the bench wants the allow path's full work.
+    env = {**env, "AGENT_HOOKS__POLLING__MAX_CALLS": "1000000"}
+    floor_argv = [sys.executable, "-c", "import json, sqlite3"]
+    pre_argv = [str(BIN / "agent-hook-pre-tool-use")]
+    post_argv = [str(BIN / "agent-hook-post-tool-use")]
+    session_id = str(uuid.uuid4())
+    window = 40
+    for i in range(window):  # fill the window: 20 polls, each twice, same output (streak 2 < warn 3)
+        a, b = guard_payloads(session_id, 20_000_000 + i, i % 20, "in_progress")
+        run_once(pre_argv, a, env)
+        run_once(post_argv, b, env)
+    floor, full, fresh = [], [], []
+    for i in range(runs):
+        a, _ = guard_payloads(session_id, 30_000_000 + i, 1000 + i, "")
+        floor.append(run_once(floor_argv, b"", env)[0])
+        full.append(run_once(pre_argv, a, env)[0])
+        a, _ = payloads(str(uuid.uuid4()), i)
+        fresh.append(run_once(pre_argv, a, env)[0])
+    conn = sqlite3.connect(os.path.join(env["AGENT_HOOKS_HOME"], "store.db"))
+    decisions = conn.execute(
+        "SELECT decision, count(*) FROM tool_calls WHERE session_id = ? GROUP BY decision", (session_id,)
+    ).fetchall()
+    conn.close()
+    f, g, n = (statistics.median(x) * 1000 for x in (floor, full, fresh))
+    print(f"\n[guards] {runs} runs each, alternating; window {window} full, every call a poll")
+    print(f"  floor  python -c 'import json, sqlite3'  median {f:7.2f} ms")
+    print(f"  PreToolUse, fresh session            median {n:7.2f} ms   ratio {n / f:5.3f}")
+    print(f"  PreToolUse, full window + poll rule  median {g:7.2f} ms   ratio {g / f:5.3f} (target <= 1.25)"
+          f"   {g / n:5.3f}x fresh")
+    print(f"  decisions in the measured session: {dict(decisions)}")
+    return {"floor": f, "full": g, "fresh": n}
+
+
 def seed(store: str, rows: int, sessions: int = 200) -> None:
     """Fill the store with ``rows`` finished tool calls spread over ``sessions`` sessions."""
     conn = sqlite3.connect(store)
@@ -114,6 +163,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--guards", action="store_true", help="Only the guards mode (PreToolUse, full window).")
     args = ap.parse_args()
     # A regular install ships .pyc files; an editable one under PYTHONDONTWRITEBYTECODE
     # would recompile every module on every call, which is not what users run.
@@ -124,6 +174,9 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
         env["AGENT_HOOKS_HOME"] = home
         subprocess.run([str(BIN / "agent-hook"), "init"], env=env, check=True, stdout=subprocess.DEVNULL)
+        if args.guards:
+            measure_guards(env, args.runs)
+            return
         empty = measure(env, args.runs, "empty store")
         t = time.perf_counter()
         seed(os.path.join(home, "store.db"), args.rows)
