@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from agent_hooks.hashing import digest
 from harness import E2E, HOOK_EXECUTABLES, generated_settings, hook_commands, hook_settings
 from model_server import text, tool_use
 
@@ -59,7 +60,8 @@ def test_session_with_tool_calls_is_recorded(e2e: E2E) -> None:
         assert row["input_hash"] and row["started_at"] and row["ended_at"], row
         assert isinstance(row["duration_ms"], int) and row["duration_ms"] >= 0, row
         if tool_use_id == "toolu_bash_fail":
-            assert row["outcome"] == "failure" and row["output_hash"] is None, row
+            # A failure's output is its error (the polling guard's no-progress rule compares it).
+            assert row["outcome"] == "failure" and row["output_hash"] == digest({"error": row["error"]}), row
             assert "Exit code 3" in row["error"], row
         else:
             assert row["outcome"] == "success" and row["output_hash"] and row["error"] is None, row
