@@ -74,7 +74,9 @@ def test_self_cancel_denies_the_next_call_and_blocks_a_resumed_prompt(e2e: E2E) 
     assert len(e2e.server.messages("main")) == before, e2e.describe()
     assert not e2e.server.requests_containing("Please continue the work.")
     assert e2e.server.remaining == 1
-    assert reason in resumed.stdout + resumed.stderr, e2e.describe()
+    # The client reports the block, with our reason, as the run's result.
+    assert resumed.returncode == 0 and resumed.result, e2e.describe()
+    assert "blocked by hook" in resumed.result["result"] and reason in resumed.result["result"], resumed.result
     (session,) = e2e.query("SELECT cancel_reason FROM sessions WHERE session_id = ?", sid)
     assert session["cancel_reason"] == reason
     prompts = e2e.query("SELECT detail FROM session_events WHERE session_id = ? AND event = 'UserPromptSubmit'"
