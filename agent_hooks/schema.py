@@ -125,15 +125,24 @@ def m003_guards(db: sqlite_utils.Database) -> None:
     # Cancellation of one session (a task's is on tasks), and where the
     # session's loop/polling history starts (`agent-hook session reset-guards`).
     sessions = db["sessions"]
-    for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int)):
+    for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int),
+                       ("last_decision", str), ("last_guard_id", int)):
         if name not in sessions.columns_dict:
             sessions.add_column(name, kind)
+    # Running totals kept by PreToolUse in the UPDATE it makes anyway, so that
+    # `status` reads one row per session instead of scanning every tool call.
+    for name in ("guard_warned", "guard_denied"):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, int, not_null_default=0)
     # Which polling rule a call matched, and the poll it is (rule + normalised
     # command): the rate limit counts by rule, "no progress" compares outputs by key.
+    # agent_id: the subagent a call came from (Claude Code >= 2.1.69 sends it inside
+    # subagents), so parallel subagents doing similar work are not one loop history.
     calls = db["tool_calls"]
-    for name in ("poll_rule", "poll_key"):
+    for name in ("poll_rule", "poll_key", "agent_id"):
         if name not in calls.columns_dict:
             calls.add_column(name, str)
+    calls.create_index(["session_id", "agent_id", "id"], if_not_exists=True)
     calls.create_index(["session_id", "poll_key", "id"], if_not_exists=True)
     calls.create_index(["session_id", "poll_rule", "started_at"], if_not_exists=True)
     calls.create_index(["session_id", "decision"], if_not_exists=True)

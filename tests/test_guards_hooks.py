@@ -48,6 +48,16 @@ def test_new_session_starts_empty_resumed_session_keeps_history_reset_clears_it(
     assert pre(SID, "toolu_after_reset", APPEND) is None
 
 
+def test_subagents_have_their_own_loop_history():
+    for n in range(14):
+        pre(SID, f"toolu_{n}", APPEND)
+    sub = copy.deepcopy(fixture("PreToolUse-Bash"))
+    sub.update(session_id=SID, tool_use_id="toolu_sub", tool_input=APPEND, agent_id="a4d2c8f1e0b3a297",
+               agent_type="general-purpose")
+    assert hook("pre-tool-use", sub) is None
+    assert "Loop guard: blocked" in denial_of(pre(SID, "toolu_main", APPEND))
+
+
 def test_cancel_session_denies_tools_blocks_prompts_and_uncancel_lifts_it():
     assert pre(SID, "toolu_1", {"command": "ls"}) is None
     cli("cancel", SID, "--reason", "the lead took this over")

@@ -167,4 +167,8 @@ def test_read_history_excludes_denied_and_respects_the_reset_mark(tmp_path):
     assert loops.read_history(conn, "s1", 0, 3) == [("Read", "h3"), ("Bash", "h4")]
     assert loops.read_history(conn, "s1", 1, 40) == [("Read", "h3"), ("Bash", "h4")]
     assert loops.read_history(conn, "new-session", 0, 40) == []
+    conn.execute("INSERT INTO tool_calls (session_id, tool_name, input_hash, outcome, started_at, agent_id)"
+                 " VALUES ('s1', 'Bash', 'sub', 'success', 0, 'agent-7')")
+    assert loops.read_history(conn, "s1", 0, 40)[-1] == ("Bash", "h4")  # the main agent's history
+    assert loops.read_history(conn, "s1", 0, 40, "agent-7") == [("Bash", "sub")]
     store.close()

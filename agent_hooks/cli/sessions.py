@@ -13,12 +13,20 @@ CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", 
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
 
 
-def guard_fields(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    """Per session: task, cancellation, warned/denied counts, last decision, last guard verdict."""
+def guard_fields(conn: sqlite3.Connection, session_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per session: task, cancellation, warned/denied totals, last decision, last guard verdict.
+
+    One read of the session rows (PreToolUse keeps the totals there); the last
+    warn/deny is a primary-key lookup.
+    """
     fields: dict[str, dict[str, Any]] = {}
-    for sid, task_id, s_at, s_reason, t_state, t_reason, t_at in conn.execute(
-        "SELECT s.session_id, s.task_id, s.cancelled_at, s.cancel_reason, t.state, t.cancel_reason, t.cancelled_at"
-        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id"
+    where, args = ("WHERE s.session_id = ?", (session_id,)) if session_id else ("", ())
+    for (sid, task_id, s_at, s_reason, t_state, t_reason, t_at, warned, denied, last, g_decision, g_rule,
+         g_reason, g_tool, g_at) in conn.execute(
+        "SELECT s.session_id, s.task_id, s.cancelled_at, s.cancel_reason, t.state, t.cancel_reason, t.cancelled_at,"
+        " s.guard_warned, s.guard_denied, s.last_decision, c.decision, c.rule, c.reason, c.tool_name, c.started_at"
+        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id LEFT JOIN tool_calls c ON c.id = s.last_guard_id "
+        + where, args
     ):
         task_cancelled = t_state == "cancelled"
         fields[sid] = {
@@ -27,29 +35,12 @@ def guard_fields(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
             "cancelled_by": "task" if task_cancelled else ("session" if s_at is not None else None),
             "cancel_reason": t_reason if task_cancelled else s_reason,
             "cancelled_at": iso(t_at if task_cancelled else s_at),
-            "warned": 0,
-            "denied": 0,
-            "last_decision": None,
-            "last_guard": None,
+            "warned": int(warned or 0),
+            "denied": int(denied or 0),
+            "last_decision": last,
+            "last_guard": None if g_decision is None else {
+                "decision": g_decision, "rule": g_rule, "reason": g_reason, "tool_name": g_tool, "at": iso(g_at)},
         }
-    for sid, warned, denied in conn.execute(
-        "SELECT session_id, sum(decision = 'warn'), sum(decision = 'deny') FROM tool_calls"
-        " WHERE decision IN ('warn', 'deny') GROUP BY session_id"
-    ):
-        if sid in fields:
-            fields[sid].update(warned=int(warned or 0), denied=int(denied or 0))
-    for sid, decision in conn.execute(
-        "SELECT session_id, decision FROM tool_calls WHERE id IN (SELECT max(id) FROM tool_calls GROUP BY session_id)"
-    ):
-        if sid in fields:
-            fields[sid]["last_decision"] = decision
-    for sid, decision, rule, reason, tool, at in conn.execute(
-        "SELECT session_id, decision, rule, reason, tool_name, started_at FROM tool_calls WHERE id IN"
-        " (SELECT max(id) FROM tool_calls WHERE decision IN ('warn', 'deny') GROUP BY session_id)"
-    ):
-        if sid in fields:
-            fields[sid]["last_guard"] = {"decision": decision, "rule": rule, "reason": reason,
-                                         "tool_name": tool, "at": iso(at)}
     return fields
 
 
@@ -62,7 +53,7 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
     session = dict(zip([d[0] for d in cur.description], row))
     for key in ("first_seen_at", "last_seen_at", "ended_at", "cancelled_at"):
         session[key] = iso(session.get(key))
-    session.update(guard_fields(conn).get(session_id, {}))
+    session.update(guard_fields(conn, session_id).get(session_id, {}))
     calls = []
     for values in conn.execute(
         f"SELECT {', '.join(CALL_COLUMNS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",

@@ -23,7 +23,8 @@ def handle(ctx: Context) -> Outcome:
         poll = polling.match(p.tool_name, p.tool_input, input_hash, cfg)
         if verdicts[0] is None:  # a cancelled session needs no further reads
             if cfg["loops"].get("enabled", True):
-                history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]))
+                history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]),
+                                             p.get("agent_id"))
                 verdicts.append(loops.decide(p.tool_name, input_hash, history, cfg))
             if poll is not None:
                 psnap = polling.read_snapshot(conn, p.session_id, snap.guards_since_id, poll, ctx.started, cfg)

@@ -4,7 +4,8 @@ Identical means the same tool name and the same SHA-256 of the canonical JSON
 input (:mod:`agent_hooks.hashing`). The history is the session's last
 ``loops.window`` calls that were not denied (a blocked call is not history:
 recording blocks made agent-swarm's port feed its own wedge), after the
-session's reset mark. A new session starts empty; a resumed one keeps its rows.
+session's reset mark; each subagent (payload ``agent_id``) has its own. A new
+session starts empty; a resumed one keeps its rows.
 
 Two rules, both warning (PreToolUse additionalContext) before they deny:
 
@@ -55,12 +56,17 @@ def settings_for(tool_name: str, config: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def read_history(conn: sqlite3.Connection, session_id: str, since_id: int, window: int) -> list[Key]:
-    """The session's last ``window - 1`` non-denied calls, oldest first (index on session_id, id)."""
+def read_history(conn: sqlite3.Connection, session_id: str, since_id: int, window: int,
+                 agent_id: str | None = None) -> list[Key]:
+    """The last ``window - 1`` non-denied calls of the session's agent, oldest first.
+
+    ``agent_id`` None is the main agent; a subagent has its own history.
+    Index on (session_id, agent_id, id).
+    """
     rows = conn.execute(
-        "SELECT tool_name, input_hash FROM tool_calls WHERE session_id = ? AND id > ? AND outcome != 'denied'"
-        " ORDER BY id DESC LIMIT ?",
-        (session_id, since_id, max(0, window - 1)),
+        "SELECT tool_name, input_hash FROM tool_calls WHERE session_id = ? AND agent_id IS ? AND id > ?"
+        " AND outcome != 'denied' ORDER BY id DESC LIMIT ?",
+        (session_id, agent_id, since_id, max(0, window - 1)),
     ).fetchall()
     rows.reverse()
     return [(r[0], r[1]) for r in rows]

@@ -30,17 +30,23 @@ def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[st
     """Open the row for a PreToolUse call (with the guards' decision); returns its id."""
     cur = conn.execute(
         "INSERT INTO tool_calls (session_id, tool_use_id, tool_name, input_hash, outcome, decision, rule,"
-        " reason, poll_rule, poll_key, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " reason, poll_rule, poll_key, agent_id, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (payload.session_id, payload.tool_use_id, payload.tool_name,
-         input_hash or digest(payload.tool_input), outcome, decision, rule, reason, poll_rule, poll_key, at),
+         input_hash or digest(payload.tool_input), outcome, decision, rule, reason, poll_rule, poll_key,
+         payload.get("agent_id"), at),
     )
+    rid = int(cur.lastrowid or 0)
+    # The guards' totals ride on the counter update: no extra statement per call.
     row = conn.execute(
-        "UPDATE sessions SET tool_calls = tool_calls + 1 WHERE session_id = ? RETURNING tool_calls",
-        (payload.session_id,),
+        "UPDATE sessions SET tool_calls = tool_calls + 1, last_decision = coalesce(:d, last_decision),"
+        " guard_warned = guard_warned + coalesce(:d = 'warn', 0), guard_denied = guard_denied + coalesce(:d = 'deny', 0),"
+        " last_guard_id = CASE WHEN :d IN ('warn', 'deny') THEN :rid ELSE last_guard_id END"
+        " WHERE session_id = :sid RETURNING tool_calls",
+        {"d": decision, "rid": rid, "sid": payload.session_id},
     ).fetchone()
     if row and row[0] % PRUNE_EVERY == 0:
         prune(conn, payload.session_id, int(config["runtime"]["max_tool_calls_per_session"]))
-    return int(cur.lastrowid or 0)
+    return rid
 
 
 def finish(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any], ok: bool) -> None:
