@@ -286,4 +286,45 @@ def validate(config: dict[str, Any]) -> list[str]:
                 problems.append(
                     f"{section}.{key} must be {type(default).__name__}, got {type(value).__name__} {value!r}"
                 )
+    problems.extend(_guard_problems(config))
+    return problems
+
+
+_LOOP_OVERRIDES = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")
+_RULE_KEYS = ("name", "tool", "command", "max_calls", "per_seconds", "no_progress_warn", "no_progress_block")
+
+
+def _guard_problems(config: dict[str, Any]) -> list[str]:
+    """The guards' nested settings: per-tool overrides, polling rules, warn below block."""
+    import re
+
+    problems: list[str] = []
+    loops = config.get("loops") if isinstance(config.get("loops"), dict) else {}
+    polling = config.get("polling") if isinstance(config.get("polling"), dict) else {}
+    tables = [("loops", loops)] + [
+        (f"loops.tools.{name}", over) for name, over in (loops.get("tools") or {}).items() if isinstance(over, dict)
+    ]
+    for where, table in tables:
+        if where != "loops":
+            problems.extend(f"unknown setting {where}.{k}" for k in table if k not in _LOOP_OVERRIDES)
+        for kind in ("repeat", "pingpong"):
+            warn, block = table.get(f"{kind}_warn"), table.get(f"{kind}_block")
+            if isinstance(warn, int) and isinstance(block, int) and warn >= block:
+                problems.append(f"{where}: {kind}_warn ({warn}) should be below {kind}_block ({block}),"
+                                f" or the model is blocked without a warning")
+    for key in ("rules", "extra_rules"):
+        for i, rule in enumerate(polling.get(key) or []):
+            where = f"polling.{key}[{i}]"
+            if not isinstance(rule, dict):
+                problems.append(f"{where} must be a table")
+                continue
+            problems.extend(f"unknown setting {where}.{k}" for k in rule if k not in _RULE_KEYS)
+            if not (rule.get("tool") or rule.get("command")):
+                problems.append(f"{where} needs a tool or a command pattern")
+            for field in ("tool", "command"):
+                if rule.get(field) is not None:
+                    try:
+                        re.compile(str(rule[field]))
+                    except re.error as exc:
+                        problems.append(f"{where}.{field}: invalid regex ({exc}); the rule is ignored")
     return problems

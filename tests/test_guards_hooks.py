@@ -175,7 +175,24 @@ def test_schema_version_matches_migrations():
     assert schema.MIGRATIONS[-1] == "m003_guards"
 
 
-def test_config_defaults_validate():
+def test_config_defaults_validate_and_guard_mistakes_are_reported():
     from agent_hooks import config
 
     assert config.validate(copy.deepcopy(config.DEFAULTS)) == []
+    cfg = copy.deepcopy(config.DEFAULTS)
+    cfg["loops"]["tools"]["Bash"] = {"repeat_warn": 9, "repeat_block": 9, "windw": 3}
+    cfg["polling"]["extra_rules"] = [{"name": "x", "command": "("}, {"name": "y"}]
+    problems = "\n".join(config.validate(cfg))
+    assert "loops.tools.Bash: repeat_warn (9) should be below repeat_block (9)" in problems
+    assert "unknown setting loops.tools.Bash.windw" in problems
+    assert "polling.extra_rules[0].command: invalid regex" in problems
+    assert "polling.extra_rules[1] needs a tool or a command pattern" in problems
+
+
+def test_status_json_keeps_its_documented_fields():
+    pre(SID, "toolu_1", {"command": "ls"})
+    s = status_session(SID)
+    for key in ("session_id", "state", "tool_calls", "last_activity_at", "cwd", "tmux_session", "agent", "role",
+                "task_id", "cancelled", "cancel_reason", "warned", "denied", "last_decision", "last_guard"):
+        assert key in s, key
+    assert (s["last_decision"], s["warned"], s["denied"], s["last_guard"]) == ("allow", 0, 0, None)
