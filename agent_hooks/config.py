@@ -46,6 +46,8 @@ DEFAULTS: dict[str, Any] = {
         # Per-call wall time of the synthetic run above which doctor warns (!). Over
         # runtime.deadline_ms it fails (x): the hook would have answered fail-open.
         "latency_budget_ms": 250,
+        # Queued events older than this mean the forwarding queue is not draining (!).
+        "queue_stale_s": 120,
     },
 }
 
