@@ -294,8 +294,9 @@ def check_config(p: Paths) -> tuple[list[Check], dict[str, Any]]:
             copy.deepcopy(config_mod.DEFAULTS)
     problems = config_mod.validate(cfg)
     if problems:
+        # Doctor's own thresholds come from the defaults then: the values may not even be numbers.
         return [Check("config", FAIL, f"configuration: {problem}", f"fix it in {p.config_file} (see README)")
-                for problem in problems], cfg
+                for problem in problems], copy.deepcopy(config_mod.DEFAULTS)
     return [Check("config", OK, f"configuration valid ({source})")], cfg
 
 
