@@ -282,6 +282,27 @@ def test_install_replaces_older_entries_of_ours(home: Path) -> None:
     assert json.loads(path.read_text()) == OLDER_STRIPPED
 
 
+def test_dry_run_writes_nothing(home: Path) -> None:
+    path = settings_file(home)
+    original = write(path, OTHERS)
+    result = run("settings", "install", "--dry-run")
+    assert result.exit_code == 0
+    assert f'+            "command": "{BIN}/agent-hook-stop",' in result.output
+    assert "dry run, nothing written" in result.output
+    assert path.read_bytes() == original and backups(path) == []
+
+
+def test_hooks_key_keeps_its_place(home: Path) -> None:
+    path = settings_file(home)
+    write(path, {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/old/bin/agent-hook-stop"}]}]},
+                 "model": "opus"})
+    assert run("settings", "install").exit_code == 0
+    doc = json.loads(path.read_text())
+    assert list(doc) == ["hooks", "model"]
+    assert list(doc["hooks"])[0] == "Stop"
+    assert_wired(doc)
+
+
 def test_uninstall_removes_older_forms_too(home: Path) -> None:
     path = settings_file(home)
     write(path, OLDER)

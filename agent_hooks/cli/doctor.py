@@ -53,7 +53,9 @@ class Check:
 
 def check_python() -> list[Check]:
     v = sys.version_info
-    text = f"Python {v.major}.{v.minor}.{v.micro} ({sys.executable})"
+    from agent_hooks import __version__
+
+    text = f"Python {v.major}.{v.minor}.{v.micro} ({sys.executable}), agent-hooks {__version__}"
     if v[:2] >= MIN_PYTHON:
         return [Check("python", OK, text)]
     return [Check("python", FAIL, f"{text}: need {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer",

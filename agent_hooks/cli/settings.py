@@ -156,11 +156,11 @@ def _check_shape(doc: Any, where: str) -> None:
                                 "The file was left untouched.")
 
 
-def strip_ours(doc: dict[str, Any], change: Change) -> dict[str, int]:
+def strip_ours(doc: dict[str, Any], change: Change, drop_empty_hooks: bool = True) -> dict[str, int]:
     """Remove our handlers in place; return event -> index of the first group that held only ours.
 
-    Groups and events left empty by the removal go too; groups that were empty
-    before are someone else's business and stay.
+    Groups and events left empty by the removal go too (and ``hooks`` itself when
+    ``drop_empty_hooks``); groups that were empty before are someone else's business and stay.
     """
     hooks = doc.get("hooks")
     slots: dict[str, int] = {}
@@ -193,7 +193,7 @@ def strip_ours(doc: dict[str, Any], change: Change) -> dict[str, int]:
             hooks[event] = kept_groups
         else:
             del hooks[event]
-    if "hooks" in doc and not doc["hooks"] and change.removed:
+    if drop_empty_hooks and "hooks" in doc and not doc["hooks"] and change.removed:
         del doc["hooks"]
     return slots
 
@@ -204,7 +204,7 @@ def merge_install(doc: dict[str, Any], bin_dir: str, cfg: dict[str, Any]) -> tup
     change = Change()
     old_hooks = new.get("hooks") if isinstance(new.get("hooks"), dict) else {}
     old_order = list(old_hooks)
-    slots = strip_ours(new, change)
+    slots = strip_ours(new, change, drop_empty_hooks=False)  # "hooks" keeps its place among the keys
     hooks = new.setdefault("hooks", {})
     for event, group in our_groups(bin_dir, cfg).items():
         groups = hooks.setdefault(event, [])
@@ -346,8 +346,11 @@ def default_bin_dir() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
-def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Install or uninstall in the file at ``path``; returns a report (also the --json shape)."""
+def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+    """Install or uninstall in the file at ``path``; returns a report (also the --json shape).
+
+    With ``dry_run`` nothing is written and the report carries the unified ``diff``.
+    """
     real = os.path.realpath(path)  # a symlinked settings.json (dotfiles) keeps its link
     with _lock(real):
         doc, original = read_settings(real)
@@ -359,7 +362,14 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any]) -> dict[str
                                   "removed": change.removed, "added": change.added, "bin_dir": bin_dir}
         if _same(new, doc) and (original is not None or action == "uninstall"):
             return report
-        report["backup"] = write_settings(real, render(new, original), original)
+        text = render(new, original)
+        if dry_run:
+            import difflib
+
+            report["diff"] = "".join(difflib.unified_diff((original or "").splitlines(True), text.splitlines(True),
+                                                          path, f"{path} ({action})"))
+            return report
+        report["backup"] = write_settings(real, text, original)
         report["changed"] = True
         return report
 
@@ -380,6 +390,7 @@ def _target_options(fn: Any) -> Any:
     fn = click.option("--settings", "settings_path", type=click.Path(dir_okay=False),
                       help="This settings file (default ~/.claude/settings.json).")(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
+    fn = click.option("--dry-run", is_flag=True, help="Print the change as a diff; write nothing.")(fn)
     return fn
 
 
@@ -388,6 +399,10 @@ def _say(report: dict[str, Any], as_json: bool) -> None:
         click.echo(json.dumps(report, indent=2))
         return
     path = report["path"]
+    if "diff" in report:
+        click.echo(report["diff"], nl=False)
+        click.echo(f"{path}: dry run, nothing written")
+        return
     if not report["changed"]:
         what = "already up to date" if report["action"] == "install" else "no hooks of ours to remove"
         click.echo(f"{path}: {what}; nothing changed")
@@ -413,20 +428,20 @@ def settings() -> None:
 @click.option("--bin-dir", type=click.Path(file_okay=False),
               help="Directory of the agent-hook-* executables (default: this interpreter's bin).")
 def install(settings_path: str | None, project: str | None, local: bool, bin_dir: str | None,
-            as_json: bool) -> None:
+            as_json: bool, dry_run: bool) -> None:
     """Insert or update our hooks (absolute paths); keep everything else. A second run changes nothing."""
     path = target_path(settings_path, project, local)
     bin_dir = os.path.abspath(os.path.expanduser(bin_dir)) if bin_dir else default_bin_dir()
     _check_bin(bin_dir)
-    _say(apply(path, "install", bin_dir, load_config()), as_json)
+    _say(apply(path, "install", bin_dir, load_config(), dry_run), as_json)
 
 
 @settings.command()
 @_target_options
-def uninstall(settings_path: str | None, project: str | None, local: bool, as_json: bool) -> None:
+def uninstall(settings_path: str | None, project: str | None, local: bool, as_json: bool, dry_run: bool) -> None:
     """Remove exactly our hooks (any path or older form); keep everything else."""
     path = target_path(settings_path, project, local)
-    _say(apply(path, "uninstall", default_bin_dir(), load_config()), as_json)
+    _say(apply(path, "uninstall", default_bin_dir(), load_config(), dry_run), as_json)
 
 
 @settings.command(name="template")
