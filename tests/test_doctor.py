@@ -316,3 +316,8 @@ def test_ingest_server(healthy: Env, server: str) -> None:
     code, report, _ = healthy.doctor("--no-run")
     assert code == 1
     assert any("does not answer" in s for s in lines(report, "fail", "forward"))
+    # Nothing configured (the default URL) and nothing there: worth a look, not broken.
+    del healthy.env["AGENT_HOOKS__FORWARD__URL"]
+    code, report, _ = healthy.doctor("--no-run")
+    if not lines(report, "ok", "forward"):  # unless a command center really listens there
+        assert any("does not answer" in s for s in lines(report, "warn", "forward"))

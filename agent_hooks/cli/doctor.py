@@ -388,7 +388,11 @@ def check_server(cfg: dict[str, Any]) -> list[Check]:
         code = exc.code
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return [Check("forward", FAIL, f"ingest server {url} does not answer ({reason})",
+        # At the default URL nobody asked for a command center: a warning. A URL the
+        # user configured that does not answer is broken.
+        default = (config_mod.DEFAULTS.get("forward") or {}).get("url")
+        status = WARN if url == default else FAIL
+        return [Check("forward", status, f"ingest server {url} does not answer ({reason})",
                       "start the command center, fix forward.url, or set forward.enabled = false; "
                       "events wait in the queue meanwhile", {"url": url})]
     return [Check("forward", OK, f"ingest server answers at {parts.scheme}://{parts.netloc} (HTTP {code})",
