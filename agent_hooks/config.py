@@ -47,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
             "Reply with a short report of what you finished, what is left undone, "
             "and anything that needs cleaning up, then end your turn."
         ),
+        # When the session has a task, one Bash command stays allowed so the agent can
+        # leave its report on the task: `agent-hook task progress TASK_ID '<text>'` with
+        # the text in quotes and nothing else on the line (no chaining, no substitution).
+        "allow_progress_report": True,
     },
     "loops": {
         "enabled": True,

@@ -42,3 +42,48 @@ def test_disabled_and_custom_instructions():
     assert v.message.endswith("Write HANDOFF.md and stop.")
     cfg["cancel"]["enabled"] = False
     assert decide(Snapshot(session_cancelled_at=1.0), cfg) is None
+
+
+TASK = Snapshot(task_id="T-9", task_state="cancelled", task_cancel_reason="stop")
+
+
+def _bash(command: str) -> dict:
+    return {"command": command, "description": "report"}
+
+
+def test_a_cancelled_task_may_still_leave_its_progress_report():
+    ok = [
+        "agent-hook task progress T-9 'Done: schema. Left: CLI.'",
+        '/opt/venv/bin/agent-hook task progress T-9 "Done: schema; left: CLI & docs"',
+        "  agent-hook task progress 'T-9' 'x'  ",
+    ]
+    for command in ok:
+        assert decide(TASK, DEFAULTS, "Bash", _bash(command)) is None, command
+    v = decide(TASK, DEFAULTS, "Bash", _bash("ls"))
+    assert v.decision == "deny" and "agent-hook task progress T-9 '<your report>'" in v.message
+
+
+def test_the_report_exception_cannot_smuggle_other_commands():
+    bad = [
+        "agent-hook task progress T-9 'x'; rm -rf build",
+        "agent-hook task progress T-9 'x' && make deploy",
+        'agent-hook task progress T-9 "$(make deploy)"',
+        'agent-hook task progress T-9 "`make deploy`"',
+        'agent-hook task progress T-9 "a\\" ; make deploy; echo \\"b"',
+        "agent-hook task progress T-9 'x'\nmake deploy",
+        "agent-hook task progress T-10 'other task'",
+        "agent-hook cancel --task T-9 --reason x",
+        "agent-hook uncancel --task T-9",
+        "agent-hook task progress T-9 unquoted report",
+    ]
+    for command in bad:
+        assert decide(TASK, DEFAULTS, "Bash", _bash(command)) is not None, command
+    report = _bash("agent-hook task progress T-9 'x'")
+    assert decide(TASK, DEFAULTS, "Write", report) is not None
+    no_task = Snapshot(session_cancelled_at=1.0, session_cancel_reason="x")
+    assert decide(no_task, DEFAULTS, "Bash", report) is not None
+    assert "task progress" not in decide(no_task, DEFAULTS).message
+    cfg = copy.deepcopy(DEFAULTS)
+    cfg["cancel"]["allow_progress_report"] = False
+    assert decide(TASK, cfg, "Bash", report) is not None
+    assert "task progress" not in decide(TASK, cfg).message

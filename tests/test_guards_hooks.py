@@ -80,6 +80,12 @@ def test_cancel_task_reaches_sessions_that_join_later_through_the_environment():
     assert "T-42" in reason and "duplicate of T-41" in reason and "Port the billing job" in reason
     shown = json.loads(cli("task", "show", "T-42", "--json").stdout)
     assert shown["state"] == "cancelled" and shown["sessions"][0]["session_id"] == SID
+    # The one call still allowed: the agent's report on its task, through the real CLI.
+    report = {"command": "agent-hook task progress T-42 'Stopped: billing job half ported.'"}
+    assert pre(SID, "toolu_report", report, env=env) is None
+    cli("task", "progress", "T-42", "Stopped: billing job half ported.")
+    assert json.loads(cli("task", "show", "T-42", "--json").stdout)["progress"].startswith("Stopped")
+    assert denial_of(pre(SID, "toolu_chained", {"command": report["command"] + "; make deploy"}, env=env))
     cli("uncancel", "--task", "T-42")
     assert pre(SID, "toolu_2", {"command": "ls"}, env=env) is None
 

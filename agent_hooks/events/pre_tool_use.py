@@ -19,7 +19,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, cfg, ctx.started, state=sessions.LIVE)
         snap = cancellation.read_snapshot(conn, p.session_id)
-        verdicts = [cancellation.decide(snap, cfg)]
+        verdicts = [cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
         poll = polling.match(p.tool_name, p.tool_input, input_hash, cfg)
         if verdicts[0] is None:  # a cancelled session needs no further reads
             if cfg["loops"].get("enabled", True):

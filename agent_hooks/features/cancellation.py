@@ -9,6 +9,7 @@ polling interval and no network: the check is part of the one read that
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from agent_hooks.features.verdict import DENY, Verdict
@@ -56,10 +57,35 @@ def _one_line(text: str | None, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def decide(snapshot: Snapshot, config: dict[str, Any]) -> Verdict | None:
-    """Deny when the session or its task is cancelled; None otherwise. Pure."""
+# `agent-hook task progress TASK_ID '<report>'` alone on the line: a quoted text with
+# no way out of the quotes ($, backtick, backslash in double quotes), nothing chained.
+# Matched only for a cancelled session's Bash call (re caches the compiled pattern).
+_REPORT = (
+    r"""\s*(?:[\w./-]*/)?agent-hook\s+task\s+progress\s+(?P<task>[\w.:@-]+|'[^']*'|"[^"$`\\]*")\s+"""
+    r"""(?:'[^']*'|"[^"$`\\]*")\s*"""
+)
+
+
+def is_progress_report(snapshot: Snapshot, tool_name: str | None, tool_input: dict[str, Any] | None) -> bool:
+    """The one call a cancelled session may still make: its report on its own task."""
+    if tool_name != "Bash" or not snapshot.task_id or not isinstance(tool_input, dict):
+        return False
+    command = tool_input.get("command")
+    m = re.fullmatch(_REPORT, command) if isinstance(command, str) else None
+    return bool(m) and m.group("task").strip("'\"") == snapshot.task_id
+
+
+def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = None,
+           tool_input: dict[str, Any] | None = None) -> Verdict | None:
+    """Deny when the session or its task is cancelled; None otherwise. Pure.
+
+    ``tool_name``/``tool_input`` (PreToolUse) let the progress report through.
+    """
     cfg = config["cancel"]
     if not cfg.get("enabled", True):
+        return None
+    allow_report = bool(cfg.get("allow_progress_report", True)) and bool(snapshot.task_id)
+    if allow_report and is_progress_report(snapshot, tool_name, tool_input):
         return None
     if snapshot.task_id and snapshot.task_state == "cancelled":
         what = f"Task {snapshot.task_id!r}"
@@ -73,4 +99,7 @@ def decide(snapshot: Snapshot, config: dict[str, Any]) -> Verdict | None:
         return None
     why = _one_line(reason) or "no reason given"
     message = f"{what} was cancelled by the operator. Reason: {why}. {cfg.get('instructions', '')}".strip()
+    if allow_report:
+        message += (f" To leave the report on the task, run exactly: agent-hook task progress "
+                    f"{snapshot.task_id} '<your report>' (the only command still allowed).")
     return Verdict(DENY, rule, message)
