@@ -104,3 +104,25 @@ def test_poll_without_progress_is_stopped(e2e: E2E) -> None:
     assert [r["decision"] for r in rows] == ["allow"] * 3 + ["warn"] * 2 + ["deny"] * 3
     assert {r["rule"] for r in rows[5:]} == {"polling.no_progress:sleep-then-check"}
     assert e2e.errors() == []
+
+
+def test_cancelled_task_stops_work_but_takes_the_report(e2e: E2E) -> None:
+    cancel = f'{AGENT_HOOK} cancel --task T-77 --reason "priorities changed"'
+    report = f"{AGENT_HOOK} task progress T-77 'Stopped after step one; step two not started.'"
+    e2e.server.set_script([
+        [tool_use("Bash", {"command": cancel, "description": "a lead cancels the task"}, id="toolu_cancel")],
+        [tool_use("Bash", {"command": "echo two > step2.txt", "description": "step two"}, id="toolu_step2")],
+        [tool_use("Bash", {"command": report, "description": "leave the report"}, id="toolu_report")],
+        [text("Reported and stopped.")],
+    ])
+    run = e2e.run("Work on T-77.", env_extra={"AGENT_HOOKS_TASK_ID": "T-77"})
+    assert run.ok, e2e.describe()
+    step2, reported = _results_in_order(e2e, ["toolu_step2", "toolu_report"])
+    assert step2.get("is_error") is True and "Task 'T-77' was cancelled" in _content(step2), step2
+    assert "priorities changed" in _content(step2) and "agent-hook task progress T-77" in _content(step2)
+    assert not (e2e.workspace / "step2.txt").exists()
+    assert reported.get("is_error") is not True and "task T-77: progress recorded" in _content(reported), reported
+    (task,) = e2e.query("SELECT state, cancel_reason, progress FROM tasks WHERE task_id = 'T-77'")
+    assert task == {"state": "cancelled", "cancel_reason": "priorities changed",
+                    "progress": "Stopped after step one; step two not started."}
+    assert e2e.errors() == []
