@@ -19,8 +19,19 @@ def other(n: int) -> tuple[str, str]:
     return ("Grep", f"{n:064d}")
 
 
-def verdict(history, cur=A, config=DEFAULTS):
-    v = decide(cur[0], cur[1], list(history), config)
+def replay(calls, config=DEFAULTS):
+    """The history the hook would have recorded for ``calls``: (tool, hash, decision), denied ones left out."""
+    history: list = []
+    for call in calls:
+        v = decide(call[0], call[1], history, config)
+        if v is None or v.decision != "deny":
+            history.append((call[0], call[1], v.decision if v else "allow"))
+    return history
+
+
+def verdict(calls, cur=A, config=DEFAULTS):
+    """The verdict on ``cur`` after ``calls`` went through the guard, as the hook would record them."""
+    v = decide(cur[0], cur[1], replay(calls, config), config)
     return None if v is None else (v.decision, v.rule)
 
 
@@ -85,12 +96,15 @@ def alternating(n_calls: int, first=B, second=A) -> list:
 @pytest.mark.parametrize(
     ("switches", "expected"),
     [(5, None), (6, ("warn", "loops.pingpong")), (11, ("warn", "loops.pingpong")),
-     (12, ("deny", "loops.pingpong")), (13, ("deny", "loops.pingpong"))],
+     (12, ("deny", "loops.pingpong"))],
 )
 def test_pingpong_boundaries(switches, expected):
     seq = alternating(switches + 1)
     assert pingpong(seq, 0.8)[0] == switches
     assert verdict(seq[:-1]) == expected
+    assert len(replay(seq[:-1])) == switches  # nothing denied before
+    if expected and expected[0] == "deny":  # a denied call is not history: trying it again is denied again
+        assert decide(A[0], A[1], replay(seq[:-1]), DEFAULTS).decision == "deny"
 
 
 def test_pingpong_dominance_share():
@@ -132,7 +146,7 @@ def test_warning_always_precedes_a_block(kind, warn_at, block_at):
         v = decide(cur[0], cur[1], history, cfg)
         seen.append(v.decision if v else "allow")
         if not v or v.decision != "deny":
-            history.append(cur)  # a denied call is not history
+            history.append((cur[0], cur[1], v.decision if v else "allow"))  # a denied call is not history
     assert "deny" in seen
     assert seen.index("warn") < seen.index("deny")
 
@@ -155,6 +169,23 @@ def test_background_output_readers_are_left_to_polling_and_disable_switch():
     assert verdict([A] * 30, config=cfg) is None
 
 
+def test_no_deny_without_an_earlier_warning_for_that_call():
+    # A bare history (no warnings recorded): the 15th identical call is warned, not denied.
+    v = decide(A[0], A[1], [A] * 14, DEFAULTS)
+    assert (v.decision, v.rule) == ("warn", "loops.repeat") and "next identical call will be blocked" in v.message
+    # A new edit lets the count restart, then the same edit again removes the reset:
+    # 7 + 7 earlier calls + this one = 15, but this call was never warned -> warned first.
+    e1 = ("Edit", "1" * 64)
+    calls = [A] * 7 + [e1] + [A] * 7 + [e1]
+    assert verdict(calls) == ("warn", "loops.repeat")
+    assert verdict(calls + [A]) == ("deny", "loops.repeat")
+    # Same for ping-pong thresholds set equal.
+    cfg = copy.deepcopy(DEFAULTS)
+    cfg["loops"].update(pingpong_warn=4, pingpong_block=4)
+    assert verdict(alternating(4), cur=B, config=cfg) == ("warn", "loops.pingpong")
+    assert verdict(alternating(5, first=A, second=B), cur=A, config=cfg) == ("deny", "loops.pingpong")
+
+
 def test_read_history_excludes_denied_and_respects_the_reset_mark(tmp_path):
     store = Store(str(tmp_path / "store.db"))
     conn = store.conn
@@ -163,12 +194,15 @@ def test_read_history_excludes_denied_and_respects_the_reset_mark(tmp_path):
     for sid, tool, h, outcome in rows:
         conn.execute("INSERT INTO tool_calls (session_id, tool_name, input_hash, outcome, started_at)"
                      " VALUES (?, ?, ?, ?, 0)", (sid, tool, h, outcome))
-    assert loops.read_history(conn, "s1", 0, 40) == [("Bash", "h1"), ("Read", "h3"), ("Bash", "h4")]
-    assert loops.read_history(conn, "s1", 0, 3) == [("Read", "h3"), ("Bash", "h4")]
-    assert loops.read_history(conn, "s1", 1, 40) == [("Read", "h3"), ("Bash", "h4")]
+    def keys(rows):
+        return [(r[0], r[1]) for r in rows]
+
+    assert keys(loops.read_history(conn, "s1", 0, 40)) == [("Bash", "h1"), ("Read", "h3"), ("Bash", "h4")]
+    assert keys(loops.read_history(conn, "s1", 0, 3)) == [("Read", "h3"), ("Bash", "h4")]
+    assert keys(loops.read_history(conn, "s1", 1, 40)) == [("Read", "h3"), ("Bash", "h4")]
     assert loops.read_history(conn, "new-session", 0, 40) == []
     conn.execute("INSERT INTO tool_calls (session_id, tool_name, input_hash, outcome, started_at, agent_id)"
                  " VALUES ('s1', 'Bash', 'sub', 'success', 0, 'agent-7')")
-    assert loops.read_history(conn, "s1", 0, 40)[-1] == ("Bash", "h4")  # the main agent's history
-    assert loops.read_history(conn, "s1", 0, 40, "agent-7") == [("Bash", "sub")]
+    assert keys(loops.read_history(conn, "s1", 0, 40))[-1] == ("Bash", "h4")  # the main agent's history
+    assert keys(loops.read_history(conn, "s1", 0, 40, "agent-7")) == [("Bash", "sub")]
     store.close()

@@ -13,9 +13,12 @@ Two rules, both warning (PreToolUse additionalContext) before they deny:
 * ping-pong: the number of switches between two alternating calls in the
   trailing stretch where the pair makes up at least ``pingpong_share`` of the
   calls. Counting switches in that stretch, not the pair's share of the whole
-  window as agent-swarm did, means the count grows by at most one per call, so
-  the warning always comes first, and a ping-pong that starts after varied
-  work is seen at once rather than once it fills 80 % of the window.
+  window as agent-swarm did, sees a ping-pong that starts after varied work at
+  once rather than once it fills 80 % of the window (and then blocks unwarned).
+
+A rule denies only a call that was already warned in the window (it, or its
+ping-pong partner; the decision is on the history rows): the warning always
+comes first, whatever the thresholds or the shape of the history.
 
 A call of a ``reset_tools`` tool (Edit, Write, ...) whose input is new in the
 window changes the state the agent is looking at: calls before it do not
@@ -57,19 +60,20 @@ def settings_for(tool_name: str, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_history(conn: sqlite3.Connection, session_id: str, since_id: int, window: int,
-                 agent_id: str | None = None) -> list[Key]:
-    """The last ``window - 1`` non-denied calls of the session's agent, oldest first.
+                 agent_id: str | None = None) -> list[tuple]:
+    """The last ``window - 1`` non-denied calls of the session's agent, oldest first,
+    as (tool_name, input_hash, decision).
 
     ``agent_id`` None is the main agent; a subagent has its own history.
     Index on (session_id, agent_id, id).
     """
     rows = conn.execute(
-        "SELECT tool_name, input_hash FROM tool_calls WHERE session_id = ? AND agent_id IS ? AND id > ?"
+        "SELECT tool_name, input_hash, decision FROM tool_calls WHERE session_id = ? AND agent_id IS ? AND id > ?"
         " AND outcome != 'denied' ORDER BY id DESC LIMIT ?",
         (session_id, agent_id, since_id, max(0, window - 1)),
     ).fetchall()
     rows.reverse()
-    return [(r[0], r[1]) for r in rows]
+    return rows
 
 
 def reset_point(seq: list[Key], reset_tools: list[str] | tuple[str, ...]) -> int:
@@ -111,10 +115,14 @@ def pingpong(seq: list[Key], share: float) -> tuple[int, Key | None]:
     return best
 
 
-def decide(tool_name: str, input_hash: str, history: list[Key], config: dict[str, Any]) -> Verdict | None:
+def decide(tool_name: str, input_hash: str, history: list[tuple], config: dict[str, Any]) -> Verdict | None:
     """Warn or deny a call repeated or ping-ponged too often; None otherwise. Pure.
 
-    ``history`` is the session's previous non-denied calls, oldest first.
+    ``history`` is the previous non-denied calls, oldest first, as
+    ``(tool_name, input_hash, decision)`` (decision may be missing). A rule
+    denies only a call that was already warned in the window (it, or its
+    ping-pong partner): the warning comes first whatever the configuration or
+    the shape of the history (a reset that lapses, a stretch that grows).
     """
     section = config["loops"]
     cfg = settings_for(tool_name, config)
@@ -122,35 +130,41 @@ def decide(tool_name: str, input_hash: str, history: list[Key], config: dict[str
         return None
     window = int(section["window"])
     cur = (tool_name, input_hash)
-    seq = list(history[-(window - 1):]) if window > 1 else []
+    recent = list(history[-(window - 1):]) if window > 1 else []
+    seq = [(e[0], e[1]) for e in recent]
+    warned = {(e[0], e[1]) for e in recent if len(e) > 2 and e[2] in (WARN, DENY)}
     seq.append(cur)
     seq = seq[reset_point(seq, section.get("reset_tools") or ()):]
 
     repeats = seq.count(cur)
     switches, partner = pingpong(seq, float(cfg["pingpong_share"]))
+    repeat_warn, repeat_block = int(cfg["repeat_warn"]), int(cfg["repeat_block"])
+    pp_warn, pp_block = int(cfg["pingpong_warn"]), int(cfg["pingpong_block"])
     span = f"this session's last {len(seq)} tool calls"
-    if repeats >= int(cfg["repeat_block"]):
+    if repeats >= repeat_block and cur in warned:
         return Verdict(DENY, RULE_REPEAT, (
             f"Loop guard: blocked. {repeats} identical {tool_name} calls (same input, this one included) among {span}; "
             f"the call did not run. Repeating it will not give a different result. Change the approach "
             f"(different input, another tool, read the error again), or stop and report that you are stuck."
         ))
-    if switches >= int(cfg["pingpong_block"]) and partner is not None:
+    if partner is not None and switches >= pp_block and (cur in warned or partner in warned):
         return Verdict(DENY, RULE_PINGPONG, (
             f"Loop guard: blocked. You have alternated between this {tool_name} call and a {partner[0]} call "
             f"{switches} times without other progress; the call did not run. Break the cycle: change the "
             f"approach, or stop and report that you are stuck."
         ))
-    if repeats >= int(cfg["repeat_warn"]):
+    if repeats >= min(repeat_warn, repeat_block):
+        then = ("The next identical call will be blocked." if repeats >= repeat_block
+                else f"At {repeat_block} identical calls it will be blocked.")
         return Verdict(WARN, RULE_REPEAT, (
             f"Loop guard warning: {repeats} identical {tool_name} calls (same input, this one included) among {span}. "
-            f"If it is not making progress, stop repeating it and change the approach. "
-            f"At {int(cfg['repeat_block'])} identical calls it will be blocked."
+            f"If it is not making progress, stop repeating it and change the approach. {then}"
         ))
-    if switches >= int(cfg["pingpong_warn"]) and partner is not None:
+    if partner is not None and switches >= min(pp_warn, pp_block):
+        then = ("The next alternation will be blocked." if switches >= pp_block
+                else f"At {pp_block} alternations it will be blocked.")
         return Verdict(WARN, RULE_PINGPONG, (
             f"Loop guard warning: you have alternated between this {tool_name} call and a {partner[0]} call "
-            f"{switches} times. If this is not making progress, break the cycle. "
-            f"At {int(cfg['pingpong_block'])} alternations it will be blocked."
+            f"{switches} times. If this is not making progress, break the cycle. {then}"
         ))
     return None
