@@ -132,3 +132,25 @@ def test_rule_overrides_and_retry_time():
 def test_no_progress_message_suggests_backing_off_or_another_approach():
     v = decide(POLL, PollSnapshot(0, None, ("same",) * 5, NOW - 10), NOW, DEFAULTS)
     assert "Back off" in v.message and "another approach" in v.message and "50 s" in v.message
+
+
+def test_snapshot_reads_enough_outputs_for_the_backoff_to_reach_its_cap(tmp_path):
+    from agent_hooks.store import Store
+
+    store = Store(str(tmp_path / "store.db"))
+    poll = match("Bash", {"command": "gh pr checks 3"}, "h", DEFAULTS)
+    for n in range(12):
+        store.conn.execute(
+            "INSERT INTO tool_calls (session_id, tool_name, input_hash, output_hash, outcome, poll_rule, poll_key,"
+            " started_at, ended_at) VALUES ('s', 'Bash', 'h', 'same', ?, ?, ?, ?, ?)",
+            ("failure" if n % 2 else "success", poll.name, poll.key, NOW - 500 + n, NOW - 499 + n))
+    store.conn.execute(
+        "INSERT INTO tool_calls (session_id, tool_name, input_hash, output_hash, outcome, poll_rule, poll_key,"
+        " started_at) VALUES ('s', 'Bash', 'h', NULL, 'denied', ?, ?, ?)", (poll.name, poll.key, NOW - 5))
+    snap = polling.read_snapshot(store.conn, "s", 0, poll, NOW, DEFAULTS)
+    store.close()
+    assert snap.recent == 12 and snap.last_at == NOW - 499 + 11  # the denied row counts for neither
+    # 60 s doubling to the 900 s cap needs a streak of 5 + 4: the read must see at least that many.
+    assert unchanged_streak(snap.outputs) >= 9
+    assert check(snap.outputs, last_at=NOW - 899)[0] == "deny"
+    assert check(snap.outputs, last_at=NOW - 900)[0] == "warn"

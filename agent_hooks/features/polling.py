@@ -112,7 +112,12 @@ def read_snapshot(conn: sqlite3.Connection, session_id: str, since_id: int, poll
         " AND started_at >= ? AND id > ? AND outcome != 'denied'",
         (session_id, poll.name, now - per, since_id),
     ).fetchone()
+    # Enough outputs to see the streak reach the block and keep doubling the backoff up to its cap.
     limit = int(max(_setting(poll.rule, config, "no_progress_warn"), _setting(poll.rule, config, "no_progress_block")))
+    base, cap = float(config["polling"]["backoff_seconds"]), float(config["polling"]["backoff_max_seconds"])
+    while base > 0 and base < cap and limit < 64:
+        base *= 2
+        limit += 1
     rows = conn.execute(
         "SELECT output_hash, coalesce(ended_at, started_at) FROM tool_calls WHERE session_id = ? AND poll_key = ?"
         " AND id > ? AND outcome NOT IN ('denied', 'pending') ORDER BY id DESC LIMIT ?",
