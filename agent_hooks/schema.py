@@ -142,10 +142,14 @@ def m003_guards(db: sqlite_utils.Database) -> None:
     for name in ("poll_rule", "poll_key", "agent_id"):
         if name not in calls.columns_dict:
             calls.add_column(name, str)
-    calls.create_index(["session_id", "agent_id", "id"], if_not_exists=True)
-    calls.create_index(["session_id", "poll_key", "id"], if_not_exists=True)
-    calls.create_index(["session_id", "poll_rule", "started_at"], if_not_exists=True)
-    calls.create_index(["session_id", "decision"], if_not_exists=True)
+    # Partial indexes: an ordinary call of the main agent (most rows) updates none
+    # of them, so PreToolUse's insert costs what it did before the guards.
+    for name, columns, where in (
+        ("idx_tool_calls_poll_key", "session_id, poll_key, id", "poll_key IS NOT NULL"),
+        ("idx_tool_calls_poll_rule", "session_id, poll_rule, started_at", "poll_rule IS NOT NULL"),
+        ("idx_tool_calls_agent", "session_id, agent_id, id", "agent_id IS NOT NULL"),
+    ):
+        db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON tool_calls ({columns}) WHERE {where}")
     db["tasks"].create_index(["state"], if_not_exists=True)
 
 

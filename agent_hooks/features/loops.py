@@ -64,13 +64,16 @@ def read_history(conn: sqlite3.Connection, session_id: str, since_id: int, windo
     """The last ``window - 1`` non-denied calls of the session's agent, oldest first,
     as (tool_name, input_hash, decision).
 
-    ``agent_id`` None is the main agent; a subagent has its own history.
-    Index on (session_id, agent_id, id).
+    ``agent_id`` None is the main agent (index on session_id, id); a subagent has
+    its own history (partial index on session_id, agent_id, id).
     """
+    # `agent_id = ?` (not IS) lets a subagent's read use the partial index on agent_id.
+    who = "agent_id IS NULL" if agent_id is None else "agent_id = ?"
+    args = (session_id,) + (() if agent_id is None else (agent_id,)) + (since_id, max(0, window - 1))
     rows = conn.execute(
-        "SELECT tool_name, input_hash, decision FROM tool_calls WHERE session_id = ? AND agent_id IS ? AND id > ?"
+        f"SELECT tool_name, input_hash, decision FROM tool_calls WHERE session_id = ? AND {who} AND id > ?"
         " AND outcome != 'denied' ORDER BY id DESC LIMIT ?",
-        (session_id, agent_id, since_id, max(0, window - 1)),
+        args,
     ).fetchall()
     rows.reverse()
     return rows
