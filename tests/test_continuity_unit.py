@@ -44,7 +44,7 @@ def payload(event: str, session_id: str, **extra: Any) -> Payload:
 
 def test_schema_version_matches_migrations() -> None:
     assert store_mod.SCHEMA_VERSION == len(schema.MIGRATIONS)
-    assert "m005_continuity" in [name for name, _ in schema.MIGRATIONS]
+    assert "m005_continuity" in schema.MIGRATIONS
 
 
 def test_config_sections_validate(cfg: dict[str, Any]) -> None:
