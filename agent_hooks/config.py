@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
         "max_read_bytes": 2 * 1024 * 1024,
         # Lines longer than this are skipped unparsed (huge tool results: file dumps, logs).
         "max_line_bytes": 512 * 1024,
+        # Parsing stops after this many milliseconds (the summary says it is partial).
+        "parse_budget_ms": 1000,
         # Transcripts are read only under ~/.claude (or $CLAUDE_CONFIG_DIR) and these directories.
         "extra_roots": [],
     },
@@ -76,8 +78,6 @@ DEFAULTS: dict[str, Any] = {
         "excerpt_chars": 20000,
         # Files, commands and failures listed at most, each.
         "max_items": 12,
-        # Transcript parsing at Stop stops after this many milliseconds (summary marked partial).
-        "parse_budget_ms": 1000,
     },
     "heartbeat": {
         # A live session (working, not awaiting input, not ended) with no hook call for this long

@@ -219,3 +219,28 @@ def test_hook_path_stays_stdlib_only(env: dict[str, str], tmp_path: Path, module
     proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(fixture_payload(event)).encode(),
                           env={**env, "AGENT_HOOKS_ROLE": "lead"}, capture_output=True, timeout=30)
     assert b"LOADED=" in proc.stderr and proc.stderr.rsplit(b"LOADED=", 1)[1] == b"", proc.stderr
+
+
+def test_stop_on_a_huge_transcript_reads_only_its_tail(env: dict[str, str], tmp_path: Path) -> None:
+    start(env, SID, tmp_path)
+    hook("agent-hook-user-prompt-submit", fixture_payload("UserPromptSubmit.json", session_id=SID, prompt="Big job"), env)
+    tp = place_transcript(tmp_path, SID)
+    big = json.dumps({"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "toolu_big", "content": "z" * 1_000_000}]}})
+    early = json.dumps({"type": "assistant", "message": {"id": "m0", "content": [
+        {"type": "tool_use", "id": "toolu_early", "name": "Write", "input": {"file_path": "/w/early.txt"}}]}})
+    late = json.dumps({"type": "assistant", "message": {"id": "m9", "content": [
+        {"type": "tool_use", "id": "toolu_late", "name": "Edit", "input": {"file_path": "/w/late.txt"}}]}})
+    with open(tp, "a") as f:
+        f.write(early + "\n")
+        for _ in range(30):
+            f.write(big + "\n")
+        f.write("{broken json\n" + late + "\n" + '{"type": "assistant", "message": {"content": [{"type": "te')
+    assert tp.stat().st_size > 30_000_000
+    stop = hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, transcript_path=str(tp),
+                                                   last_assistant_message="Big job done."), env)
+    assert stop.returncode == 0 and stop.stdout == b"", stop.stderr
+    text = store(env).execute("SELECT summary FROM session_summaries").fetchone()[0]
+    assert "Goal (first prompt): Big job" in text and "Outcome: Big job done." in text
+    assert "/w/late.txt" in text and "/w/early.txt" not in text
+    assert "(only the newest part of a long transcript was read)" in text

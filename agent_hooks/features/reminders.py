@@ -73,7 +73,7 @@ def transcript_facts(path: str | None, env: Any, config: dict[str, Any]) -> dict
     """Facts from the session's transcript (capped read), None when it cannot be read safely."""
     if not path:
         return None
-    loaded = transcript.load(path, env, config, int(config["summary"]["parse_budget_ms"]))
+    loaded = transcript.load(path, env, config, int(config["transcript"]["parse_budget_ms"]))
     if loaded["path"] is None:
         return None
     return transcript.facts(loaded["entries"])

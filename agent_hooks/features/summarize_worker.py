@@ -84,7 +84,10 @@ def run_once(store: Store, session_id: str, env: Any, config: dict[str, Any], pa
     child_env[detach.NESTED_VAR] = "1"
     cwd = session.get("cwd")
     cwd = cwd if cwd and os.path.isdir(cwd) else None
-    result = detach.run_bounded(list(scfg["summarizer_command"]), float(scfg["timeout_s"]), stdin=stdin,
+    command = scfg["summarizer_command"]
+    # An argv list as documented; a string is tolerated and run by /bin/sh -c.
+    command = command if isinstance(command, str) else [str(c) for c in command]
+    result = detach.run_bounded(command, float(scfg["timeout_s"]), stdin=stdin,
                                 env=child_env, cwd=cwd)
     text = result["stdout"].strip()
     if result["exit_code"] == 0 and text:

@@ -16,7 +16,6 @@ stdout) replaces the extractive text (``source = 'command'``).
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from typing import Any
 
@@ -39,7 +38,8 @@ def _listing(label: str, items: list[str], max_items: int, item_chars: int) -> s
 
 
 def extractive(session: dict[str, Any], found: dict[str, Any] | None, last_message: str | None,
-               db_failures: list[dict[str, Any]], config: dict[str, Any], partial: bool = False) -> str:
+               db_failures: list[dict[str, Any]], config: dict[str, Any], partial: bool = False,
+               cut: bool = False) -> str:
     """The extractive summary text. Pure: same inputs, same text.
 
     ``session``: session_id, agent, task_id, description, first_prompt;
@@ -86,7 +86,9 @@ def extractive(session: dict[str, Any], found: dict[str, Any] | None, last_messa
     if open_todos:
         lines.append(_listing("Open todos", [t["content"] for t in open_todos], max_items, 120))
     if partial:
-        lines.append("(transcript only partly read: over the size or time budget)")
+        lines.append("(transcript only partly parsed: over the time budget)")
+    elif cut:
+        lines.append("(only the newest part of a long transcript was read)")
     text = "\n".join(lines)
     max_chars = int(scfg["max_chars"])
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
@@ -117,9 +119,9 @@ def prepare(payload: Payload, env: Any, config: dict[str, Any]) -> dict[str, Any
     """Read the transcript for the summary (capped; before any transaction). None when disabled."""
     if not config["summary"]["enabled"] or detach.nested(env):
         return None
-    loaded = transcript.load(payload.transcript_path, env, config, int(config["summary"]["parse_budget_ms"]))
+    loaded = transcript.load(payload.transcript_path, env, config, int(config["transcript"]["parse_budget_ms"]))
     found = transcript.facts(loaded["entries"]) if loaded["path"] else None
-    return {"facts": found, "partial": loaded["partial"]}
+    return {"facts": found, "partial": loaded["partial"], "cut": loaded["cut"]}
 
 
 def save(conn: sqlite3.Connection, session_id: str, agent: str | None, task_id: str | None, text: str,
@@ -141,7 +143,7 @@ def record(conn: sqlite3.Connection, payload: Payload, prepared: dict[str, Any] 
     session = session_row(conn, payload.session_id)
     fails = db_failures(conn, payload.session_id, int(config["summary"]["max_items"]) * 2)
     text = extractive(session, prepared["facts"], payload.get("last_assistant_message"), fails, config,
-                      prepared["partial"])
+                      prepared["partial"], prepared.get("cut", False))
     save(conn, payload.session_id, session.get("agent"), session.get("task_id"), text, EXTRACTIVE, at)
 
 
@@ -164,6 +166,8 @@ def get(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
 
 
 def _fts_query(query: str, joiner: str) -> str:
+    import re  # search is a CLI path; the hooks never pay for re
+
     words = re.findall(r"\w+", query, flags=re.UNICODE)
     return joiner.join(f'"{w}"' for w in words)
 
