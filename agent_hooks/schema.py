@@ -172,14 +172,21 @@ def _chmod_private(path: str) -> None:
             pass
 
 
-def migrate(path: str) -> list[str]:
-    """Bring the store at ``path`` to the current schema; return the migrations applied."""
+def migrate(path: str, lock: bool = True) -> list[str]:
+    """Bring the store at ``path`` to the current schema; return the migrations applied.
+
+    ``lock=False`` is for a caller that already holds ``PATH.migrate.lock``
+    (the hook path takes it with fcntl before importing this module).
+    """
+    import contextlib
+
     from filelock import FileLock
 
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    # One migrator at a time: 200 hooks may find a new store at once.
-    with FileLock(path + ".migrate.lock", timeout=30):
+    # One migrator at a time: many hooks may find a new store at once.
+    guard = FileLock(path + ".migrate.lock", timeout=30) if lock else contextlib.nullcontext()
+    with guard:
         conn = sqlite3.connect(path, timeout=30)
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
