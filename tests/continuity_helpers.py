@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.197")
-BIN = Path(sys.executable).parent
+from helpers import BIN, FIXTURES  # noqa: F401 - re-exported for the continuity tests
 
 
 def script(name: str) -> str:

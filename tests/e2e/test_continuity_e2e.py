@@ -11,14 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+from harness import BIN_DIR, REPO, E2E
+from model_server import text, tool_use
 
-# Until the e2e tier (its conftest puts harness/model_server on the path) is merged in, skip the module.
-pytest.importorskip("harness", reason="the e2e tier (tests/e2e/conftest.py, harness.py) is not on this branch yet")
-from harness import BIN_DIR, E2E  # noqa: E402
-from model_server import text, tool_use  # noqa: E402
-
-FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.197")
+FIXTURES = REPO.parent / "shared" / "fixtures" / "claude-code-2.1.197"
 TASK_ID = "T-ORD-142"
 TASK = "Add cursor pagination to GET /orders and keep the 46 existing tests green"
 
