@@ -321,3 +321,30 @@ def test_summary_upsert_and_search(db: store_mod.Store, cfg: dict[str, Any]) -> 
     assert {h["session_id"] for h in summary.search(db.conn, "cache billing", 5)} == {"s-a", "s-b"}
     assert summary.search(db.conn, "  ", 5) == []
     assert db.conn.execute("SELECT count(*) FROM session_summaries").fetchone()[0] == 2
+
+
+ODD_ENTRIES: list[Any] = [
+    {"type": "user"}, {"type": "user", "message": None}, {"type": "user", "message": []},
+    {"type": "user", "message": {"content": {"a": 1}}}, {"type": "user", "message": {"content": [1, None, "x"]}},
+    {"type": "user", "message": {"content": [{"type": "tool_result"}]}},
+    {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": 5, "is_error": True}]}},
+    {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "nope", "is_error": True,
+                                              "content": [{"text": 3}, "s", {"text": "t"}]}]}},
+    {"type": "user", "todos": "not a list"}, {"type": "user", "todos": [1, {"content": None}, {"content": "c"}]},
+    {"type": "assistant", "message": "text"}, {"type": "assistant", "message": {"content": None}},
+    {"type": "assistant", "message": {"id": 7, "content": [{"type": "tool_use"}]}},
+    {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": "ls"}]}},
+    {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Write", "input": {"file_path": 3}}]}},
+    {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "TodoWrite", "id": "t",
+                                                   "input": {"todos": {"x": 1}}}]}},
+    {"type": "assistant", "message": {"content": [{"type": "text", "text": None}]}},
+    {"type": "system", "subtype": "compact_boundary"}, {"type": None}, {},
+]
+
+
+def test_facts_never_raise_on_odd_shapes(cfg: dict[str, Any]) -> None:
+    for i in range(len(ODD_ENTRIES)):
+        found = transcript.facts(ODD_ENTRIES[i:] + ODD_ENTRIES[:i])
+        assert found["compactions"] == 1
+        summary.extractive({"session_id": "s"}, found, None, [], cfg)
+    assert transcript.facts([])["first_prompt"] is None

@@ -30,6 +30,9 @@ def spawn(module: str, args: list[str], env: Any) -> int:
 
     child_env = dict(env)
     child_env[NESTED_VAR] = "1"
+    if child_env.get("AGENT_HOOKS_HOME"):
+        # The worker runs from / : a relative state directory must not move.
+        child_env["AGENT_HOOKS_HOME"] = os.path.abspath(os.path.expanduser(child_env["AGENT_HOOKS_HOME"]))
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.DEVNULL,

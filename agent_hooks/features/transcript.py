@@ -43,8 +43,10 @@ def safe_path(path: str, env: Any, config: dict[str, Any]) -> str | None:
     """``path`` when it is an absolute ``.jsonl`` under an allowed root, else None."""
     if not path or not os.path.isabs(path) or not path.endswith(".jsonl") or "\x00" in path:
         return None
-    real = os.path.realpath(path)
     # The file itself must not be a symlink; parent directories may resolve (a symlinked ~/.claude).
+    if os.path.islink(path):
+        return None
+    real = os.path.realpath(path)
     if os.path.basename(real) != os.path.basename(path):
         return None
     for root in allowed_roots(env, config):
