@@ -205,24 +205,35 @@ def test_status_shows_stalled_sessions(env: dict[str, str], tmp_path: Path) -> N
     assert {s["session_id"]: s["state"] for s in data["sessions"]}["busy"] == "live"
 
 
+def _imports(exe: str, payload: dict, env: dict[str, str]) -> set[str]:
+    proc = hook(exe, payload, {**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+
+
 @pytest.mark.parametrize(("exe", "fixture"), [("agent-hook-session-start", "SessionStart-compact.json"),
                                               ("agent-hook-pre-compact", "PreCompact-manual.json"),
                                               ("agent-hook-stop", "Stop.json")])
-def test_continuity_paths_import_only_the_standard_library(env: dict[str, str], tmp_path: Path, exe: str,
-                                                           fixture: str) -> None:
-    # The rare branches too: a lead, a task, a transcript, a summarizer and cleanup to spawn.
-    _config(env, f"[summary]\nsummarizer_command = {json.dumps([sys.executable, '-c', 'print(1)'])}\n"
-                 f"[cleanup]\ncommands = [\"true\"]\n")
+@pytest.mark.parametrize("spawning", [False, True])
+def test_continuity_paths_keep_the_hook_import_diet(env: dict[str, str], tmp_path: Path, exe: str, fixture: str,
+                                                    spawning: bool) -> None:
+    # The rare branches too: a lead, a task, a transcript; with spawning, a summarizer and cleanup to start.
+    if spawning:
+        _config(env, f"[summary]\nsummarizer_command = {json.dumps([sys.executable, '-c', 'print(1)'])}\n"
+                     f"[cleanup]\ncommands = [\"true\"]\n")
     add_task(env, "T-1", "a task")
     start(env, "other", tmp_path)
-    run_env = {**env, "AGENT_HOOKS_ROLE": "lead", "AGENT_HOOKS_TASK_ID": "T-1", "PYTHONPROFILEIMPORTTIME": "1"}
+    run_env = {**env, "AGENT_HOOKS_ROLE": "lead", "AGENT_HOOKS_TASK_ID": "T-1"}
     tp = str(place_transcript(tmp_path, SID))
-    proc = hook(exe, fixture_payload(fixture, session_id=SID, transcript_path=tp), run_env)
-    assert proc.returncode == 0
-    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    imported = _imports(exe, fixture_payload(fixture, session_id=SID, transcript_path=tp), run_env)
     assert "agent_hooks.features.transcript" in imported  # the check sees our own imports
     heavy = {m for m in imported if m.split(".")[0] in ("click", "httpx", "sqlite_utils", "filelock")}
     assert not heavy, f"hook path loaded {sorted(heavy)}"
+    if not spawning:
+        # Nothing beyond what the plainest hook (PreToolUse) loads, apart from our own modules.
+        floor = _imports("agent-hook-pre-tool-use", fixture_payload("PreToolUse-Read.json", session_id=SID), env)
+        extra = {m for m in imported - floor if not m.startswith("agent_hooks")}
+        assert not extra, f"continuity path loaded {sorted(extra)}"
 
 
 def test_stop_on_a_huge_transcript_reads_only_its_tail(env: dict[str, str], tmp_path: Path) -> None:

@@ -19,10 +19,14 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from agent_hooks.features import detach
 from agent_hooks.payload import Payload
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MODULE = "agent_hooks.features.cleanup"
 TAIL_CHARS = 2000

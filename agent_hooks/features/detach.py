@@ -13,7 +13,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Set in the environment of everything our workers run: a summarizer such as
 # `claude -p` fires our hooks too, and its Stop must not spawn workers again.

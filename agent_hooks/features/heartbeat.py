@@ -10,7 +10,10 @@ and its next hook call makes it live again.
 
 from __future__ import annotations
 
-from typing import Any
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STALLED = "stalled"
 

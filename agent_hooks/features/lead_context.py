@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
 
 from agent_hooks.features import heartbeat, sessions
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 HEADER = "Other agent sessions live on this host (agent-hooks):"
 FOOTER = ("Do not duplicate their work: pick tasks nobody above holds, and coordinate with a session "

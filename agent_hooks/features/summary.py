@@ -17,10 +17,14 @@ stdout) replaces the extractive text (``source = 'command'``).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from agent_hooks.features import detach, transcript
 from agent_hooks.payload import Payload
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EXTRACTIVE, COMMAND = "extractive", "command"
 WORKER_MODULE = "agent_hooks.features.summarize_worker"
