@@ -259,3 +259,26 @@ def test_stop_on_a_huge_transcript_reads_only_its_tail(env: dict[str, str], tmp_
     assert "Goal (first prompt): Big job" in text and "Outcome: Big job done." in text
     assert "/w/late.txt" in text and "/w/early.txt" not in text
     assert "(only the newest part of a long transcript was read)" in text
+
+
+def test_summarizer_never_overwrites_a_newer_stop(env: dict[str, str], tmp_path: Path) -> None:
+    prog = tmp_path / "slow_summarize.py"
+    log = tmp_path / "runs.log"
+    prog.write_text(
+        "import sys, time\n"
+        "outcome = next(l for l in sys.stdin.read().splitlines() if l.startswith('Outcome:'))\n"
+        f"open({str(log)!r}, 'a').write(outcome + '\\n')\n"
+        "time.sleep(3)\n"
+        "print('COMMAND', outcome)\n")
+    _config(env, f"[summary]\nsummarizer_command = {json.dumps([sys.executable, str(prog)])}\n")
+    start(env, SID, tmp_path)
+    hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="first turn"), env)
+    assert wait_for(lambda: log.exists())  # the worker is running the command for the first Stop
+    hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="second turn"), env)
+    conn = store(env)
+    row = wait_for(lambda: conn.execute(
+        "SELECT summary FROM session_summaries WHERE source = 'command' AND summary LIKE '%second turn%'").fetchone(),
+        timeout=30)
+    assert row == ("COMMAND Outcome: second turn",)
+    # The first run's output never replaced the newer extractive summary; one worker ran both, in turn.
+    assert log.read_text().splitlines() == ["Outcome: first turn", "Outcome: second turn"]

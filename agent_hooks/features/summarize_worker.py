@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             done: float | None = None
             for _ in range(MAX_ROUNDS):
                 current = summary.get(store.conn, session_id)
-                if current is None or current["at"] == done:
+                # Done when nothing is stored, this Stop's summary was handled, or another worker did it.
+                if current is None or current["at"] == done or current["source"] == summary.COMMAND:
                     break
                 done = run_once(store, session_id, env, config, paths)
         finally:
