@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions, toolcalls
+from agent_hooks.features import identity, memory, sessions, toolcalls
+from agent_hooks.features.isolate import isolated
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -15,6 +16,11 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True)
+        # Cheap name checks first: an ordinary tool call pays nothing more.
+        if identity.relevant(p, ctx.config):
+            isolated(conn, ctx, "identity", identity.after_tool, conn, ctx, out)
+        if memory.relevant(p, ctx.config):
+            isolated(conn, ctx, "memory", memory.after_tool, conn, ctx)
     return out
 
 
