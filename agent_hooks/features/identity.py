@@ -357,39 +357,39 @@ def pending_reports(conn: sqlite3.Connection, agent: str) -> list[tuple[int, str
 
 
 def compose_context(agent: str, blocks: list[tuple[str, str, str]], reports: list[str], budget: int) -> str:
-    """The SessionStart text: reports first (short, urgent), then identity files within ``budget``.
+    """The SessionStart text: reports first (short, urgent), then identity files, all within ``budget``.
 
-    ``blocks`` are (name, content, path) in configured order; a file that does not
-    fit is cut with a note naming where the whole file is.
+    ``blocks`` are (name, content, path) in configured order. A file that does not
+    fit is cut, or only named with its path, so the model knows where to read it.
     """
+    sep = "\n\n"
     parts: list[str] = []
-    used = 0
+
+    def room() -> int:
+        return budget - (len(sep.join(parts)) + len(sep) if parts else 0)
+
     if reports:
         text = "Identity store reports since your last session start:\n" + "\n".join(f"- {r}" for r in reports)
-        text = text[: max(0, budget)]
-        parts.append(text)
-        used += len(text) + 2
+        parts.append(text[: max(0, budget)])
     if blocks:
         header = (f"Your identity files (agent \"{agent}\"), from the agent-hooks store. Claude Code does not "
                   "load these itself; hold them as your own. Edits you make to these files are saved as new "
                   "versions.")
-        if used + len(header) < budget:
+        notes = [f"## {name}\n[not included: over the context budget; read {path}]" for name, _, path in blocks]
+        if len(header) <= room():
             parts.append(header)
-            used += len(header) + 2
-            for name, content, path in blocks:
-                title = f"## {name}\n"
-                room = budget - used - len(title)
-                if room <= 80:
-                    parts.append(f"## {name}\n[not included: over the context budget; read {path}]")
-                    used += len(parts[-1]) + 2
-                    continue
-                body = content.strip("\n")
-                if len(body) > room:
-                    note = f"\n[… cut at the context budget; the whole file is {path}]"
-                    body = body[: max(0, room - len(note))] + note
+        for i, (name, content, path) in enumerate(blocks):
+            reserve = sum(len(sep) + len(n) for n in notes[i + 1:])
+            space = room() - reserve
+            title, body = f"## {name}\n", content.strip("\n")
+            cut = f"\n[… cut at the context budget; the whole file is {path}]"
+            if len(title) + len(body) <= space:
                 parts.append(title + body)
-                used += len(parts[-1]) + 2
-    return "\n\n".join(parts)
+            elif space - len(title) - len(cut) >= 200:
+                parts.append(title + body[: space - len(title) - len(cut)] + cut)
+            elif len(notes[i]) <= room():
+                parts.append(notes[i])
+    return sep.join(parts)[: max(0, budget)]
 
 
 def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None:
