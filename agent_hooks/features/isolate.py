@@ -8,7 +8,6 @@ changes are undone alone, the error is logged and counted, and the hook goes on.
 from __future__ import annotations
 
 import sqlite3
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,8 @@ def isolated(conn: sqlite3.Connection, ctx: "Context", name: str, fn: Callable[.
     except Exception as exc:  # noqa: BLE001 - fail open, feature by feature
         conn.execute(f"ROLLBACK TO {name}")
         conn.execute(f"RELEASE {name}")
+        import traceback
+
         from agent_hooks.runner import log_error
         from agent_hooks.store import record_error
 
