@@ -28,7 +28,7 @@ def head(id: int, sha: str, chars: int = 1000) -> Head:
 
 def test_schema_version_matches_migrations_and_fts5_is_there(tmp_path: Path) -> None:
     assert store.SCHEMA_VERSION == len(schema.MIGRATIONS)
-    assert "m004_identity_memory" in [name for name, _ in schema.MIGRATIONS]
+    assert "m004_identity_memory" in schema.MIGRATIONS
     path = str(tmp_path / "store.db")
     applied = schema.migrate(path)
     assert "m004_identity_memory" in applied

@@ -9,16 +9,17 @@ and a symlink planted at the target is replaced, not followed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
+
+from agent_hooks.hashing import sha256
 
 OK, MISSING, UNSAFE, TOO_LARGE, NOT_TEXT = "ok", "missing", "unsafe", "too_large", "not_text"
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def real_dir(path: str | None) -> str | None:
