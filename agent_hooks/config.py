@@ -54,6 +54,11 @@ DEFAULTS: dict[str, Any] = {
         "context_budget_chars": 8000,
         # Rename a differing file we did not write to FILE.bak-<UTC time> before overwriting it.
         "backup": True,
+        # An agent with no identity file in the store is left alone: its workspace's files
+        # are neither written nor captured (so a project's own CLAUDE.md edits do not
+        # become the default agent's, written into every other project). True captures
+        # a new agent's first files too.
+        "manage_new_agents": False,
     },
     "memory": {
         # Directories (relative to the workspace) whose files are indexed for search.

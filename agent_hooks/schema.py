@@ -197,7 +197,7 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
         {
             "id": int,
             "path": str,
-            "workspace": str,
+            "root": str,  # the memory directory it was found in
             "name": str,
             "scope": str,  # agent | shared
             "agent": str,
@@ -208,11 +208,11 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
             "indexed_at": float,
         },
         pk="id",
-        not_null=["path", "workspace", "name", "scope", "agent", "sha256", "indexed_at"],
+        not_null=["path", "root", "name", "scope", "agent", "sha256", "indexed_at"],
         if_not_exists=True,
     )
     db["memory_docs"].create_index(["path"], unique=True, if_not_exists=True)
-    db["memory_docs"].create_index(["workspace"], if_not_exists=True)
+    db["memory_docs"].create_index(["root"], if_not_exists=True)
     # rowid = memory_docs.id. Porter stemming so "deploys" finds "deploy".
     db.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("

@@ -224,3 +224,20 @@ def test_hook_path_stays_stdlib_only_for_identity_and_memory_writes(rig: Rig) ->
     )
     proc = subprocess.run([sys.executable, "-c", code], env=rig.env, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_agent_without_identity_in_the_store_is_left_alone(rig: Rig) -> None:
+    (rig.ws / "CLAUDE.md").write_text("# This project's own instructions\n")
+    assert rig.hook("SessionStart") is None
+    (rig.ws / "CLAUDE.md").write_text("# This project's own instructions, edited by the agent\n")
+    rig.tool("Edit", rig.ws / "CLAUDE.md", old_string="instructions", new_string="x")
+    rig.hook("Stop")
+    with rig.db() as conn:
+        assert conn.execute("SELECT count(*) FROM identity_versions").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM identity_baselines").fetchone()[0] == 0
+    # Opting in captures a new agent's first files.
+    rig.env["AGENT_HOOKS__IDENTITY_FILES__MANAGE_NEW_AGENTS"] = "true"
+    rig.hook("SessionStart", session="s2")
+    (rig.ws / "TOOLS.md").write_text("- ripgrep for search\n")
+    rig.tool("Write", rig.ws / "TOOLS.md", session="s2")
+    assert [s for _, s, _ in rig.versions("TOOLS.md")] == ["self_edit"]

@@ -123,3 +123,15 @@ def test_search_without_a_store_and_bad_queries(rig: Rig) -> None:
     assert search(rig, 'quotes " and (parens) AND OR') == []
     bad = rig.cli("memory", "search", "--raw", "AND (", ok=False)
     assert bad.returncode == 1 and "bad query" in bad.stderr
+
+
+def test_absolute_shared_dir_outside_the_workspace(rig: Rig, tmp_path: Path) -> None:
+    shared = tmp_path / "fleet-memory"
+    shared.mkdir()
+    rig.env["AGENT_HOOKS__MEMORY__SHARED_DIRS"] = json.dumps([str(shared)])
+    (shared / "oncall.md").write_text("the pager rotation changes on mondays\n")
+    rig.tool("Write", shared / "oncall.md")
+    assert [(h["scope"], h["root"]) for h in search(rig, "pager", "--agent", "bob")] == [("shared", str(shared))]
+    (shared / "oncall.md").unlink()
+    rig.hook("Stop")
+    assert search(rig, "pager") == []

@@ -88,6 +88,13 @@ def max_bytes(config: dict[str, Any]) -> int:
     return int(settings(config)["max_chars"]) * 4 + 4
 
 
+def managed(conn: sqlite3.Connection, config: dict[str, Any], agent: str) -> bool:
+    """Whether this agent's files are ours to keep: it has one in the store, or new agents are managed."""
+    if settings(config).get("manage_new_agents"):
+        return True
+    return conn.execute("SELECT 1 FROM identity_versions WHERE agent = ? LIMIT 1", (agent,)).fetchone() is not None
+
+
 # --- pure decisions ----------------------------------------------------------
 
 
@@ -275,8 +282,10 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None
     path = files.resolve_in(ws, file_path)
     if path != os.path.join(ws, name):
         return  # a SOUL.md elsewhere (a subdirectory, outside the workspace) is not the agent's
-    message = sync_file(conn, ctx.config, agent_name(ctx.env, ctx.config), name, path, p.session_id,
-                        SELF_EDIT, ctx.started, explicit=True)
+    agent = agent_name(ctx.env, ctx.config)
+    if not managed(conn, ctx.config, agent):
+        return
+    message = sync_file(conn, ctx.config, agent, name, path, p.session_id, SELF_EDIT, ctx.started, explicit=True)
     if message:
         out.add_context(message)
 
@@ -405,6 +414,8 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     p = ctx.payload
     config = ctx.config
     agent = agent_name(ctx.env, config)
+    if not managed(conn, config, agent):
+        return
     if conn.execute("SELECT 1 FROM identity_baselines WHERE session_id = ? LIMIT 1", (p.session_id,)).fetchone():
         # Resume or compaction of a session we know: keep what the agent changed before rewriting.
         final_sync(conn, ctx)

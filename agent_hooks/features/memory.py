@@ -49,7 +49,8 @@ def roots(config: dict[str, Any], ws: str) -> list[tuple[str, str]]:
     """(resolved directory, scope) of each memory directory; relative ones are under the workspace.
 
     A relative directory must stay inside the workspace once resolved (a symlinked
-    ``memory`` pointing elsewhere is not indexed).
+    ``memory`` pointing elsewhere is not indexed); an absolute one (a shared
+    directory several agents write to) is trusted because the configuration names it.
     """
     out = []
     for d, scope in _dir_specs(config):
@@ -74,13 +75,13 @@ def maybe_memory_path(config: dict[str, Any], file_path: str) -> bool:
     return False
 
 
-def classify(config: dict[str, Any], ws: str, path: str) -> str | None:
-    """The scope of the resolved ``path``: under which memory root it lies (None: not memory)."""
+def classify(config: dict[str, Any], ws: str, path: str) -> tuple[str, str] | None:
+    """(root, scope) of the memory directory holding the resolved ``path`` (None: not a memory file)."""
     if not path.endswith(tuple(settings(config).get("extensions") or ())):
         return None
     for root, scope in roots(config, ws):
         if path != root and files.inside(path, root):
-            return scope
+            return root, scope
     return None
 
 
@@ -93,7 +94,7 @@ def drop(conn: sqlite3.Connection, path: str) -> bool:
     return True
 
 
-def index_file(conn: sqlite3.Connection, config: dict[str, Any], ws: str, path: str, scope: str, agent: str,
+def index_file(conn: sqlite3.Connection, config: dict[str, Any], root: str, path: str, scope: str, agent: str,
                session_id: str | None, at: float) -> str:
     """Index (or re-index, or drop) one resolved memory file: indexed | unchanged | dropped | skipped."""
     status, text = files.read_text(path, int(settings(config)["max_file_bytes"]))
@@ -108,21 +109,22 @@ def index_file(conn: sqlite3.Connection, config: dict[str, Any], ws: str, path: 
     row = conn.execute("SELECT id, sha256, scope, agent FROM memory_docs WHERE path = ?", (path,)).fetchone()
     name = os.path.basename(path)
     if row and row[1] == digest and row[2] == scope:
-        conn.execute("UPDATE memory_docs SET size = ?, mtime_ns = ? WHERE id = ?", (size, mtime_ns, row[0]))
+        conn.execute("UPDATE memory_docs SET root = ?, size = ?, mtime_ns = ? WHERE id = ?",
+                     (root, size, mtime_ns, row[0]))
         return "unchanged"
     if row:
         doc_id = row[0]
         conn.execute(
-            "UPDATE memory_docs SET workspace = ?, name = ?, scope = ?, agent = ?, sha256 = ?, size = ?,"
+            "UPDATE memory_docs SET root = ?, name = ?, scope = ?, agent = ?, sha256 = ?, size = ?,"
             " mtime_ns = ?, session_id = ?, indexed_at = ? WHERE id = ?",
-            (ws, name, scope, agent, digest, size, mtime_ns, session_id, at, doc_id),
+            (root, name, scope, agent, digest, size, mtime_ns, session_id, at, doc_id),
         )
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (doc_id,))
     else:
         cur = conn.execute(
-            "INSERT INTO memory_docs (path, workspace, name, scope, agent, sha256, size, mtime_ns, session_id,"
+            "INSERT INTO memory_docs (path, root, name, scope, agent, sha256, size, mtime_ns, session_id,"
             " indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, ws, name, scope, agent, digest, size, mtime_ns, session_id, at),
+            (path, root, name, scope, agent, digest, size, mtime_ns, session_id, at),
         )
         doc_id = int(cur.lastrowid or 0)
     conn.execute(
@@ -147,77 +149,77 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context") -> None:
         return
     file_path = p.tool_input["file_path"]
     ws = workspace(ctx.config, p.cwd)
-    if ws is None:
+    if ws is None or "\0" in file_path:
         return
-    path = files.resolve_in(ws, file_path)
-    if path is None:
+    # Resolved, so a symlink cannot smuggle a file from elsewhere into the index:
+    # what counts is where the file really is (inside a memory directory, or not).
+    path = os.path.realpath(file_path if os.path.isabs(file_path) else os.path.join(ws, file_path))
+    found = classify(ctx.config, ws, path)
+    if found is None:
         return
-    scope = classify(ctx.config, ws, path)
-    if scope is None:
-        return
-    index_file(conn, ctx.config, ws, path, scope, agent_name(ctx.env, ctx.config), p.session_id, ctx.started)
+    root, scope = found
+    index_file(conn, ctx.config, root, path, scope, agent_name(ctx.env, ctx.config), p.session_id, ctx.started)
 
 
-def walk(config: dict[str, Any], ws: str) -> list[tuple[str, str, int, int]]:
-    """(path, scope, size, mtime_ns) of the memory files under the workspace; symlinks are skipped."""
+def walk(config: dict[str, Any], root: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of the memory files under ``root``; symlinks are skipped."""
     exts = tuple(settings(config).get("extensions") or ())
     limit = int(settings(config)["max_files"])
-    found: list[tuple[str, str, int, int]] = []
-    for root, scope in roots(config, ws):
-        stack = [root]
-        while stack and len(found) < limit:
-            directory = stack.pop()
+    found: list[tuple[str, int, int]] = []
+    stack = [root]
+    while stack and len(found) < limit:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
             try:
-                entries = list(os.scandir(directory))
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(entry.path)
-                elif stat.S_ISREG(st.st_mode) and entry.name.endswith(exts):
-                    found.append((entry.path, scope, st.st_size, st.st_mtime_ns))
-                    if len(found) >= limit:
-                        break
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+            elif stat.S_ISREG(st.st_mode) and entry.name.endswith(exts):
+                found.append((entry.path, st.st_size, st.st_mtime_ns))
+                if len(found) >= limit:
+                    break
     return found
 
 
 def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, session_id: str | None,
          at: float) -> dict[str, int]:
-    """Bring the index for one workspace in line with its disk: new, changed and gone files."""
+    """Bring the index for a workspace's memory directories in line with the disk."""
     counts = {"indexed": 0, "unchanged": 0, "dropped": 0, "skipped": 0}
-    known = {
-        path: (size, mtime_ns, scope)
-        for path, size, mtime_ns, scope in conn.execute(
-            "SELECT path, size, mtime_ns, scope FROM memory_docs WHERE workspace = ?", (ws,)
-        )
-    }
-    seen = set()
-    for path, scope, size, mtime_ns in walk(config, ws):
-        seen.add(path)
-        if known.get(path) == (size, mtime_ns, scope):
-            counts["unchanged"] += 1
-            continue
-        counts[index_file(conn, config, ws, path, scope, agent, session_id, at)] += 1
-    for path in known.keys() - seen:
-        if drop(conn, path):
-            counts["dropped"] += 1
+    for root, scope in roots(config, ws):
+        known = {
+            path: (size, mtime_ns, s)
+            for path, size, mtime_ns, s in conn.execute(
+                "SELECT path, size, mtime_ns, scope FROM memory_docs WHERE root = ?", (root,)
+            )
+        }
+        seen = set()
+        for path, size, mtime_ns in walk(config, root) if os.path.isdir(root) else []:
+            seen.add(path)
+            if known.get(path) == (size, mtime_ns, scope):
+                counts["unchanged"] += 1
+                continue
+            counts[index_file(conn, config, root, path, scope, agent, session_id, at)] += 1
+        for path in known.keys() - seen:
+            if drop(conn, path):
+                counts["dropped"] += 1
     return counts
 
 
 def on_stop(conn: sqlite3.Connection, ctx: "Context") -> None:
-    """Stop: catch memory files written or removed other than through Write/Edit."""
+    """Stop: catch memory files written or removed other than through Write/Edit (Bash, by hand)."""
     ws = workspace(ctx.config, ctx.payload.cwd)
-    if ws is None or not roots(ctx.config, ws):
+    if ws is None:
         return
-    if not any(os.path.isdir(r) for r, _ in roots(ctx.config, ws)) and not conn.execute(
-        "SELECT 1 FROM memory_docs WHERE workspace = ? LIMIT 1", (ws,)
-    ).fetchone():
-        return
-    scan(conn, ctx.config, ws, agent_name(ctx.env, ctx.config), ctx.payload.session_id, ctx.started)
+    for root, _ in roots(ctx.config, ws):
+        if os.path.isdir(root) or conn.execute("SELECT 1 FROM memory_docs WHERE root = ? LIMIT 1", (root,)).fetchone():
+            scan(conn, ctx.config, ws, agent_name(ctx.env, ctx.config), ctx.payload.session_id, ctx.started)
+            return
 
 
 def fts_query(text: str) -> str:
@@ -233,7 +235,7 @@ def search(conn: sqlite3.Connection, query: str, agent: str | None = None, limit
     if not match:
         return []
     sql = (
-        "SELECT d.path, d.name, d.scope, d.agent, d.workspace, d.indexed_at,"
+        "SELECT d.path, d.name, d.scope, d.agent, d.root, d.indexed_at,"
         " bm25(memory_fts, 5.0, 2.0, 1.0) AS score,"
         " snippet(memory_fts, 2, '[', ']', '…', 16) AS snippet"
         " FROM memory_fts JOIN memory_docs d ON d.id = memory_fts.rowid WHERE memory_fts MATCH ?"
@@ -244,5 +246,5 @@ def search(conn: sqlite3.Connection, query: str, agent: str | None = None, limit
         args.append(agent)
     sql += " ORDER BY score LIMIT ?"
     args.append(int(limit))
-    cols = ("path", "name", "scope", "agent", "workspace", "indexed_at", "score", "snippet")
+    cols = ("path", "name", "scope", "agent", "root", "indexed_at", "score", "snippet")
     return [dict(zip(cols, row)) for row in conn.execute(sql, args)]
