@@ -241,3 +241,6 @@ def test_agent_without_identity_in_the_store_is_left_alone(rig: Rig) -> None:
     (rig.ws / "TOOLS.md").write_text("- ripgrep for search\n")
     rig.tool("Write", rig.ws / "TOOLS.md", session="s2")
     assert [s for _, s, _ in rig.versions("TOOLS.md")] == ["self_edit"]
+    (rig.ws / "SOUL.md").write_text("hello\n")
+    out = context(rig.tool("Write", rig.ws / "SOUL.md", session="s2"))
+    assert "Nothing is stored for it yet" in out and rig.versions("SOUL.md") == []

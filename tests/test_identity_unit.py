@@ -54,6 +54,8 @@ def test_config_defaults_validate(cfg: dict) -> None:
         ("IDENTITY.md", 10, 2000, "below"),
         ("TOOLS.md", 10, 2000, None),  # no minimum configured for TOOLS.md
         ("TOOLS.md", 40001, 2000, "past the 40000-character budget"),
+        ("TOOLS.md", 40001, None, "past the 40000-character budget"),
+        ("TOOLS.md", 40001, 50000, None),  # shrinking an oversized (forced) file is fine
         ("CLAUDE.md", 0, 100, None),
     ],
 )

@@ -101,7 +101,7 @@ def managed(conn: sqlite3.Connection, config: dict[str, Any], agent: str) -> boo
 def guard(config: dict[str, Any], name: str, chars: int, previous_chars: int | None) -> str | None:
     """Why a write of ``chars`` characters must be refused (None: accept it)."""
     limit = int(settings(config)["max_chars"])
-    if chars > limit:
+    if chars > limit and (previous_chars is None or chars > previous_chars):
         return f"it would grow {name} to {chars} characters, past the {limit}-character budget"
     floor = min_chars(config, name)
     if chars < floor and (previous_chars is None or chars < previous_chars):
@@ -129,8 +129,9 @@ def decide(disk_sha: str, baseline: Baseline | None, head: Head | None, explicit
         baseline = Baseline(None, head.id if head else None)
     elif disk_sha == baseline.sha256:
         return SKIP
-    head_id = head.id if head else None
-    return STORE if head_id == baseline.version_id else CONFLICT_ACTION
+    if head is None:
+        return STORE  # nothing current to overwrite, so nothing to conflict with
+    return STORE if head.id == baseline.version_id else CONFLICT_ACTION
 
 
 # --- store access ------------------------------------------------------------
@@ -234,23 +235,26 @@ def sync_file(conn: sqlite3.Connection, config: dict[str, Any], agent: str, name
     keep_version = base.version_id if base else (current.id if current else None)
     if refusal or text is None:
         refusal = refusal or f"{name} is over the size budget"
-        kept = f"the store keeps version {current.version} ({current.chars} characters)" if current else \
-            "the store has no version of it"
+        if current is not None:
+            kept = f"the store keeps version {current.version} ({current.chars} characters)"
+            advice = (f"The store keeps version {current.version} ({current.chars} characters); the file on disk "
+                      "will be replaced by it at the next session start unless you write a complete version.")
+        else:
+            kept = "nothing is stored for it yet"
+            advice = "Nothing is stored for it yet; write a complete version."
         report(conn, agent, name, REJECTED, session_id,
                f"a write of {chars} characters to {name} in session {session_id} at {_iso(at)} was refused: "
                f"{refusal}; {kept}.", at, disk_sha, chars)
         # The session now stands at this content: do not refuse it again every turn.
         set_baseline(conn, session_id, name, agent, path, disk_sha, keep_version, at)
-        return (f"agent-hooks: your write to {name} was not saved to the identity store: {refusal}. "
-                f"{kept[0].upper()}{kept[1:]}; the file on disk will be replaced by it at the next session start "
-                f"unless you write a complete version.")
+        return f"agent-hooks: your write to {name} was not saved to the identity store: {refusal}. {advice}"
     if action == STORE:
         vid, _ = add_version(conn, agent, name, text, source, session_id, path, at)
         set_baseline(conn, session_id, name, agent, path, disk_sha, vid, at)
         return None
     # Both moved: the store's edit (a lead, `identity set`) stays current.
     _, version = add_version(conn, agent, name, text, CONFLICT, session_id, path, at)
-    assert current is not None
+    assert current is not None  # decide() answers conflict only against a current version
     report(conn, agent, name, CONFLICTED, session_id,
            f"{name} changed both in the store (version {current.version}, {current.source}, {_iso(current.at)}) "
            f"and in session {session_id} (kept as version {version}, source conflict); version {current.version} "
