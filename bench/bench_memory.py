@@ -25,13 +25,10 @@ RUNTIME_TARGET = 1.25  # x floor, per hook call (the runtime's latency target)
 MEMORY_FACTOR = 2.0  # a memory write may cost up to 2x the runtime target
 
 
-def wall(cmd: list[str], payload: bytes | None, env: dict[str, str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, input=payload, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+def once(cmd: list[str], payload: bytes | None, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, input=payload, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
 
 
 def main() -> int:
@@ -52,6 +49,11 @@ def main() -> int:
         env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "AGENT_HOOKS_HOME": str(Path(tmp) / "home"),
                "AGENT_HOOKS_AGENT": "bench"}
         base = {"session_id": "bench", "transcript_path": f"{tmp}/t.jsonl", "cwd": str(ws)}
+        # The agent has an identity in the store, so its SOUL.md edits are synced (self_edit).
+        seed_soul = Path(tmp) / "soul.md"
+        seed_soul.write_text("# Soul\n" + "I keep my promises and write things down.\n" * 40)
+        subprocess.run([str(bindir / "agent-hook"), "identity", "set", "bench", "SOUL.md", "--file", str(seed_soul)],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([start], input=json.dumps({**base, "hook_event_name": "SessionStart", "source": "startup"})
                        .encode(), env=env, check=True, stdout=subprocess.DEVNULL)
         # Some history, so the index is not trivially empty.
@@ -66,29 +68,26 @@ def main() -> int:
                                "tool_input": tool_input, "tool_response": {}, "tool_use_id": f"toolu_{n}",
                                "duration_ms": 5}).encode()
 
-        floor = wall([sys.executable, "-c", "import json, sqlite3"], None, env, args.runs)
-        ordinary = wall([post], tool_payload("Bash", {"command": "ls -la"}, 1), env, args.runs)
-        other_write = wall([post], tool_payload("Write", {"file_path": str(ws / "src.py")}, 2), env, args.runs)
-
-        # A memory write whose content changes every call, so each call re-indexes it.
-        mem_times = []
-        for i in range(args.runs):
-            note.write_text(f"# Notes {i}\nThe deploy key moved to the password manager on day {i}.\n" * 30)
-            payload = tool_payload("Write", {"file_path": str(note)}, 1000 + i)
-            t0 = time.perf_counter()
-            subprocess.run([post], input=payload, env=env, stdout=subprocess.DEVNULL, check=True)
-            mem_times.append(time.perf_counter() - t0)
-        memory = statistics.median(mem_times) * 1000
-
+        floor_argv = [sys.executable, "-c", "import json, sqlite3"]
         soul = ws / "SOUL.md"
-        soul_times = []
-        for i in range(args.runs):
+        # Alternate the cases within each round so a change in machine load hits them all alike.
+        times: dict[str, list[float]] = {k: [] for k in ("floor", "ordinary", "other_write", "memory", "self_edit")}
+        for i in range(-3, args.runs):  # three warm-up rounds
+            round_times = {}
+            round_times["floor"] = once(floor_argv, None, env)
+            round_times["ordinary"] = once([post], tool_payload("Bash", {"command": f"ls {i}"}, i), env)
+            round_times["other_write"] = once(
+                [post], tool_payload("Write", {"file_path": str(ws / "src.py")}, 100000 + i), env)
+            # Content changes every round, so each call re-indexes the file.
+            note.write_text(f"# Notes {i}\nThe deploy key moved to the password manager on day {i}.\n" * 30)
+            round_times["memory"] = once([post], tool_payload("Write", {"file_path": str(note)}, 200000 + i), env)
             soul.write_text(f"# Soul, revision {i}\n" + "I keep my promises and write things down.\n" * 40)
-            payload = tool_payload("Edit", {"file_path": str(soul)}, 5000 + i)
-            t0 = time.perf_counter()
-            subprocess.run([post], input=payload, env=env, stdout=subprocess.DEVNULL, check=True)
-            soul_times.append(time.perf_counter() - t0)
-        self_edit = statistics.median(soul_times) * 1000
+            round_times["self_edit"] = once([post], tool_payload("Edit", {"file_path": str(soul)}, 300000 + i), env)
+            if i >= 0:
+                for k, v in round_times.items():
+                    times[k].append(v)
+        floor, ordinary, other_write, memory, self_edit = (
+            statistics.median(times[k]) * 1000 for k in ("floor", "ordinary", "other_write", "memory", "self_edit"))
 
     # In-process: the cheap checks an ordinary call runs, and the feature modules' import cost.
     probe = (
