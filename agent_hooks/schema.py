@@ -160,7 +160,7 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
     # and the store version it matched. Stop syncs only files that moved from it.
     db["identity_baselines"].create(
         {"session_id": str, "name": str, "agent": str, "path": str, "sha256": str, "version_id": int,
-         "at": float},
+         "injected_version_id": int, "at": float},
         pk=("session_id", "name"),
         not_null=["agent", "path", "at"],
         if_not_exists=True,

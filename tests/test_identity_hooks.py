@@ -244,3 +244,15 @@ def test_agent_without_identity_in_the_store_is_left_alone(rig: Rig) -> None:
     (rig.ws / "SOUL.md").write_text("hello\n")
     out = context(rig.tool("Write", rig.ws / "SOUL.md", session="s2"))
     assert "Nothing is stored for it yet" in out and rig.versions("SOUL.md") == []
+
+
+def test_resume_does_not_repeat_what_the_transcript_already_holds(rig: Rig) -> None:
+    rig.set("SOUL.md", profile("soul", 12))
+    rig.set("IDENTITY.md", profile("identity", 12))
+    assert "soul principle 3" in context(rig.hook("SessionStart"))
+    rig.set("IDENTITY.md", profile("identity v2", 12))
+    resumed = context(rig.hook("SessionStart", source="resume"))
+    assert "soul principle 3" not in resumed and "identity v2 principle 3" in resumed
+    # After a compaction the summary replaced the history: everything again.
+    compacted = context(rig.hook("SessionStart", source="compact"))
+    assert "soul principle 3" in compacted and "identity v2 principle 3" in compacted

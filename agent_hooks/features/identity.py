@@ -420,7 +420,10 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     agent = agent_name(ctx.env, config)
     if not managed(conn, config, agent):
         return
-    if conn.execute("SELECT 1 FROM identity_baselines WHERE session_id = ? LIMIT 1", (p.session_id,)).fetchone():
+    injected = dict(conn.execute(
+        "SELECT name, injected_version_id FROM identity_baselines WHERE session_id = ?", (p.session_id,)
+    ).fetchall())
+    if injected:
         # Resume or compaction of a session we know: keep what the agent changed before rewriting.
         final_sync(conn, ctx)
     ws = workspace(config, p.cwd)
@@ -437,7 +440,11 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
             continue
         if name in loaded and entry["disk_was_current"]:
             continue  # Claude Code read this very text from disk already
+        if p.get("source") == "resume" and injected.get(name) == current.id:
+            continue  # a resumed transcript replays what this session was given; compaction does not
         blocks.append((name, current.content, entry["path"]))
+        conn.execute("UPDATE identity_baselines SET injected_version_id = ? WHERE session_id = ? AND name = ?",
+                     (current.id, p.session_id, name))
     rows = pending_reports(conn, agent)
     if rows:
         conn.executemany(

@@ -131,3 +131,15 @@ def test_memory_file_written_by_the_model_is_found_by_search(e2e: E2E) -> None:
     assert [h["path"] for h in out["hits"]] == [str(note)], out
     assert out["hits"][0]["agent"] == AGENT and "[deploy]" in out["hits"][0]["snippet"]
     assert e2e.errors() == []
+
+
+def test_resumed_session_still_holds_its_identity_once(e2e: E2E) -> None:
+    set_identity(e2e, "SOUL.md", profile("Ada's soul"))
+    e2e.server.set_script([[text("Hello.")]])
+    sid = run(e2e, "Who are you?").session_id
+    e2e.server.add_turns([[text("Still me.")]])
+    run(e2e, "Still there?", resume=sid)
+    resumed = e2e.server.messages("main")[-1]
+    # SessionStart(resume) leaves out what this session was already given: the client replays the
+    # first injection from the transcript (so the model still holds it) and no second copy is sent.
+    assert resumed.text.count("Ada's soul principle 13") == 1, resumed.text[:3000]
