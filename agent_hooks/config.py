@@ -59,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
         # become the default agent's, written into every other project). True captures
         # a new agent's first files too.
         "manage_new_agents": False,
+        # Per-session baselines of sessions that never ended cleanly are dropped after this many days.
+        "baseline_days": 30,
     },
     "memory": {
         # Directories (relative to the workspace) whose files are indexed for search.

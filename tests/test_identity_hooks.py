@@ -256,3 +256,14 @@ def test_resume_does_not_repeat_what_the_transcript_already_holds(rig: Rig) -> N
     # After a compaction the summary replaced the history: everything again.
     compacted = context(rig.hook("SessionStart", source="compact"))
     assert "soul principle 3" in compacted and "identity v2 principle 3" in compacted
+
+
+def test_baselines_of_sessions_that_never_ended_expire(rig: Rig) -> None:
+    rig.set("SOUL.md", profile("soul", 12))
+    rig.hook("SessionStart", session="crashed")
+    with rig.db() as conn:
+        conn.execute("UPDATE identity_baselines SET at = at - 31 * 86400")
+    rig.hook("SessionStart", session="s2")
+    with rig.db() as conn:
+        sessions = {r[0] for r in conn.execute("SELECT session_id FROM identity_baselines")}
+    assert sessions == {"s2"}

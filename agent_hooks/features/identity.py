@@ -420,6 +420,9 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     agent = agent_name(ctx.env, config)
     if not managed(conn, config, agent):
         return
+    # Sessions killed before SessionEnd leave baselines behind; a few rows each, pruned here.
+    conn.execute("DELETE FROM identity_baselines WHERE at < ?",
+                 (ctx.started - float(settings(config)["baseline_days"]) * 86400,))
     injected = dict(conn.execute(
         "SELECT name, injected_version_id FROM identity_baselines WHERE session_id = ?", (p.session_id,)
     ).fetchall())
