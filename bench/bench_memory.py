@@ -121,7 +121,7 @@ def main() -> int:
           f"  (target < {MEMORY_FACTOR}x runtime target = {MEMORY_FACTOR * target:.1f})")
     print(f"PostToolUse  SOUL.md self edit               {self_edit:7.1f}  {self_edit / floor:5.2f}x floor")
     print(f"identity+memory checks on an ordinary call: {check_us} us in-process; "
-          f"importing both feature modules (beyond what the hook imports anyway): {imp_ms} ms")
+          f"importing both feature modules (only Write/Edit/MultiEdit calls do): {imp_ms} ms")
     ok = memory < MEMORY_FACTOR * target
     print(f"memory write within target: {'yes' if ok else 'NO'}")
     return 0

@@ -224,6 +224,11 @@ def test_hook_path_stays_stdlib_only_for_identity_and_memory_writes(rig: Rig) ->
     )
     proc = subprocess.run([sys.executable, "-c", code], env=rig.env, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+    # PostToolUse alone (an ordinary tool call) does not even import the identity and memory features.
+    only_post = ("import sys\nfrom agent_hooks.events import post_tool_use\n"
+                 "print(sorted(m for m in sys.modules if m.startswith('agent_hooks.features.')))")
+    proc = subprocess.run([sys.executable, "-c", only_post], env=rig.env, capture_output=True, text=True, check=True)
+    assert "identity" not in proc.stdout and "memory" not in proc.stdout, proc.stdout
 
 
 def test_agent_without_identity_in_the_store_is_left_alone(rig: Rig) -> None:
