@@ -116,6 +116,46 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
     sessions.create_index(["task_id"], if_not_exists=True)
 
 
+@migration
+def m006_outbox(db: sqlite_utils.Database) -> None:
+    # Lifecycle events waiting for the command center (agent_hooks.forward). A hook
+    # inserts in its own write transaction; the drainer deletes a row once delivered,
+    # so the table holds only what is pending ('queued') or given up ('dead').
+    db["outbox"].create(
+        {
+            "id": int,
+            "event_id": str,  # stable id, sent as Idempotency-Key
+            "session_key": str,  # delivery order is kept per key
+            "hook_event": str,
+            "event": str,  # contract event name
+            "body": str,  # the JSON body, exactly as it will be sent
+            "created_at": float,
+            "state": str,  # queued | dead
+            "attempts": int,  # failing answers so far (never counts an unreachable server)
+            "next_at": float,  # not before (backoff)
+            "last_try_at": float,
+            "last_status": int,
+            "last_error": str,
+            "dead_at": float,
+        },
+        pk="id",
+        not_null=["event_id", "session_key", "event", "body", "created_at", "state"],
+        defaults={"state": "queued", "attempts": 0, "next_at": 0.0},
+        if_not_exists=True,
+    )
+    db["outbox"].create_index(["event_id"], unique=True, if_not_exists=True)
+    db["outbox"].create_index(["state", "id"], if_not_exists=True)
+    db["outbox"].create_index(["session_key", "state", "id"], if_not_exists=True)
+    # Last event queued per session: heartbeat coalescing of tool_use.
+    db["forward_sessions"].create(
+        {"session_key": str, "last_event": str, "last_state": str, "last_at": float, "last_tool_use_at": float},
+        pk="session_key",
+        not_null=["last_at"],
+        if_not_exists=True,
+    )
+    db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 # Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, status
+from agent_hooks.cli import basics, queue, status
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +14,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status):
+for module in (basics, status, queue):
     for command in module.COMMANDS:
         cli.add_command(command)
 
