@@ -7,12 +7,15 @@ The hook path calls :func:`load` on every invocation, so it avoids importing
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-from typing import Any
 
 from agent_hooks.paths import Paths, ensure_dir
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Every setting, with its default. A feature owns its section; docs in README.
 DEFAULTS: dict[str, Any] = {
@@ -89,6 +92,20 @@ GENERIC_PREFIX = "AGENT_HOOKS__"
 
 class ConfigError(Exception):
     """The configuration file cannot be read or has invalid values."""
+
+
+def _copy(value: Any) -> Any:
+    # copy.deepcopy would cost the hook path an import; settings are plain data.
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def defaults() -> dict[str, Any]:
+    """A fresh copy of the defaults, safe to modify."""
+    return _copy(DEFAULTS)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> None:
@@ -189,7 +206,7 @@ def load(paths: Paths | None = None, environ: "os._Environ[str] | dict[str, str]
     """The effective configuration. Raises ConfigError on an invalid file or variable."""
     env = os.environ if environ is None else environ
     paths = paths or Paths(env)
-    config = copy.deepcopy(DEFAULTS)
+    config = defaults()
     _merge(config, read_file(paths.config_file, paths.config_cache))
     _merge(config, env_layer(env))
     return config

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Claude Code replaces longer strings with a file path and a preview.
 MAX_CONTEXT_CHARS = 9500

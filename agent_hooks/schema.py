@@ -13,14 +13,18 @@ import sqlite3
 from collections.abc import Callable
 
 import sqlite_utils
+from sqlite_utils.migrations import Migrations
 
 Migration = Callable[[sqlite_utils.Database], None]
-MIGRATIONS: list[tuple[str, Migration]] = []
+MIGRATION_SET = Migrations("agent-hooks")
+# Names in order; len(MIGRATIONS) is the schema version the hook path checks.
+MIGRATIONS: list[str] = []
 
 
 def migration(fn: Migration) -> Migration:
-    MIGRATIONS.append((fn.__name__, fn))
-    return fn
+    """Register ``fn`` as the next migration (it runs once, in a transaction)."""
+    MIGRATIONS.append(fn.__name__)
+    return MIGRATION_SET()(fn)
 
 
 @migration
@@ -164,33 +168,33 @@ def _chmod_private(path: str) -> None:
             pass
 
 
-def migrate(path: str) -> list[str]:
-    """Bring the store at ``path`` to the current schema; return the migrations applied."""
+def migrate(path: str, lock: bool = True) -> list[str]:
+    """Bring the store at ``path`` to the current schema; return the migrations applied.
+
+    ``lock=False`` is for a caller that already holds ``PATH.migrate.lock``
+    (the hook path takes it with fcntl before importing this module).
+    """
+    import contextlib
+
     from filelock import FileLock
 
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    applied_now: list[str] = []
-    with FileLock(path + ".migrate.lock", timeout=30):
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    # One migrator at a time: many hooks may find a new store at once.
+    guard = FileLock(path + ".migrate.lock", timeout=30) if lock else contextlib.nullcontext()
+    with guard:
+        conn = sqlite3.connect(path, timeout=30)
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
-                return applied_now
+                return []
             db = sqlite_utils.Database(conn)
-            conn.execute("PRAGMA journal_mode=WAL")
-            db["_migrations"].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
-            done = {row["name"] for row in db["_migrations"].rows}
-            for name, fn in MIGRATIONS:
-                if name in done:
-                    continue
-                fn(db)
-                conn.execute(
-                    "INSERT INTO _migrations (name, applied_at) VALUES (?, datetime('now'))", (name,)
-                )
-                applied_now.append(name)
+            db.enable_wal()
+            pending = [m.name for m in MIGRATION_SET.pending(db)]
+            MIGRATION_SET.apply(db)
             conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+            conn.commit()
         finally:
             conn.close()
         _chmod_private(path)
         _chmod_private(path + ".migrate.lock")
-    return applied_now
+    return pending

@@ -13,7 +13,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from typing import Any
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
 SCHEMA_VERSION = 3
@@ -52,12 +56,36 @@ class Store:
         version = self.schema_version()
         if version < SCHEMA_VERSION:
             if not migrate:
-                raise StoreError(f"store schema is at version {version}, expected {SCHEMA_VERSION}: run `agent-hook init`")
+                raise StoreError(
+                    f"store schema is at version {version}, expected {SCHEMA_VERSION}: run `agent-hook init`"
+                )
             self.conn.close()
-            from agent_hooks.schema import migrate as run_migrations
-
-            run_migrations(path)
+            self._migrate()
             self.conn = self._connect()
+
+    def _migrate(self) -> None:
+        """Migrate under an exclusive lock; whoever waited finds the work done.
+
+        The lock is taken with the standard library before sqlite-utils is
+        imported, so when many hooks meet a new store only one of them pays
+        for the migration import; the rest wait, re-check and carry on.
+        """
+        import fcntl
+
+        fd = os.open(self.path + ".migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            conn = self._connect()
+            try:
+                behind = int(conn.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION
+            finally:
+                conn.close()
+            if behind:
+                from agent_hooks.schema import migrate
+
+                migrate(self.path, lock=False)
+        finally:
+            os.close(fd)  # releases the flock
 
     def _connect(self) -> sqlite3.Connection:
         directory = os.path.dirname(self.path)

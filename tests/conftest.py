@@ -1,0 +1,28 @@
+"""Every test gets its own AGENT_HOOKS_HOME and HOME: the real home is never touched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every path at tmp_path; the real home directory is never touched."""
+    for var in list(os.environ):
+        if var.startswith("AGENT_HOOKS") or var in ("OPTIMALOS_SESSION_TMUX", "XDG_DATA_HOME",
+                                                     "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+            monkeypatch.delenv(var, raising=False)
+    home = tmp_path / "agent-hooks-home"
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    monkeypatch.setenv("AGENT_HOOKS_HOME", str(home))
+    monkeypatch.setenv("HOME", str(user_home))
+    return home
+
+
+@pytest.fixture
+def hooks_home(isolated_env: Path) -> Path:
+    return isolated_env
