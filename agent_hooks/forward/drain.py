@@ -22,8 +22,10 @@ One drainer per store (a filelock, held for its whole life). Rules:
   deleted only after a 2xx, so a crash (even SIGKILL) between answer and delete
   resends the same id: at-least-once delivery;
 * exit protocol: when the queue has been empty for ``idle_exit_s`` the drainer
-  releases the lock, then looks once more; a hook that committed before that
-  look is seen, a hook that probes after the release starts a new drainer.
+  releases the lock, then looks once more inside a write transaction. A hook
+  probes the lock inside its own write transaction, after its insert: if it
+  probed before the release, the last look waits for its commit and sees the
+  row; if after, the hook found the lock free and started a new drainer.
 """
 
 from __future__ import annotations
@@ -171,6 +173,12 @@ class Drainer:
         """The earliest next_at of a queued event, or None when nothing is queued."""
         row = self.conn.execute("SELECT count(*), min(next_at) FROM outbox WHERE state = 'queued'").fetchone()
         return None if not row[0] else float(row[1] or 0)
+
+    def _last_look(self) -> float | None:
+        """:meth:`_next_wake` in a write transaction: it waits for a hook that is
+        between its enqueue and its commit (it probed our lock while we held it)."""
+        with self.store.write():  # type: ignore[union-attr]
+            return self._next_wake()
 
     # -- lock ----------------------------------------------------------------
 
@@ -349,7 +357,7 @@ class Drainer:
             if now - idle_since >= self.idle_exit_s:
                 # Exit protocol (module docstring): release, then look once more.
                 self._release()
-                if self._next_wake() is None or not self._acquire():
+                if self._last_look() is None or not self._acquire():
                     return 0
                 idle_since = None
                 continue

@@ -1,10 +1,9 @@
 """The durable outbox, hook side (stdlib only).
 
 :func:`forward` runs inside the event module's write transaction: the row is
-committed together with the rest of the hook's work, or not at all. Once the
-process is about to exit (after the commit), :func:`maybe_start_drainer`
-starts the drainer, detached, when none is alive. The hook never waits on
-the network and never waits for the drainer.
+committed together with the rest of the hook's work, or not at all; then
+:func:`maybe_start_drainer` starts the drainer, detached, when none is alive.
+The hook never waits on the network and never waits for the drainer.
 
 Liveness is one ``flock`` probe on the drainer's lock file: the drainer holds
 it (through filelock) for as long as it runs, and the kernel drops it when the
@@ -13,7 +12,6 @@ process dies, even by SIGKILL. A stale pid file cannot fool it.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import sqlite3
@@ -29,9 +27,6 @@ LOCK_NAME = "drain.lock"
 # The drainer writes the time before which hooks should not start it again
 # (it gave up on an unreachable server, or the configuration is invalid).
 RESUME_NAME = "drain.resume"
-
-_pending: dict[str, Any] = {}
-
 
 def lock_path(paths: Paths) -> str:
     return os.path.join(paths.lock_dir, LOCK_NAME)
@@ -119,20 +114,15 @@ def forward(conn: sqlite3.Connection, ctx: Any) -> str | None:
         conn.execute("RELEASE forward")
         record_error(conn, payload.event, "forward", f"{type(exc).__name__}: {exc}", payload.session_id)
         return None
-    if event_id is not None and fwd["autostart"] and not _pending:
-        # After the commit, not now: a drainer that is just finishing could miss a row
-        # that is not committed yet (see drain.run's exit protocol).
-        _pending["paths"] = ctx.paths
-        _pending["env"] = ctx.env
-        atexit.register(_start_at_exit)
+    if event_id is not None and fwd["autostart"]:
+        # Still inside the transaction, on purpose: while we hold the write lock, a
+        # drainer that is just exiting cannot finish its last look at the queue (a
+        # write transaction) before our row is committed. See drain's exit protocol.
+        try:
+            maybe_start_drainer(ctx.paths, ctx.env)
+        except Exception as exc:  # noqa: BLE001 - the event is queued; the next hook retries
+            record_error(conn, payload.event, "forward", f"starting the drainer: {exc}", payload.session_id)
     return event_id
-
-
-def _start_at_exit() -> None:
-    try:
-        maybe_start_drainer(_pending["paths"], _pending["env"])
-    except Exception:  # noqa: BLE001 - never fail the hook at exit
-        pass
 
 
 def drainer_alive(paths: Paths) -> bool:
