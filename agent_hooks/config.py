@@ -63,11 +63,13 @@ DEFAULTS: dict[str, Any] = {
         # An unreachable server is retried this long before the drainer exits; the
         # events stay queued and the next hook call (after the backoff) starts it again.
         "give_up_after_s": 300.0,
+        # Sessions delivered side by side (each session's events stay in order).
+        "concurrency": 4,
         # HTTP timeout of one delivery.
         "timeout_s": 5.0,
         # How often a live drainer looks for new events, and how long it idles before exiting.
         "poll_interval_s": 0.05,
-        "idle_exit_s": 10.0,
+        "idle_exit_s": 30.0,
         # Send raw tool input / prompt text in metadata (off: tool name and a summary only).
         "include_raw": False,
         "metadata_max_chars": 200,

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import queue
 import socket
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -264,22 +267,56 @@ class Drainer:
             return False
 
     def _pass(self, url: str) -> tuple[int, str | None]:
-        """One pass over the due events: (events answered, transport error if the server is unreachable)."""
-        now = time.time()
-        rows = self._due(now)
-        blocked: set[str] = set()
+        """One pass over the due events: (events answered, transport error if the server is unreachable).
+
+        Sessions go out side by side (``forward.concurrency`` threads, HTTP only);
+        within a session one event at a time, in order. Answers are recorded here,
+        in this thread, as they arrive.
+        """
+        groups: dict[str, list[tuple[int, str, str, str, int]]] = {}
+        for row in self._due(time.time()):
+            groups.setdefault(row[2], []).append(row)
+        if not groups:
+            return 0, None
+        max_attempts = int(self.fwd["max_attempts"])
+        results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def session_worker(rows: list[tuple[int, str, str, str, int]]) -> None:
+            try:
+                for row in rows:
+                    if stop.is_set():
+                        break
+                    answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
+                    results.put((row, answer))
+                    kind = answer[0]
+                    if kind == UNREACHABLE:
+                        stop.set()
+                        break
+                    if kind == TRANSIENT and row[4] + 1 < max_attempts:
+                        break  # this session waits for its retry; later events stay behind it
+            finally:
+                results.put(None)
+
+        workers = max(1, min(int(self.fwd["concurrency"]), len(groups)))
         answered = 0
-        for row in rows:
-            key = row[2]
-            if key in blocked:
-                continue
-            kind, status, error, hint = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
-            if kind == UNREACHABLE:
-                return answered, error
-            answered += 1
-            if not self._settle(row, kind, status, error, hint, time.time()):
-                blocked.add(key)
-        return answered, None
+        outage: str | None = None
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for rows in groups.values():
+                pool.submit(session_worker, rows)
+            pending = len(groups)
+            while pending:
+                item = results.get()
+                if item is None:
+                    pending -= 1
+                    continue
+                row, (kind, status, error, hint) = item
+                if kind == UNREACHABLE:
+                    outage = outage or error
+                    continue
+                answered += 1
+                self._settle(row, kind, status, error, hint, time.time())
+        return answered, outage
 
     def _prune_sessions(self) -> None:
         ttl = float(self.fwd["session_ttl_s"])
