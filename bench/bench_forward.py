@@ -12,7 +12,9 @@ and a throwaway AGENT_HOOKS_HOME.
    httpx import) exactly as a hook does.
 2. Latency through the real hook executables: ``--hook-runs`` calls of the
    installed UserPromptSubmit / Stop hooks; receipt - hook exit.
-3. Throughput: ``--events`` are queued across ``--sessions`` sessions with no
+3. Hook cost: PostToolUse wall time with forwarding off, and on with the
+   server up, down (port closed) and hanging (accepts, never answers).
+4. Throughput: ``--events`` are queued across ``--sessions`` sessions with no
    drainer alive, then one drainer delivers them all; events/s from the
    drainer's start and from the first receipt.
 
@@ -149,6 +151,47 @@ def hook_latency(runs: int) -> None:
           f"median {statistics.median(lat):.1f} ms, p99 {pct(lat, 0.99):.1f} ms (upper bound of commit->receipt)")
 
 
+def hook_cost(runs: int) -> None:
+    """PostToolUse wall time: forwarding off vs on (every call enqueues: heartbeat 0) with the
+    server up, down, and hanging; calls interleaved so machine load hits all alike."""
+    post = json.loads((FIXTURES / "PostToolUse-Bash.json").read_text())
+    server = IngestServer().start()
+    down = IngestServer()  # never started: its port is closed
+    hang = IngestServer().start()
+    hang.mode = "hang"
+    times: dict[str, list[float]] = {"off": [], "up": [], "down": [], "hang": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = {}
+        for name, srv in (("off", server), ("up", server), ("down", down), ("hang", hang)):
+            env = env_for(Path(tmp) / name, srv)
+            env["AGENT_HOOKS__FORWARD__HEARTBEAT_INTERVAL_S"] = "0"
+            env["AGENT_HOOKS__FORWARD__TIMEOUT_S"] = "60"
+            if name == "off":
+                env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+            subprocess.run([str(BIN / "agent-hook"), "init"], env=env, capture_output=True, check=True)
+            envs[name] = env
+        for i in range(runs):
+            for name, env in envs.items():
+                post["tool_use_id"] = f"toolu_cost_{i}"
+                data = json.dumps(post).encode()
+                t = time.perf_counter()
+                subprocess.run([str(BIN / "agent-hook-post-tool-use")], input=data, env=env, capture_output=True)
+                times[name].append((time.perf_counter() - t) * 1000)
+        # The down / hang homes' drainers would retry for minutes: stop the drainers we caused.
+        for name in ("up", "down", "hang"):
+            pid_file = Path(Paths(envs[name]).lock_dir) / "drain.pid"
+            if outbox.drainer_alive(Paths(envs[name])) and pid_file.exists():
+                os.kill(int(pid_file.read_text()), 9)
+    hang.stop()
+    server.stop()
+    base = statistics.median(times["off"])
+    print(f"hook cost, PostToolUse median of {runs} (every call enqueues):")
+    for name, label in (("off", "forwarding off"), ("up", "server up"), ("down", "server down"),
+                        ("hang", "server hanging")):
+        med = statistics.median(times[name])
+        print(f"  {label:15} {med:6.1f} ms  ({med / base:.2f}x off)   max {max(times[name]):6.1f} ms")
+
+
 def throughput(events: int, sessions: int) -> None:
     server = IngestServer().start()
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,11 +225,13 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=50.0, help="events per second in the latency run")
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--hook-runs", type=int, default=30)
+    ap.add_argument("--cost-runs", type=int, default=30)
     ap.add_argument("--events", type=int, default=5000)
     ap.add_argument("--sessions", type=int, default=10)
     args = ap.parse_args()
     latency(args.latency_events, args.rate, args.cold_runs)
     hook_latency(args.hook_runs)
+    hook_cost(args.cost_runs)
     throughput(args.events, args.sessions)
     print("targets: p50 <= 300 ms, >= 500 events/s")
     return 0
