@@ -9,13 +9,12 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths
-from agent_hooks.forward import outbox
+from agent_hooks.forward import eventmap, outbox
+from agent_hooks.forward.urls import url_problem
 
 
 def collect() -> dict[str, Any]:
     """The documented ``queue --json`` shape (fields are only ever added)."""
-    from agent_hooks.forward.drain import url_problem
-
     p = paths()
     cfg = load_config()
     fwd = cfg["forward"]
@@ -23,6 +22,7 @@ def collect() -> dict[str, Any]:
         "enabled": fwd["enabled"],
         "url": fwd["url"],
         "problem": url_problem(str(fwd["url"]), bool(fwd["allow_remote"])),
+        "problems": eventmap.problems(cfg),
         "depth": 0,
         "oldest_at": None,
         "oldest_age_s": None,
@@ -69,8 +69,6 @@ def collect() -> dict[str, Any]:
         value = meta.get(f"forward.{key}")
         data[key] = iso(float(value)) if value else None
     data["last_error"] = meta.get("forward.last_error")
-    if not data["problem"]:
-        data["problem"] = None
     return data
 
 
@@ -86,8 +84,8 @@ def queue(ctx: click.Context, as_json: bool) -> None:
         echo_json(data)
         return
     click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {data['url']}")
-    if data["problem"]:
-        click.echo(f"problem: {data['problem']}")
+    for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:
+        click.echo(f"problem: {problem}")
     age = f", oldest {data['oldest_age_s']:.1f} s old" if data["oldest_age_s"] is not None else ""
     click.echo(f"queued: {data['depth']}{age}, retrying: {data['retrying']}, dead letters: {data['dead']}")
     pid = f" (pid {data['drainer_pid']})" if data["drainer_pid"] else ""

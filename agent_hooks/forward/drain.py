@@ -30,7 +30,6 @@ One drainer per store (a filelock, held for its whole life). Rules:
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import queue
 import socket
@@ -41,7 +40,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from filelock import FileLock, Timeout
@@ -49,6 +47,7 @@ from filelock import FileLock, Timeout
 from agent_hooks import __version__
 from agent_hooks.config import ConfigError, load
 from agent_hooks.forward.outbox import lock_path, resume_path
+from agent_hooks.forward.urls import url_problem
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.runner import log_error
 from agent_hooks.store import Store
@@ -57,28 +56,6 @@ OK, TRANSIENT, PERMANENT, UNREACHABLE = "ok", "transient", "permanent", "unreach
 TRANSIENT_STATUSES = frozenset({408, 429})
 BATCH = 200
 PID_NAME = "drain.pid"
-
-
-def url_problem(url: str, allow_remote: bool) -> str | None:
-    """Why this URL must not be used, or None. Non-loopback hosts need allow_remote."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        return f"invalid forward.url {url!r}: {exc}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"forward.url must be an http(s) URL, got {url!r}"
-    if allow_remote:
-        return None
-    host = parts.hostname
-    if host == "localhost":
-        return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        pass
-    return (f"forward.url {url!r} is not a loopback address; set forward.allow_remote = true "
-            "to send events off this host (events stay queued)")
 
 
 def classify(status: int) -> str:

@@ -41,6 +41,25 @@ def contract_event(config: dict[str, Any], hook_event: str) -> str | None:
     return config["forward"]["event_map"].get(hook_event) or None
 
 
+def problems(config: dict[str, Any]) -> list[str]:
+    """What is wrong with the forward.event_map (for ``queue`` and ``doctor``)."""
+    from agent_hooks.payload import EVENT_FIELDS
+
+    out = []
+    event_map = config["forward"]["event_map"]
+    if not isinstance(event_map, dict):
+        return [f"forward.event_map must be a table, got {type(event_map).__name__}"]
+    for hook_event, event in event_map.items():
+        if hook_event not in EVENT_FIELDS:
+            out.append(f"forward.event_map: {hook_event!r} is not a hook event we handle")
+        if not isinstance(event, str):
+            out.append(f"forward.event_map.{hook_event} must be a string, got {event!r}")
+        elif event and event not in CONTRACT_EVENTS:
+            out.append(f"forward.event_map.{hook_event} = {event!r} is not an event of the contract "
+                       "(the server answers 400 and the event goes to the dead letter)")
+    return out
+
+
 def tmux_session(env: Any) -> str | None:
     return env.get("OPTIMALOS_SESSION_TMUX") or env.get("AGENT_HOOKS_TMUX_SESSION") or None
 
