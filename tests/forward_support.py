@@ -42,6 +42,22 @@ def notification(session_id: str = SESSION) -> dict[str, Any]:
     }
 
 
+def wait_until(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def log_text(h: "Home") -> str:
+    try:
+        return Path(h.paths.error_log).read_text()
+    except FileNotFoundError:
+        return ""
+
+
 class Home:
     """One isolated installation: AGENT_HOOKS_HOME, HOME and the environment for subprocesses."""
 

@@ -14,7 +14,8 @@ from typing import Any
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox
 from agent_hooks.store import Store
-from forward_support import SESSION, Home, fixture, home, notification, server  # noqa: F401 - fixtures
+from forward_support import (  # noqa: F401 - fixtures
+    SESSION, Home, fixture, home, log_text, notification, server, wait_until)
 from ingest_server import IngestServer
 
 
@@ -153,7 +154,7 @@ def test_b_drainer_exits_after_long_outage_and_hooks_resume_it(home: Home, serve
     server.stop()
     home.env["AGENT_HOOKS__FORWARD__GIVE_UP_AFTER_S"] = "0.6"
     home.hook("session-start", fixture("SessionStart-startup"))
-    time.sleep(0.3)
+    wait_until(lambda: outbox.resume_at(home.paths) > 0, what="the drainer to give up")
     home.wait_drainer_gone()  # gave up, events kept
     assert home.queue()["depth"] == 1
     # Within the pause a hook does not start another drainer.
@@ -312,11 +313,10 @@ def test_e_the_hook_process_never_loads_the_network_stack(home: Home, server: In
 def test_non_loopback_url_stays_queued_unless_allowed(home: Home, server: IngestServer) -> None:
     home.env["AGENT_HOOKS_INGEST_URL"] = "http://192.0.2.10:3000/api/hooks/ingest"
     home.hook("session-start", fixture("SessionStart-startup"))
+    wait_until(lambda: "not a loopback address" in log_text(home), what="the drainer's refusal")
     home.wait_drainer_gone()
     q = home.queue()
     assert q["depth"] == 1 and "allow_remote" in q["problem"]
-    log = (Path(home.paths.error_log)).read_text()
-    assert "not a loopback address" in log
     # Still paused: the next hook does not start a drainer that would refuse again.
     home.hook("stop", fixture("Stop"))
     assert home.queue()["depth"] == 2 and not outbox.drainer_alive(home.paths)
