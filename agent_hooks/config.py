@@ -73,8 +73,10 @@ DEFAULTS: dict[str, Any] = {
         # Send raw tool input / prompt text in metadata (off: tool name and a summary only).
         "include_raw": False,
         "metadata_max_chars": 200,
-        # A hook that enqueues starts the drainer when none is alive.
+        # A hook that enqueues starts the drainer when none is alive, unless another
+        # hook started one less than start_grace_s ago and it has not taken its lock yet.
         "autostart": True,
+        "start_grace_s": 5.0,
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
     },

@@ -316,3 +316,27 @@ def test_disabled_forwarding_sends_nothing(tmp_path: Path) -> None:
     w.put("agent-a", "start")
     w.drain()
     assert w.requests == [] and len(w.rows()) == 1
+
+
+def test_a_burst_of_hooks_starts_one_drainer(tmp_path: Path) -> None:
+    env = dict(os.environ, AGENT_HOOKS_HOME=str(tmp_path / "h"))
+    paths = Paths(env)
+    assert outbox.maybe_start_drainer(paths, env) is True
+    # Until the new drainer takes its lock, the next hooks leave it be.
+    assert outbox.maybe_start_drainer(paths, env) is False
+    assert os.path.exists(outbox.starting_path(paths))
+    end = time.time() + 20
+    while os.path.exists(outbox.starting_path(paths)) and time.time() < end:
+        time.sleep(0.02)
+    assert not os.path.exists(outbox.starting_path(paths)), "the drainer clears the mark once it holds the lock"
+    while outbox.drainer_alive(paths) and time.time() < end:
+        time.sleep(0.02)  # no store here: it exits at once
+    assert not outbox.drainer_alive(paths)
+    # A stale mark (a drainer that died before its lock) only holds hooks back for the grace period.
+    os.close(os.open(outbox.starting_path(paths), os.O_WRONLY | os.O_CREAT, 0o600))
+    old = time.time() - 10
+    os.utime(outbox.starting_path(paths), (old, old))
+    assert outbox.maybe_start_drainer(paths, env, grace_s=5.0) is True
+    while outbox.drainer_alive(paths) or os.path.exists(outbox.starting_path(paths)):
+        assert time.time() < end + 20
+        time.sleep(0.02)

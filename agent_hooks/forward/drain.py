@@ -46,7 +46,7 @@ from filelock import FileLock, Timeout
 
 from agent_hooks import __version__
 from agent_hooks.config import ConfigError, load
-from agent_hooks.forward.outbox import lock_path, resume_path
+from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.runner import log_error
@@ -172,13 +172,21 @@ class Drainer:
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
+            self._started()  # the holder is alive: no drainer is "starting" any more
             return False
+        self._started()
         try:
             with open(os.path.join(self.paths.lock_dir, PID_NAME), "w", encoding="ascii") as f:
                 f.write(str(os.getpid()))
         except OSError:
             pass
         return True
+
+    def _started(self) -> None:
+        try:
+            os.unlink(starting_path(self.paths))
+        except OSError:
+            pass
 
     def _release(self) -> None:
         if self.lock is not None and self.lock.is_locked:

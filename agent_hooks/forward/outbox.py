@@ -27,6 +27,10 @@ LOCK_NAME = "drain.lock"
 # The drainer writes the time before which hooks should not start it again
 # (it gave up on an unreachable server, or the configuration is invalid).
 RESUME_NAME = "drain.resume"
+# Set by the hook that starts a drainer, removed by the drainer once it holds the
+# lock: hooks of a burst (serialized by the store's write lock) do not each start
+# one while the first is still importing.
+STARTING_NAME = "drain.starting"
 
 def lock_path(paths: Paths) -> str:
     return os.path.join(paths.lock_dir, LOCK_NAME)
@@ -34,6 +38,10 @@ def lock_path(paths: Paths) -> str:
 
 def resume_path(paths: Paths) -> str:
     return os.path.join(paths.lock_dir, RESUME_NAME)
+
+
+def starting_path(paths: Paths) -> str:
+    return os.path.join(paths.lock_dir, STARTING_NAME)
 
 
 def new_event_id() -> str:
@@ -119,7 +127,7 @@ def forward(conn: sqlite3.Connection, ctx: Any) -> str | None:
         # drainer that is just exiting cannot finish its last look at the queue (a
         # write transaction) before our row is committed. See drain's exit protocol.
         try:
-            maybe_start_drainer(ctx.paths, ctx.env)
+            maybe_start_drainer(ctx.paths, ctx.env, grace_s=float(fwd["start_grace_s"]))
         except Exception as exc:  # noqa: BLE001 - the event is queued; the next hook retries
             record_error(conn, payload.event, "forward", f"starting the drainer: {exc}", payload.session_id)
     return event_id
@@ -150,13 +158,26 @@ def resume_at(paths: Paths) -> float:
         return 0.0
 
 
-def maybe_start_drainer(paths: Paths, env: Any = None, force: bool = False) -> bool:
-    """Start the drainer detached unless one is alive (or it asked for a pause); never waits."""
+def maybe_start_drainer(paths: Paths, env: Any = None, force: bool = False, grace_s: float = 5.0) -> bool:
+    """Start the drainer detached unless one is alive, starting, or asked for a pause; never waits."""
     if drainer_alive(paths):
         return False
-    if not force and time.time() < resume_at(paths):
-        return False
+    now = time.time()
+    if not force:
+        if now < resume_at(paths):
+            return False
+        try:
+            if now - os.stat(starting_path(paths)).st_mtime < grace_s:
+                return False
+        except OSError:
+            pass
     import subprocess
+
+    try:
+        os.makedirs(paths.lock_dir, mode=0o700, exist_ok=True)
+        os.close(os.open(starting_path(paths), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    except OSError:
+        pass
 
     env = dict(os.environ if env is None else env)
     subprocess.Popen(
