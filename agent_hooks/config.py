@@ -37,6 +37,21 @@ DEFAULTS: dict[str, Any] = {
         # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
         "role": "worker",
     },
+    "install": {
+        # Claude Code's per-hook `timeout` (SECONDS) written by `agent-hook settings install`.
+        # Above runtime.deadline_ms, so our own deadline answers (fail-open) first.
+        "hook_timeout_s": 10,
+        # SessionEnd hooks share a 1.5 s budget unless a timeout raises it; 5 s lets the
+        # 4 s internal deadline fit. A normal call is over in tens of ms, so exit is not slowed.
+        "session_end_timeout_s": 5,
+    },
+    "doctor": {
+        # Per-call wall time of the synthetic run above which doctor warns (!). Over
+        # runtime.deadline_ms it fails (x): the hook would have answered fail-open.
+        "latency_budget_ms": 250,
+        # Queued events older than this mean the forwarding queue is not draining (!).
+        "queue_stale_s": 120,
+    },
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint.
         "enabled": True,

@@ -149,11 +149,17 @@ class E2E:
     # -- running the client ----------------------------------------------------------
     def run(self, prompt: str, resume: str | None = None, allowed_tools: tuple[str, ...] | list[str] = DEFAULT_TOOLS,
             env_extra: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S,
-            extra_args: list[str] | None = None) -> ClaudeRun:
-        """``claude -p PROMPT --settings FILE --allowedTools ... --output-format json`` in the workspace."""
-        self.settings_path.write_text(json.dumps(self.settings, indent=1), encoding="utf-8")
-        cmd = [str(self.claude), "-p", prompt, "--settings", str(self.settings_path),
-               "--allowedTools", " ".join(allowed_tools), "--output-format", "json"]
+            extra_args: list[str] | None = None, settings_flag: bool = True) -> ClaudeRun:
+        """``claude -p PROMPT --settings FILE --allowedTools ... --output-format json`` in the workspace.
+
+        ``settings_flag=False`` leaves ``--settings`` out: the client then finds hooks only
+        where a user has them (``$HOME/.claude/settings.json``, the project's files).
+        """
+        cmd = [str(self.claude), "-p", prompt]
+        if settings_flag:
+            self.settings_path.write_text(json.dumps(self.settings, indent=1), encoding="utf-8")
+            cmd += ["--settings", str(self.settings_path)]
+        cmd += ["--allowedTools", " ".join(allowed_tools), "--output-format", "json"]
         if resume:
             cmd += ["--resume", resume]
         cmd += list(extra_args or [])

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# install.sh: from a clone (or a released version) to verified Claude Code hooks, without root.
+#
+#   ./install.sh                      install this checkout, wire ~/.claude/settings.json, run doctor
+#   ./install.sh --project DIR        wire DIR/.claude/settings.json instead (--local: settings.local.json)
+#   ./install.sh --version 0.2.0      install that release from the package index instead of the checkout
+#   ./install.sh --spec SPEC          install any pip requirement (a path, a wheel, git+https://...)
+#   ./install.sh --uninstall          take our hooks out of the settings and remove the environment
+#
+# Safe to re-run: the environment is reused and upgraded, the settings are rewritten only when
+# they change. The environment is uv's or pipx's when present, else a venv at
+#   ${AGENT_HOOKS_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/agent-hooks}/venv
+set -euo pipefail
+
+PACKAGE=agent-hooks
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+state_dir="${AGENT_HOOKS_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/agent-hooks}"
+venv="$state_dir/venv"
+link_dir="${XDG_BIN_HOME:-$HOME/.local/bin}"
+
+action=install
+spec=""
+manager=""
+target_args=()
+run_doctor=1
+
+say() { printf '%s\n' "install.sh: $*"; }
+die() { printf '%s\n' "install.sh: error: $*" >&2; exit 1; }
+
+usage() {
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    cat <<'EOF'
+
+Options:
+  --project DIR    wire DIR/.claude/settings.json (with --local: settings.local.json)
+  --local          with --project: the personal, git-ignored settings.local.json
+  --settings PATH  wire this settings file
+  --version X      install agent-hooks==X from the package index
+  --spec SPEC      install this pip requirement instead of the checkout
+  --venv           use a plain venv even when uv or pipx is present
+  --python PY      the Python (3.11+) to build the environment with
+  --no-doctor      skip `agent-hook doctor` at the end
+  --uninstall      remove our hooks from the settings file and remove the environment
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --project) [ $# -ge 2 ] || die "--project needs a directory"
+                   [ -d "$2" ] || die "--project $2: no such directory"
+                   target_args+=(--project "$(cd "$2" && pwd)"); shift 2 ;;
+        --local) target_args+=(--local); shift ;;
+        --settings) [ $# -ge 2 ] || die "--settings needs a path"; target_args+=(--settings "$2"); shift 2 ;;
+        --version) [ $# -ge 2 ] || die "--version needs a version"; spec="$PACKAGE==$2"; shift 2 ;;
+        --spec) [ $# -ge 2 ] || die "--spec needs a requirement"; spec="$2"; shift 2 ;;
+        --venv) manager=venv; shift ;;
+        --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON="$2"; shift 2 ;;
+        --no-doctor) run_doctor=0; shift ;;
+        --uninstall) action=uninstall; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option: $1" ;;
+    esac
+done
+
+if [ -z "$spec" ]; then
+    [ -f "$here/pyproject.toml" ] || die "no checkout next to install.sh; pass --version X or --spec SPEC"
+    spec="$here"
+fi
+if [ -z "$manager" ]; then
+    if command -v uv >/dev/null 2>&1; then manager=uv
+    elif command -v pipx >/dev/null 2>&1; then manager=pipx
+    else manager=venv; fi
+fi
+
+find_python() {
+    local candidates=("${PYTHON:-}" python3.13 python3.12 python3.11 python3)
+    local py
+    for py in "${candidates[@]}"; do
+        [ -n "$py" ] || continue
+        command -v "$py" >/dev/null 2>&1 || continue
+        if "$py" -c 'import sys; raise SystemExit(sys.version_info < (3, 11))' 2>/dev/null; then
+            command -v "$py"; return 0
+        fi
+    done
+    return 1
+}
+
+# Where the `agent-hook` of an existing installation is, whichever manager made it.
+installed_bin() {
+    if [ -x "$venv/bin/agent-hook" ]; then echo "$venv/bin"; return 0; fi
+    if command -v pipx >/dev/null 2>&1; then
+        local venvs
+        venvs="$(pipx environment --value PIPX_LOCAL_VENVS 2>/dev/null || true)"
+        if [ -n "$venvs" ] && [ -x "$venvs/$PACKAGE/bin/agent-hook" ]; then echo "$venvs/$PACKAGE/bin"; return 0; fi
+    fi
+    return 1
+}
+
+link_cli() {
+    # `agent-hook` on PATH for people; the hooks themselves are wired by absolute path.
+    mkdir -p "$link_dir"
+    ln -sfn "$1/agent-hook" "$link_dir/agent-hook"
+    case ":$PATH:" in
+        *":$link_dir:"*) say "linked $link_dir/agent-hook" ;;
+        *) say "linked $link_dir/agent-hook (add $link_dir to PATH to type \`agent-hook\`)" ;;
+    esac
+}
+
+do_uninstall() {
+    local bin
+    if bin="$(installed_bin)"; then
+        "$bin/agent-hook" settings uninstall ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+        if [ ${#target_args[@]} -gt 0 ]; then
+            # Only that file was unwired: the user settings or other projects may still use the environment.
+            say "kept the environment $bin (run ./install.sh --uninstall without --project/--settings to remove it)"
+            return 0
+        fi
+        if [ -L "$link_dir/agent-hook" ] && [ "$(readlink "$link_dir/agent-hook")" = "$bin/agent-hook" ]; then
+            rm -f "$link_dir/agent-hook"
+            say "removed the link $link_dir/agent-hook"
+        fi
+        if [ "$bin" = "$venv/bin" ]; then
+            rm -rf "$venv"
+            say "removed the environment $venv"
+        else
+            pipx uninstall "$PACKAGE" >/dev/null && say "removed the pipx environment of $PACKAGE"
+        fi
+    else
+        say "no installation found (looked in $venv and pipx); nothing to remove"
+    fi
+    say "kept the store and logs under $state_dir; delete that directory to remove them too"
+    say "projects wired with --project keep their entries: unwire them first with ./install.sh --uninstall --project DIR"
+}
+
+do_install() {
+    local py bin
+    py="$(find_python)" || die "no Python 3.11+ found; install one, or pass --python /path/to/python3.11"
+    mkdir -p "$state_dir"
+    chmod 700 "$state_dir"
+    case "$manager" in
+        uv)
+            [ -x "$venv/bin/python" ] || uv venv --quiet --python "$py" "$venv"
+            uv pip install --quiet --python "$venv/bin/python" --upgrade --reinstall-package "$PACKAGE" "$spec"
+            bin="$venv/bin"
+            say "installed $spec into $venv (uv)" ;;
+        pipx)
+            pipx install --force --python "$py" "$spec" >/dev/null
+            bin="$(installed_bin)" || die "pipx installed $PACKAGE but its environment was not found"
+            say "installed $spec with pipx ($bin)" ;;
+        venv)
+            if [ ! -x "$venv/bin/python" ]; then
+                "$py" -m venv "$venv"
+                say "created the environment $venv ($("$venv/bin/python" --version))"
+            else
+                say "reusing the environment $venv"
+            fi
+            "$venv/bin/python" -m pip install --quiet --upgrade "$spec"
+            bin="$venv/bin"
+            say "installed $("$bin/agent-hook" --version) from $spec" ;;
+    esac
+    [ -x "$bin/agent-hook" ] || die "$bin/agent-hook is missing after the install"
+
+    "$bin/agent-hook" init | sed 's/^/install.sh: /'
+    "$bin/agent-hook" settings install --bin-dir "$bin" ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+    link_cli "$bin"
+
+    if [ "$run_doctor" = 1 ]; then
+        say "running agent-hook doctor:"
+        local doctor_args=()
+        if [ ${#target_args[@]} -ge 2 ] && [ "${target_args[0]}" = --project ]; then
+            doctor_args=(--project "${target_args[1]}")
+        fi
+        if ! "$bin/agent-hook" doctor --bin-dir "$bin" ${doctor_args[@]+"${doctor_args[@]}"}; then
+            die "installed, but doctor found problems (the ✗ lines above, each with its fix)"
+        fi
+    fi
+    say "done: Claude Code runs the hooks from $bin on its next session (no restart of this shell needed)"
+}
+
+if [ "$action" = uninstall ]; then do_uninstall; else do_install; fi

@@ -1,0 +1,103 @@
+"""install.sh itself: a fresh HOME to wired, verified hooks; re-run; uninstall.
+
+It builds a real venv and pip-installs the checkout (dependencies from pip's
+normal index), so it takes tens of seconds: marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+OTHERS = {
+    "model": "opus",
+    "hooks": {"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "npx prettier --write ."}]}]},
+    "permissions": {"allow": ["Bash(git status)"]},
+}
+
+
+@pytest.mark.slow
+def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
+    home, state = tmp_path / "home", tmp_path / "state"
+    (home / ".claude").mkdir(parents=True)
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(json.dumps(OTHERS, indent=2) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_", "VIRTUAL_ENV"))}
+    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state))
+
+    def sh(*args: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["bash", str(REPO / "install.sh"), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    out = sh("--venv").stdout
+    bin_dir = state / "venv" / "bin"
+    assert f"created the environment {state / 'venv'}" in out
+    assert f"wired 9 hooks to {bin_dir}" in out
+    assert "running agent-hook doctor" in out and "\n0 broken," in out
+    assert "✓ run         the scratch store shows the session: 10 hook calls, ended" in out
+
+    doc = json.loads(settings.read_text())
+    assert doc["model"] == "opus" and doc["permissions"] == OTHERS["permissions"]
+    assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
+    commands = [h["command"] for groups in doc["hooks"].values() for g in groups for h in g["hooks"]]
+    ours = [c for c in commands if "agent-hook-" in c]
+    assert len(ours) == 9 and all(c.startswith(f"{bin_dir}/agent-hook-") for c in ours)
+    assert (home / ".local" / "bin" / "agent-hook").resolve() == (bin_dir / "agent-hook").resolve()
+
+    # What Claude Code does with the wiring: `sh -c COMMAND` with the payload on stdin.
+    start = next(c for c in ours if c.endswith("agent-hook-session-start"))
+    payload = {"session_id": "install-sh-1", "hook_event_name": "SessionStart", "source": "startup",
+               "cwd": str(tmp_path), "transcript_path": str(tmp_path / "t.jsonl")}
+    proc = subprocess.run(["sh", "-c", start], input=json.dumps(payload), capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    conn = sqlite3.connect(state / "store.db")
+    assert conn.execute("SELECT state FROM sessions WHERE session_id = 'install-sh-1'").fetchone() == ("live",)
+    conn.close()
+
+    # Re-run: the environment is reused and the settings file is not rewritten.
+    before = settings.read_bytes()
+    backups = sorted(settings.parent.glob("settings.json.bak-agent-hooks-*"))
+    out = sh("--venv", "--no-doctor").stdout
+    assert "reusing the environment" in out and "already up to date; nothing changed" in out
+    assert settings.read_bytes() == before
+    assert sorted(settings.parent.glob("settings.json.bak-agent-hooks-*")) == backups
+
+    # A project is wired and unwired on its own; the environment stays.
+    project = tmp_path / "proj"
+    project.mkdir()
+    sh("--venv", "--no-doctor", "--project", str(project))
+    assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == 9
+    out = sh("--uninstall", "--project", str(project)).stdout
+    assert "kept the environment" in out and bin_dir.exists()
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+
+    # Uninstall: exactly our entries go, then the environment; the store stays.
+    out = sh("--uninstall").stdout
+    assert "removed 9 hooks of ours" in out
+    assert json.loads(settings.read_text()) == OTHERS
+    assert not (state / "venv").exists()
+    assert not (home / ".local" / "bin" / "agent-hook").exists()
+    assert (state / "store.db").exists()
+
+
+def test_install_sh_refuses_unknown_options(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
+    env.update(HOME=str(tmp_path), AGENT_HOOKS_HOME=str(tmp_path / "state"))
+    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--frobnicate"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 1
+    assert "unknown option: --frobnicate" in proc.stderr
+    assert not (tmp_path / "state").exists()
+    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--project", str(tmp_path / "nope")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1 and "no such directory" in proc.stderr
