@@ -69,3 +69,14 @@ def test_drain_reports_what_is_left(home: Home, server: IngestServer) -> None:
     r = home.cli("queue", "drain")
     assert r.returncode == 0 and "delivered 1" in r.stdout
     assert home.queue()["last_ok_at"]
+
+
+def test_doctor_reports_a_refused_url_without_probing_it(home: Home) -> None:
+    home.env["AGENT_HOOKS_INGEST_URL"] = "http://192.0.2.44:3000/api/hooks/ingest"
+    home.env["AGENT_HOOKS__FORWARD__EVENT_MAP"] = json.dumps({"Stop": "finished"})
+    r = home.cli("doctor", "--no-run", "--json")
+    data = json.loads(r.stdout)
+    checks = [c for c in data["checks"] if c["area"] == "forward"]
+    assert any(c["status"] == "fail" and "not a loopback address" in c["summary"] for c in checks), checks
+    assert any(c["status"] == "warn" and "'finished'" in c["summary"] for c in checks), checks
+    assert r.returncode == 1
