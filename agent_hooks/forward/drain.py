@@ -239,6 +239,7 @@ class Drainer:
                     (status, error, now, now, rid),
                 )
                 self.dead += 1
+                log_error(self.paths, "forward", "dead_letter", f"event {event_id} of {key}: {error}")
                 self._say(f"dead letter {event_id} ({key}): {error}")
                 return True
             delay = backoff(attempts + 1, float(fwd["backoff_initial_s"]), float(fwd["backoff_max_s"]))
@@ -347,6 +348,7 @@ class Drainer:
         while True:
             if not os.path.exists(self.paths.store):
                 return 0  # the store went away (a test's temp dir): nothing left to deliver
+            delivered = self.delivered
             answered, outage = self._pass(url)
             now = time.time()
             if outage is not None:
@@ -366,7 +368,8 @@ class Drainer:
             if answered:
                 if outage_since is not None:
                     outage_since, outage_tries = None, 0
-                self._meta(last_ok_at=now)
+                if self.delivered > delivered:
+                    self._meta(last_ok_at=now)
                 idle_since = None
                 continue
             wake = self._next_wake()
