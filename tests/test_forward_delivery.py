@@ -334,3 +334,34 @@ def test_config_defaults_validate() -> None:
         "SessionStart": "start", "PostToolUse": "tool_use", "Notification": "to_review",
         "UserPromptSubmit": "prompt_ready", "Stop": "exit",
     }
+
+
+def test_drainers_that_come_and_go_strand_nothing(home: Home, server: IngestServer) -> None:
+    # A drainer that idles 50 ms exits between most hook calls: every call races the exit protocol.
+    import random
+    import threading
+
+    home.env["AGENT_HOOKS__FORWARD__IDLE_EXIT_S"] = "0.05"
+    rng = random.Random(7)
+    n_threads, per_thread = 3, 8
+
+    def agent(t: int) -> None:
+        env = dict(home.env, AGENT_HOOKS_TMUX_SESSION=f"agent-race-{t}")
+        for i in range(per_thread):
+            script, name = (("user-prompt-submit", "UserPromptSubmit") if i % 2 == 0 else ("stop", "Stop"))
+            home.hook(script, fixture(name), env=env)
+            time.sleep(rng.uniform(0, 0.15))
+
+    threads = [threading.Thread(target=agent, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    total = n_threads * per_thread
+    server.wait_for(lambda: len({r["key"] for r in server.accepted()}) == total, timeout=30,
+                    what="every event without a manual drain")
+    per_session: dict[str, list[str]] = defaultdict(list)
+    for r in server.accepted():
+        per_session[r["body"]["tmux_session"]].append(r["body"]["event"])
+    assert all(events == ["prompt_ready", "exit"] * (per_thread // 2) for events in per_session.values())
+    assert len(per_session) == n_threads
