@@ -170,8 +170,10 @@ def hook_cost(runs: int) -> None:
                 env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
             subprocess.run([str(BIN / "agent-hook"), "init"], env=env, capture_output=True, check=True)
             envs[name] = env
+        names = list(envs)
         for i in range(runs):
-            for name, env in envs.items():
+            for name in names[i % 4:] + names[:i % 4]:  # rotate: no variant always runs first
+                env = envs[name]
                 post["tool_use_id"] = f"toolu_cost_{i}"
                 data = json.dumps(post).encode()
                 t = time.perf_counter()
