@@ -37,6 +37,64 @@ DEFAULTS: dict[str, Any] = {
         # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
         "role": "worker",
     },
+    "transcript": {
+        # Read at most this many bytes from the end of a transcript (they grow to hundreds of MB).
+        "max_read_bytes": 2 * 1024 * 1024,
+        # Lines longer than this are skipped unparsed (huge tool results: file dumps, logs).
+        "max_line_bytes": 512 * 1024,
+        # Parsing stops after this many milliseconds (the summary says it is partial).
+        "parse_budget_ms": 1000,
+        # Transcripts are read only under ~/.claude (or $CLAUDE_CONFIG_DIR) and these directories.
+        "extra_roots": [],
+    },
+    "reminder": {
+        # PreCompact stdout and SessionStart(compact) context: the goal, so compaction cannot lose it.
+        "enabled": True,
+        # Longest reminder; the task description is clipped first.
+        "max_chars": 2000,
+        # Open todo items listed at most.
+        "max_todos": 10,
+    },
+    "lead": {
+        # SessionStart context for a lead about the other live sessions on the host.
+        "enabled": True,
+        # Characters the whole block may take.
+        "context_budget_chars": 3000,
+        # Newest tool calls shown per session.
+        "recent_tool_calls": 5,
+        # A session counts as live when not ended and seen within this many seconds.
+        "live_window_s": 3600,
+        # Sessions listed at most (newest activity first).
+        "max_sessions": 12,
+    },
+    "summary": {
+        # Extractive session summary at every Stop (stored, searchable).
+        "enabled": True,
+        # Optional argv list, e.g. ["claude", "-p", "Summarise this session in 5 lines"]: reads the
+        # transcript excerpt on stdin; its stdout replaces the extractive summary when it exits 0.
+        "summarizer_command": [],
+        # The summarizer runs detached; it is killed after this many seconds.
+        "timeout_s": 120,
+        # Longest stored summary.
+        "max_chars": 4000,
+        # Longest transcript excerpt given to the summarizer on stdin.
+        "excerpt_chars": 20000,
+        # Files, commands and failures listed at most, each.
+        "max_items": 12,
+    },
+    "heartbeat": {
+        # A live session (working, not awaiting input, not ended) with no hook call for this long
+        # is shown as stalled. 900 s: longer than the longest single tool call (Bash caps at 600 s),
+        # the middle of agent-swarm's 5 / 15 / 30 minute escalation.
+        "stalled_after_s": 900,
+    },
+    "cleanup": {
+        # Commands run at Stop: each an argv list or a shell string (run with /bin/sh -c).
+        # They run detached from the hook (it never waits); results land in cleanup_runs.
+        "commands": [],
+        # Each command is killed (its whole process group) after this many seconds.
+        "timeout_s": 20,
+    },
     "install": {
         # Claude Code's per-hook `timeout` (SECONDS) written by `agent-hook settings install`.
         # Above runtime.deadline_ms, so our own deadline answers (fail-open) first.

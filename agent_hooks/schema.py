@@ -121,6 +121,50 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m005_continuity(db: sqlite_utils.Database) -> None:
+    # Goal reminders count compactions per session.
+    sessions = db["sessions"]
+    if "compactions" not in sessions.columns_dict:
+        sessions.add_column("compactions", int, not_null_default=0)
+    if "last_compact_at" not in sessions.columns_dict:
+        sessions.add_column("last_compact_at", float)
+    # One summary per session, replaced at each Stop; source extractive | command.
+    db["session_summaries"].create(
+        {
+            "session_id": str,
+            "agent": str,
+            "task_id": str,
+            "summary": str,
+            "source": str,
+            "at": float,
+        },
+        pk="session_id",
+        not_null=["summary", "source", "at"],
+        if_not_exists=True,
+    )
+    if not db["session_summaries_fts"].exists():
+        # Triggers keep the index in step with every writer (Stop, the summarizer worker).
+        db["session_summaries"].enable_fts(["summary", "agent", "task_id"], create_triggers=True,
+                                           tokenize="porter unicode61")
+    db["cleanup_runs"].create(
+        {
+            "id": int,
+            "session_id": str,
+            "command": str,
+            "exit_code": int,
+            "timed_out": int,
+            "output_tail": str,
+            "duration_ms": int,
+            "started_at": float,
+        },
+        pk="id",
+        not_null=["session_id", "command", "started_at"],
+        if_not_exists=True,
+    )
+    db["cleanup_runs"].create_index(["session_id", "id"], if_not_exists=True)
+
+
+@migration
 def m006_outbox(db: sqlite_utils.Database) -> None:
     # Lifecycle events waiting for the command center (agent_hooks.forward). A hook
     # inserts in its own write transaction; the drainer deletes a row once delivered,

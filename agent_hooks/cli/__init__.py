@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, doctor, queue, settings, status
+from agent_hooks.cli import basics, doctor, queue, settings, status, summary
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agent-hook")
@@ -13,7 +14,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, queue):
+for module in (basics, status, settings, doctor, summary, queue):
     for command in module.COMMANDS:
         cli.add_command(command)
 

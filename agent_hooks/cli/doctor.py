@@ -523,7 +523,7 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
                 ms, proc = _time_run(["/bin/sh", "-c", command], json.dumps(payload).encode(), env, scratch,
                                      deadline / 1000 + 5)
                 timings.setdefault(exe, []).append(ms)
-                problem = _judge(proc, scratch_paths.error_log, log_size)
+                problem = _judge(proc, scratch_paths.error_log, log_size, event)
                 if problem:
                     failures += 1
                     checks.append(Check("run", FAIL, f"{exe} ({event}): {problem}",
@@ -567,14 +567,15 @@ def _size(path: str) -> int:
         return 0
 
 
-def _judge(proc: Any, error_log: str, log_size: int) -> str | None:
+def _judge(proc: Any, error_log: str, log_size: int, event: str | None = None) -> str | None:
     if proc is None:
         return "did not finish (killed after its deadline + 5 s)"
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         return f"exit {proc.returncode}" + (f": {err[-1][:200]}" if err else "")
     out = proc.stdout.strip()
-    if out:
+    # PreCompact speaks plain stdout (the goal reminder); only its block answer is JSON.
+    if out and not (event == "PreCompact" and not out.startswith(b"{")):
         try:
             json.loads(out)
         except ValueError:

@@ -1,19 +1,24 @@
-"""status: sessions with state, tool-call count, last activity; error count."""
+"""status: sessions with state (live, awaiting, stalled, ended), tool-call count, last activity; error count."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks.features import heartbeat
 
-SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role")
+SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
+                   "task_id", "compactions")
 
 
 def collect() -> dict[str, Any]:
     """The documented ``status --json`` shape (fields are only ever added)."""
     store = open_store()
+    stalled_after_s = heartbeat.stalled_after(load_config())
+    now = time.time()
     if store is None:
         return {"sessions": [], "errors": 0}
     try:
@@ -26,18 +31,26 @@ def collect() -> dict[str, Any]:
     sessions = []
     for row in rows:
         rec = dict(zip(SESSION_COLUMNS, row))
-        rec["last_activity_at"] = iso(rec.pop("last_seen_at"))
+        seen = rec.pop("last_seen_at")
+        rec["state"], rec["stalled_for_s"] = heartbeat.derive(rec["state"], seen, now, stalled_after_s)
+        rec["last_activity_at"] = iso(seen)
+        rec["idle_s"] = round(now - seen, 1) if seen is not None else None
         sessions.append(
             {k: rec[k] for k in ("session_id", "state", "tool_calls", "last_activity_at", "cwd",
-                                 "tmux_session", "agent", "role")}
+                                 "tmux_session", "agent", "role", "idle_s", "stalled_for_s", "task_id",
+                                 "compactions")}
         )
-    return {"sessions": sessions, "errors": errors}
+    return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s}
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON shape.")
 def status(as_json: bool) -> None:
-    """Show sessions with their state, tool calls and last activity, and the error count."""
+    """Show sessions with their state, tool calls and last activity, and the error count.
+
+    State is live, awaiting (stopped, waiting for input), ended, or stalled: live
+    but without any hook call for heartbeat.stalled_after_s seconds.
+    """
     data = collect()
     if as_json:
         echo_json(data)
@@ -45,13 +58,28 @@ def status(as_json: bool) -> None:
     if not data["sessions"]:
         click.echo("no sessions recorded")
     else:
-        click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'AGENT':12} CWD")
+        click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'IDLE':>6}  {'AGENT':12} CWD")
         for s in data["sessions"]:
             click.echo(
                 f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                f"  {(s['agent'] or '-')[:12]:12} {s['cwd'] or '-'}"
+                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {s['cwd'] or '-'}"
             )
+        counts: dict[str, int] = {}
+        for s in data["sessions"]:
+            counts[s["state"]] = counts.get(s["state"], 0) + 1
+        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
     click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
+
+
+def _idle(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
 
 
 COMMANDS = [status]

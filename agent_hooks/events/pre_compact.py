@@ -1,8 +1,8 @@
-"""PreCompact: record the compaction (trigger manual / auto)."""
+"""PreCompact: record the compaction (trigger manual / auto); print the goal reminder."""
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions
+from agent_hooks.features import reminders, sessions
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -16,7 +16,10 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
         sessions.log_event(conn, p, ctx.started, p.get("trigger"))
+        reminders.record_compaction(conn, p, ctx.started)
         forward(conn, ctx)
+    # Plain stdout: the client appends it to the summarisation instructions.
+    out.say(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     return out
 
 

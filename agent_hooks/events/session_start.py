@@ -1,8 +1,11 @@
-"""SessionStart: record the session (source startup / resume / clear / compact)."""
+"""SessionStart: record the session (source startup / resume / clear / compact).
+
+After a compaction: the goal reminder again, verbatim. For a lead: the other live sessions.
+"""
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions
+from agent_hooks.features import lead_context, reminders, sessions
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -17,6 +20,9 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
         forward(conn, ctx)
+    if p.get("source") == "compact":
+        out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
+    out.add_context(lead_context.block(ctx.store.conn, p.session_id, ctx.env, ctx.config, ctx.started))
     return out
 
 

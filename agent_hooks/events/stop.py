@@ -1,8 +1,8 @@
-"""Stop: the turn is over; the session now awaits input."""
+"""Stop: the turn is over; the session now awaits input. Session summary, cleanup."""
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions
+from agent_hooks.features import cleanup, sessions, summary
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -13,10 +13,15 @@ EVENT = "Stop"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read, outside the transaction
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
+        summary.record(conn, p, digest, ctx.config, ctx.started)
         forward(conn, ctx)
+    # Detached workers (only when configured): the hook never waits for them.
+    summary.after_stop(p, ctx.env, ctx.config)
+    cleanup.after_stop(p, ctx.env, ctx.config)
     return out
 
 

@@ -1,0 +1,101 @@
+"""Work that must not hold a hook: detached stdlib workers, and bounded child processes.
+
+:func:`spawn` starts ``python -m MODULE ARGS`` in its own session with every
+standard stream on /dev/null, so Claude Code (which waits for the hook's
+stdout to close) and the hook's deadline never wait for it, and a kill of the
+hook's process group does not reach it. :func:`run_bounded` is used by those
+workers: it kills the child's whole process group at the timeout, so a shell
+command cannot leave grandchildren behind holding pipes open.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Set in the environment of everything our workers run: a summarizer such as
+# `claude -p` fires our hooks too, and its Stop must not spawn workers again.
+NESTED_VAR = "AGENT_HOOKS_NESTED"
+
+
+def nested(env: Any) -> bool:
+    return bool(env.get(NESTED_VAR))
+
+
+def spawn(module: str, args: list[str], env: Any) -> int:
+    """Start ``python -m module args`` detached; returns its pid."""
+    import subprocess
+
+    child_env = dict(env)
+    child_env[NESTED_VAR] = "1"
+    if child_env.get("AGENT_HOOKS_HOME"):
+        # The worker runs from / : a relative state directory must not move.
+        child_env["AGENT_HOOKS_HOME"] = os.path.abspath(os.path.expanduser(child_env["AGENT_HOOKS_HOME"]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=child_env,
+        cwd="/",
+    )
+    return proc.pid
+
+
+def run_bounded(command: list[str] | str, timeout_s: float, stdin: bytes | None = None,
+                env: Any = None, cwd: str | None = None, tail_chars: int = 2000) -> dict[str, Any]:
+    """Run one command (argv list, or a string for /bin/sh -c) with a hard timeout.
+
+    Returns ``{"exit_code", "timed_out", "stdout", "output_tail", "duration_ms"}``;
+    ``exit_code`` is None when it timed out or could not start.
+    """
+    import signal
+    import subprocess
+
+    started = time.monotonic()
+    shell = isinstance(command, str)
+    result: dict[str, Any] = {"exit_code": None, "timed_out": False, "stdout": "", "output_tail": "",
+                              "duration_ms": 0}
+    try:
+        proc = subprocess.Popen(
+            command if not shell else ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+        )
+    except OSError as exc:
+        result["output_tail"] = f"cannot start: {exc}"
+        result["duration_ms"] = int((time.monotonic() - started) * 1000)
+        return result
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out, err = b"", b""
+        result["timed_out"] = True
+    else:
+        result["exit_code"] = proc.returncode
+    text_out = out.decode("utf-8", "replace")
+    text_err = err.decode("utf-8", "replace")
+    combined = (text_out + ("\n" if text_out and text_err else "") + text_err).strip()
+    result["stdout"] = text_out
+    result["output_tail"] = combined[-tail_chars:]
+    result["duration_ms"] = int((time.monotonic() - started) * 1000)
+    return result

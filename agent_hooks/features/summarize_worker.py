@@ -1,0 +1,144 @@
+"""Detached summarizer: ``python -m agent_hooks.features.summarize_worker SESSION_ID``.
+
+Started by Stop when ``summary.summarizer_command`` is set. It feeds the
+command a transcript excerpt on stdin (the extractive summary first, then the
+conversation's newest ``summary.excerpt_chars``), kills it after
+``summary.timeout_s``, and when it exits 0 with output, replaces the
+session's summary, but only if no newer Stop rewrote it meanwhile. One worker
+per session at a time (a lock file); a worker that finds the summary renewed
+after its run goes round again, at most :data:`MAX_ROUNDS` times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any
+
+from agent_hooks import config as config_mod
+from agent_hooks.features import detach, summary, transcript
+from agent_hooks.paths import Paths, ensure_dir
+from agent_hooks.runner import log_error
+from agent_hooks.store import Store
+
+EVENT = "SummaryWorker"
+MAX_ROUNDS = 3
+
+
+def excerpt(entries: list[dict[str, Any]], limit: int) -> str:
+    """The conversation as plain text (prompts, replies, tool calls, errors), newest ``limit`` chars."""
+    parts: list[str] = []
+    for e in entries:
+        if e.get("isSidechain"):
+            continue
+        text = transcript.user_text(e)
+        if text:
+            parts.append(f"User: {text}")
+            continue
+        msg = e.get("message") if isinstance(e.get("message"), dict) else {}
+        content = msg.get("content")
+        if not isinstance(content, list):
+            continue
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            if e.get("type") == "assistant" and b.get("type") == "text" and isinstance(b.get("text"), str):
+                parts.append(f"Assistant: {b['text']}")
+            elif b.get("type") == "tool_use":
+                inp = b.get("input") if isinstance(b.get("input"), dict) else {}
+                arg = inp.get("command") or inp.get("file_path") or inp.get("path") or inp.get("pattern") or ""
+                parts.append(f"Tool {b.get('name')}: {str(arg)[:300]}")
+            elif b.get("type") == "tool_result" and b.get("is_error") is True:
+                c = b.get("content")
+                parts.append(f"Tool error: {str(c)[:300]}")
+    text = "\n".join(parts)
+    return text[-limit:]
+
+
+def _lock(paths: Paths, session_id: str) -> Any:
+    import fcntl
+
+    ensure_dir(paths.lock_dir)
+    name = hashlib.sha256(session_id.encode()).hexdigest()[:24]
+    fd = os.open(os.path.join(paths.lock_dir, f"summary-{name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def run_once(store: Store, session_id: str, env: Any, config: dict[str, Any], paths: Paths) -> float | None:
+    """One summarizer run; returns the ``at`` of the summary it worked on (None: nothing to do)."""
+    current = summary.get(store.conn, session_id)
+    if current is None:
+        return None
+    session = summary.session_row(store.conn, session_id)
+    scfg = config["summary"]
+    loaded = transcript.load(session.get("transcript_path") or "", env, config)
+    body = excerpt(loaded["entries"], int(scfg["excerpt_chars"]))
+    stdin = f"{current['summary']}\n\n--- transcript excerpt ---\n{body}\n".encode()
+    child_env = dict(env)
+    child_env[detach.NESTED_VAR] = "1"
+    cwd = session.get("cwd")
+    cwd = cwd if cwd and os.path.isdir(cwd) else None
+    command = scfg["summarizer_command"]
+    # An argv list as documented; a string is tolerated and run by /bin/sh -c.
+    command = command if isinstance(command, str) else [str(c) for c in command]
+    result = detach.run_bounded(command, float(scfg["timeout_s"]), stdin=stdin,
+                                env=child_env, cwd=cwd)
+    text = result["stdout"].strip()
+    if result["exit_code"] == 0 and text:
+        max_chars = int(scfg["max_chars"])
+        text = text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+        with store.write() as conn:
+            conn.execute(
+                "UPDATE session_summaries SET summary = ?, source = ? WHERE session_id = ? AND at = ?",
+                (text, summary.COMMAND, session_id, current["at"]),
+            )
+    else:
+        why = "timed out" if result["timed_out"] else f"exit {result['exit_code']}" if result["exit_code"] else "no output"
+        log_error(paths, EVENT, "summarizer", f"summarizer {why}: {result['output_tail'][-300:]}", session_id)
+    return current["at"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m agent_hooks.features.summarize_worker SESSION_ID", file=sys.stderr)
+        return 2
+    session_id = args[0]
+    os.umask(0o077)
+    env = os.environ
+    paths = Paths(env)
+    try:
+        config = config_mod.load(paths, env)
+        if not config["summary"]["summarizer_command"]:
+            return 0
+        lock = _lock(paths, session_id)
+        if lock is None:
+            return 0  # another worker has this session; it goes round again when it sees a newer Stop
+        store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
+        try:
+            done: float | None = None
+            for _ in range(MAX_ROUNDS):
+                current = summary.get(store.conn, session_id)
+                # Done when nothing is stored, this Stop's summary was handled, or another worker did it.
+                if current is None or current["at"] == done or current["source"] == summary.COMMAND:
+                    break
+                done = run_once(store, session_id, env, config, paths)
+        finally:
+            store.close()
+            os.close(lock)
+    except Exception as exc:  # noqa: BLE001 - detached: the log is the only place to tell
+        import traceback
+
+        log_error(paths, EVENT, "error", f"{type(exc).__name__}: {exc}", session_id, traceback.format_exc())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
