@@ -58,6 +58,39 @@ def log_text(h: "Home") -> str:
         return ""
 
 
+def drainers_of(agent_home: str) -> list[int]:
+    """Pids of drainer processes running for this AGENT_HOOKS_HOME (hooks start them detached)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"agent_hooks.forward.drain" not in cmd:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"AGENT_HOOKS_HOME={agent_home}".encode() in env:
+            pids.append(int(entry))
+    return pids
+
+
+def kill_drainers(agent_home: str) -> None:
+    """SIGKILL the drainers this test caused, by pid. A hook's Popen returns only after the
+    exec, so every drainer a finished hook started is visible here already."""
+    end = time.time() + 5
+    while (pids := drainers_of(agent_home)) and time.time() < end:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
 class Home:
     """One isolated installation: AGENT_HOOKS_HOME, HOME and the environment for subprocesses."""
 
@@ -124,13 +157,7 @@ class Home:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        pid = self.drainer_pid()  # a detached drainer a hook started
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.wait_drainer_gone(5)
+        kill_drainers(str(self.dir))  # the detached ones hooks started
 
 
 @pytest.fixture

@@ -9,16 +9,18 @@ import pytest
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
+from forward_support import kill_drainers
 from harness import E2E
 from ingest_server import IngestServer
 from model_server import text, tool_use
 
 
 @pytest.fixture
-def ingest() -> Iterator[IngestServer]:
+def ingest(e2e: E2E) -> Iterator[IngestServer]:
     server = IngestServer().start()
     yield server
     server.stop()
+    kill_drainers(str(e2e.agent_home))
 
 
 def forward_env(server: IngestServer, tmux: str) -> dict[str, str]:
