@@ -196,7 +196,7 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
     db["outbox"].create_index(["session_key", "state", "id"], if_not_exists=True)
     # Last event queued per session: heartbeat coalescing of tool_use.
     db["forward_sessions"].create(
-        {"session_key": str, "last_event": str, "last_state": str, "last_at": float, "last_tool_use_at": float},
+        {"session_key": str, "last_event": str, "last_state": str, "last_at": float, "last_running_at": float},
         pk="session_key",
         not_null=["last_at"],
         if_not_exists=True,

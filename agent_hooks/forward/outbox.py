@@ -67,7 +67,7 @@ def enqueue(conn: sqlite3.Connection, session_key: str, hook_event: str, event: 
             body: dict[str, Any], at: float, heartbeat_interval_s: float = 0.0) -> str | None:
     """Queue one event (inside the caller's transaction); returns its id, or None if coalesced."""
     row = conn.execute(
-        "SELECT last_state, last_tool_use_at FROM forward_sessions WHERE session_key = ?", (session_key,)
+        "SELECT last_state, last_running_at FROM forward_sessions WHERE session_key = ?", (session_key,)
     ).fetchone()
     if coalesce(row, event, at, heartbeat_interval_s):
         return None
@@ -77,16 +77,16 @@ def enqueue(conn: sqlite3.Connection, session_key: str, hook_event: str, event: 
         (event_id, session_key, hook_event, event, json.dumps(body, ensure_ascii=False), at),
     )
     state = eventmap.CONTRACT_EVENTS.get(event)
-    # last_tool_use_at: when the session was last put in "running" by what we queued.
+    # last_running_at: when what we queued last put the session in "running" (start, tool_use, ...).
     conn.execute(
         """
-        INSERT INTO forward_sessions (session_key, last_event, last_state, last_at, last_tool_use_at)
+        INSERT INTO forward_sessions (session_key, last_event, last_state, last_at, last_running_at)
         VALUES (:k, :e, :s, :at, CASE WHEN :s = 'running' THEN :at END)
         ON CONFLICT (session_key) DO UPDATE SET
             last_event = :e,
             last_state = coalesce(:s, forward_sessions.last_state),
             last_at = :at,
-            last_tool_use_at = CASE WHEN :s = 'running' THEN :at ELSE forward_sessions.last_tool_use_at END
+            last_running_at = CASE WHEN :s = 'running' THEN :at ELSE forward_sessions.last_running_at END
         """,
         {"k": session_key, "e": event, "s": state, "at": at},
     )
