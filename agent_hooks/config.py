@@ -110,6 +110,45 @@ DEFAULTS: dict[str, Any] = {
         # Queued events older than this mean the forwarding queue is not draining (!).
         "queue_stale_s": 120,
     },
+    "identity_files": {
+        # The agent's identity files, kept in the store and written into its workspace.
+        "files": ["SOUL.md", "IDENTITY.md", "TOOLS.md", "CLAUDE.md"],
+        # Files Claude Code loads itself before SessionStart hooks run (2.1.197 reads
+        # CLAUDE.md): injected only when the copy on disk was not the store's.
+        "loaded_by_client": ["CLAUDE.md"],
+        # Workspace the files live in; "" means the session's cwd.
+        "workspace": "",
+        # A write that leaves a file shorter than this (and shorter than the stored
+        # version) is refused: a short test sentinel once overwrote a real profile.
+        "min_chars": {"SOUL.md": 500, "IDENTITY.md": 500},
+        # A write that makes a file longer than this is refused.
+        "max_chars": 40000,
+        # SessionStart additionalContext budget for identity text and reports.
+        "context_budget_chars": 8000,
+        # Rename a differing file we did not write to FILE.bak-<UTC time> before overwriting it.
+        "backup": True,
+        # An agent with no identity file in the store is left alone: its workspace's files
+        # are neither written nor captured (so a project's own CLAUDE.md edits do not
+        # become the default agent's, written into every other project). True captures
+        # a new agent's first files too.
+        "manage_new_agents": False,
+        # Per-session baselines of sessions that never ended cleanly are dropped after this many days.
+        "baseline_days": 30,
+    },
+    "memory": {
+        # Directories (relative to the workspace) whose files are indexed for search.
+        "dirs": ["memory"],
+        # Directories indexed with scope "shared" (visible to every agent's search).
+        "shared_dirs": [],
+        # Only files with these suffixes are indexed.
+        "extensions": [".md", ".txt"],
+        # Files larger than this are not indexed.
+        "max_file_bytes": 262144,
+        # At most this many files per workspace are scanned by Stop and reindex.
+        "max_files": 5000,
+        # Default number of hits for `memory search`.
+        "search_limit": 10,
+    },
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint.
         "enabled": True,

@@ -120,6 +120,106 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
     sessions.create_index(["task_id"], if_not_exists=True)
 
 
+def _require_fts5(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp._fts5_probe")
+    except sqlite3.OperationalError as exc:
+        raise RuntimeError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) has no FTS5, which memory search needs: {exc}. "
+            "Use a Python whose sqlite3 module is built with FTS5 (python.org, Debian and Homebrew builds are)."
+        ) from None
+
+
+@migration
+def m004_identity_memory(db: sqlite_utils.Database) -> None:
+    _require_fts5(db.conn)
+    # Every version of every identity file, with where it came from. The current
+    # one is the newest whose source is not "conflict" (a session copy kept
+    # beside a store-side edit it would otherwise have overwritten).
+    db["identity_versions"].create(
+        {
+            "id": int,
+            "agent": str,
+            "name": str,
+            "version": int,
+            "content": str,
+            "sha256": str,
+            "chars": int,
+            "source": str,  # manual | self_edit | session_sync | conflict
+            "session_id": str,
+            "path": str,
+            "at": float,
+        },
+        pk="id",
+        not_null=["agent", "name", "version", "content", "sha256", "chars", "source", "at"],
+        if_not_exists=True,
+    )
+    db["identity_versions"].create_index(["agent", "name", "version"], unique=True, if_not_exists=True)
+    # What the session started from, per file: the hash on disk after SessionStart
+    # and the store version it matched. Stop syncs only files that moved from it.
+    db["identity_baselines"].create(
+        {"session_id": str, "name": str, "agent": str, "path": str, "sha256": str, "version_id": int,
+         "injected_version_id": int, "at": float},
+        pk=("session_id", "name"),
+        not_null=["agent", "path", "at"],
+        if_not_exists=True,
+    )
+    # The last content we wrote to a path: a file that differs from it was changed
+    # by someone else and is backed up before we overwrite it.
+    db["identity_written"].create(
+        {"path": str, "agent": str, "name": str, "sha256": str, "at": float},
+        pk="path",
+        not_null=["agent", "name", "sha256", "at"],
+        if_not_exists=True,
+    )
+    # Refused writes, conflicts and unsafe paths, reported at the agent's next SessionStart.
+    db["identity_reports"].create(
+        {
+            "id": int,
+            "agent": str,
+            "name": str,
+            "kind": str,  # rejected | conflict | unsafe
+            "session_id": str,
+            "detail": str,
+            "sha256": str,
+            "chars": int,
+            "at": float,
+            "reported_at": float,
+            "reported_session": str,
+        },
+        pk="id",
+        not_null=["agent", "name", "kind", "detail", "at"],
+        if_not_exists=True,
+    )
+    db["identity_reports"].create_index(["agent", "reported_at"], if_not_exists=True)
+    db["memory_docs"].create(
+        {
+            "id": int,
+            "path": str,
+            "root": str,  # the memory directory it was found in
+            "name": str,
+            "scope": str,  # agent | shared
+            "agent": str,
+            "sha256": str,
+            "size": int,
+            "mtime_ns": int,
+            "session_id": str,
+            "indexed_at": float,
+        },
+        pk="id",
+        not_null=["path", "root", "name", "scope", "agent", "sha256", "indexed_at"],
+        if_not_exists=True,
+    )
+    db["memory_docs"].create_index(["path"], unique=True, if_not_exists=True)
+    db["memory_docs"].create_index(["root"], if_not_exists=True)
+    # rowid = memory_docs.id. Porter stemming so "deploys" finds "deploy".
+    db.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
+        "name, path, content, scope UNINDEXED, agent UNINDEXED, tokenize = 'porter unicode61')"
+    )
+
+
 @migration
 def m005_continuity(db: sqlite_utils.Database) -> None:
     # Goal reminders count compactions per session.

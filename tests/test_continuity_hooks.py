@@ -103,6 +103,9 @@ def test_stop_stores_a_searchable_summary(env: dict[str, str], tmp_path: Path) -
     assert "/home/dev/acme/notes.txt" in shown["summary"] and "Commands run (1): exit 3" in shown["summary"]
     hits = json.loads(cli(["summary", "search", "deploy memo", "--json"], env).stdout)
     assert [h["session_id"] for h in hits] == [SID] and hits[0]["kind"] == "session"
+    found = json.loads(cli(["memory", "search", "deploy", "memo", "--json"], env).stdout)["hits"]
+    assert [(h["kind"], h.get("session_id")) for h in found] == [("session", SID)]
+    assert json.loads(cli(["memory", "search", "deploy", "memo", "--agent", "bob", "--json"], env).stdout)["hits"] == []
     assert cli(["summary", "show", SID[:8]], env).stdout.startswith(f"# session {SID}")
     assert cli(["summary", "search", "zebra quokka"], env).stdout.strip() == "no matching session summaries"
     missing = cli(["summary", "show", "nope"], env, check=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, doctor, queue, settings, status, summary
+from agent_hooks.cli import basics, doctor, identity, memory, queue, settings, status, summary
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +14,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, summary, queue):
+for module in (basics, status, settings, doctor, identity, memory, summary, queue):
     for command in module.COMMANDS:
         cli.add_command(command)
 

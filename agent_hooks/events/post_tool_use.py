@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from agent_hooks.features import sessions, toolcalls
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
 EVENT = "PostToolUse"
+# Tools whose file_path may be an identity or memory file.
+FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 
 
 def handle(ctx: Context) -> Outcome:
@@ -16,8 +20,21 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True)
+        if p.tool_name in FILE_TOOLS:  # other tools: nothing more imported, nothing more done
+            _file_written(conn, ctx, out)
         forward(conn, ctx)
     return out
+
+
+def _file_written(conn: sqlite3.Connection, ctx: Context, out: Outcome) -> None:
+    """Identity sync and memory indexing, each after a cheap test of the path and before any query."""
+    from agent_hooks.features import identity, memory
+    from agent_hooks.features.isolate import isolated
+
+    if identity.relevant(ctx.payload, ctx.config):
+        isolated(conn, ctx, "identity", identity.after_tool, conn, ctx, out)
+    if memory.relevant(ctx.payload, ctx.config):
+        isolated(conn, ctx, "memory", memory.after_tool, conn, ctx)
 
 
 def main(argv: list[str] | None = None) -> int:

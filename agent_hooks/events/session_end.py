@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions
+from agent_hooks.features import identity, sessions
+from agent_hooks.features.isolate import isolated
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -16,6 +17,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.ENDED)
         sessions.log_event(conn, p, ctx.started, p.get("reason"))
+        isolated(conn, ctx, "identity", identity.final_sync, conn, ctx, True)
         forward(conn, ctx)
     return out
 

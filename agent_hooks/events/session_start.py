@@ -5,7 +5,8 @@ After a compaction: the goal reminder again, verbatim. For a lead: the other liv
 
 from __future__ import annotations
 
-from agent_hooks.features import lead_context, reminders, sessions
+from agent_hooks.features import identity, lead_context, reminders, sessions
+from agent_hooks.features.isolate import isolated
 from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -19,6 +20,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
+        isolated(conn, ctx, "identity", identity.session_start, conn, ctx, out)
         forward(conn, ctx)
     if p.get("source") == "compact":
         out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))

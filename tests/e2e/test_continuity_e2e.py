@@ -131,6 +131,9 @@ def test_stopped_session_summary_is_stored_and_searchable(e2e: E2E) -> None:
 
     hits = json.loads(agent_hook(e2e, "summary", "search", "revenue figures", "--json").stdout)
     assert [h["session_id"] for h in hits] == [sid] and hits[0]["kind"] == "session"
+    # The proof: past sessions are found by memory search.
+    found = json.loads(agent_hook(e2e, "memory", "search", "revenue figures", "--json").stdout)["hits"]
+    assert [(h["kind"], h.get("session_id")) for h in found] == [("session", sid)]
 
     # The cleanup command ran detached after Stop, and its result was recorded.
     deadline = time.monotonic() + 20

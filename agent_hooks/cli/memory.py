@@ -1,0 +1,126 @@
+"""memory: search the agents' memory files, and rebuild the index from disk."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any
+
+import click
+
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks.features import files
+from agent_hooks.features import memory as mem
+from agent_hooks.features import summary as summaries
+
+
+@click.group()
+def memory() -> None:
+    """Memory files the agents write under their memory directories, indexed with SQLite FTS5."""
+
+
+@memory.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--agent", help="Only this agent's documents and shared ones.")
+@click.option("--limit", type=click.IntRange(1, 1000), help="Most hits to show (default: memory.search_limit).")
+@click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (OR, NEAR, prefix*), not plain words.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bool, as_json: bool) -> None:
+    """Ranked hits for QUERY (every word must match), with snippets; best first.
+
+    Memory files (kind "memory") and the summaries of past sessions (kind
+    "session", see `agent-hook summary`) are searched together.
+    """
+    cfg = load_config()
+    text = " ".join(query)
+    limit = limit or int(cfg["memory"]["search_limit"])
+    store = open_store()
+    hits: list[dict[str, Any]] = []
+    sessions: list[dict[str, Any]] = []
+    if store is not None:
+        try:
+            hits = mem.search(store.conn, text, agent, limit, raw)
+            if not raw:
+                sessions = [h for h in summaries.search(store.conn, text, limit) if not agent or h["agent"] == agent]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise click.ClickException("the store has no memory index yet: run `agent-hook init`") from None
+            raise click.ClickException(f"bad query {text!r}: {exc}") from None
+        finally:
+            store.close()
+    for h in hits:
+        h["kind"] = "memory"
+        h["indexed_at"] = iso(h["indexed_at"])
+        h["score"] = round(-h["score"], 6)  # bm25 is lower-is-better; print higher-is-better
+    for h in sessions:
+        h["at"] = iso(h["at"])
+    hits = sorted(hits + sessions, key=lambda h: h["score"], reverse=True)[:limit]
+    if as_json:
+        echo_json({"query": text, "agent": agent, "hits": hits})
+        return
+    if not hits:
+        click.echo("no hits")
+    for h in hits:
+        if h["kind"] == "session":
+            click.echo(f"{h['score']:>8}  {h['name']}  [session summary, {h['at']}]")
+        else:
+            click.echo(f"{h['score']:>8}  {h['path']}  [{h['scope']}, {h['agent']}]")
+        click.echo(f"          {' '.join(h['snippet'].split())}")
+
+
+def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str, ...]) -> dict[str, str]:
+    """Workspace -> agent: the configured one, every known session's cwd, and any given."""
+    found: dict[str, str] = {}
+    default_agent = cfg["identity"]["agent"]
+    rows = conn.execute(
+        "SELECT cwd, agent FROM sessions WHERE cwd IS NOT NULL AND cwd != '' ORDER BY last_seen_at"
+    ).fetchall()
+    for cwd, agent in rows:
+        ws = mem.workspace(cfg, cwd)
+        if ws:
+            found[ws] = agent or default_agent
+    for d in extra:
+        ws = files.real_dir(os.path.abspath(d))
+        if ws is None:
+            raise click.ClickException(f"{d} is not a directory")
+        found.setdefault(ws, default_agent)
+    configured = mem.workspace(cfg, None)
+    if configured:
+        found.setdefault(configured, default_agent)
+    return found
+
+
+@memory.command()
+@click.option("--workspace", "-w", "extra", multiple=True, type=click.Path(file_okay=False),
+              help="Also index this workspace (repeatable).")
+@click.option("--agent", help="Agent to file documents of the given workspaces under (default: identity.agent).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def reindex(extra: tuple[str, ...], agent: str | None, as_json: bool) -> None:
+    """Rebuild the memory index from disk: known sessions' workspaces, the configured one, and --workspace."""
+    cfg = load_config()
+    store = open_store(write=True)
+    assert store is not None
+    totals = {"indexed": 0, "unchanged": 0, "dropped": 0, "skipped": 0}
+    try:
+        with store.write() as conn:
+            spaces = _workspaces(conn, cfg, extra)
+            if agent:
+                for d in extra:
+                    spaces[os.path.realpath(os.path.abspath(d))] = agent
+            conn.execute("DELETE FROM memory_fts")
+            conn.execute("DELETE FROM memory_docs")
+            at = time.time()
+            for ws, owner in spaces.items():
+                for key, n in mem.scan(conn, cfg, ws, owner, None, at).items():
+                    totals[key] += n
+            docs = conn.execute("SELECT count(*) FROM memory_docs").fetchone()[0]
+    finally:
+        store.close()
+    if as_json:
+        echo_json({"workspaces": sorted(spaces), "documents": docs, **totals})
+        return
+    click.echo(f"indexed {docs} documents from {len(spaces)} workspaces")
+
+
+COMMANDS = [memory]
