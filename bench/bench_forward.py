@@ -13,7 +13,8 @@ and a throwaway AGENT_HOOKS_HOME.
 2. Latency through the real hook executables: ``--hook-runs`` calls of the
    installed UserPromptSubmit / Stop hooks; receipt - hook exit.
 3. Hook cost: PostToolUse wall time with forwarding off, and on with the
-   server up, down (port closed) and hanging (accepts, never answers).
+   server up, down (port closed) and hanging (accepts, never answers); and
+   forward() itself in-process (the noise-free number: what a hook adds).
 4. Throughput: ``--events`` are queued across ``--sessions`` sessions with no
    drainer alive, then one drainer delivers them all; events/s from the
    drainer's start and from the first receipt.
@@ -194,6 +195,32 @@ def hook_cost(runs: int) -> None:
         print(f"  {label:15} {med:6.1f} ms  ({med / base:.2f}x off)   max {max(times[name]):6.1f} ms")
 
 
+def forward_cost(calls: int = 1000) -> None:
+    """forward() in-process, inside a write transaction as a hook calls it: every call enqueues."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"AGENT_HOOKS_HOME": tmp, "AGENT_HOOKS_TMUX_SESSION": "agent-cost",
+               "AGENT_HOOKS__FORWARD__AUTOSTART": "false", "AGENT_HOOKS__FORWARD__HEARTBEAT_INTERVAL_S": "0"}
+        paths = Paths(env)
+        config = config_mod.load(paths, env)
+        store = Store(paths.store)
+        raw = {"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {}}
+        timings = {}
+        for label, enqueue in (("empty transaction", False), ("with forward()", True)):
+            t = time.perf_counter()
+            for _ in range(calls):
+                with store.write() as conn:
+                    if enqueue:
+                        outbox.forward(conn, _Ctx(Payload(dict(raw)), config, paths, env))
+            timings[label] = (time.perf_counter() - t) / calls * 1000
+        t = time.perf_counter()
+        for _ in range(calls):
+            outbox.drainer_alive(paths)
+        probe = (time.perf_counter() - t) / calls * 1000
+        store.close()
+    print(f"forward() in-process, {calls} calls: {timings['with forward()'] - timings['empty transaction']:.3f} ms"
+          f" per enqueue; drainer liveness probe {probe:.4f} ms")
+
+
 def throughput(events: int, sessions: int) -> None:
     server = IngestServer().start()
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,6 +261,7 @@ def main() -> int:
     latency(args.latency_events, args.rate, args.cold_runs)
     hook_latency(args.hook_runs)
     hook_cost(args.cost_runs)
+    forward_cost()
     throughput(args.events, args.sessions)
     print("targets: p50 <= 300 ms, >= 500 events/s")
     return 0
