@@ -242,6 +242,49 @@ DEFAULTS: dict[str, Any] = {
         # Default number of hits for `memory search`.
         "search_limit": 10,
     },
+    "forward": {
+        # Forward lifecycle events to the command center's ingest endpoint.
+        "enabled": True,
+        "url": "http://127.0.0.1:3000/api/hooks/ingest",
+        # A URL whose host is not loopback is refused unless this is true.
+        "allow_remote": False,
+        # Claude Code hook event -> contract event name; "" (or absent) = not forwarded.
+        "event_map": {
+            "SessionStart": "start",
+            "PostToolUse": "tool_use",
+            "Notification": "to_review",
+            "UserPromptSubmit": "prompt_ready",
+            "Stop": "exit",
+        },
+        # The seed's launcher skips sessions without a tmux name; so do we by default.
+        "forward_without_tmux": False,
+        # A session's tool_use goes out at most this often while it is already running.
+        "heartbeat_interval_s": 30.0,
+        # Failing answers (5xx, 408, 429) before an event goes to the dead letter.
+        "max_attempts": 5,
+        # Retry delay after a failing answer or an unreachable server: initial * 2^n, capped.
+        "backoff_initial_s": 1.0,
+        "backoff_max_s": 30.0,
+        # An unreachable server is retried this long before the drainer exits; the
+        # events stay queued and the next hook call (after the backoff) starts it again.
+        "give_up_after_s": 300.0,
+        # Sessions delivered side by side (each session's events stay in order).
+        "concurrency": 4,
+        # HTTP timeout of one delivery.
+        "timeout_s": 5.0,
+        # How often a live drainer looks for new events, and how long it idles before exiting.
+        "poll_interval_s": 0.05,
+        "idle_exit_s": 30.0,
+        # Send raw tool input / prompt text in metadata (off: tool name and a summary only).
+        "include_raw": False,
+        "metadata_max_chars": 200,
+        # A hook that enqueues starts the drainer when none is alive, unless another
+        # hook started one less than start_grace_s ago and it has not taken its lock yet.
+        "autostart": True,
+        "start_grace_s": 5.0,
+        # Forwarding state of sessions not heard from in this long is dropped.
+        "session_ttl_s": 7 * 24 * 3600.0,
+    },
 }
 
 # Environment variables that override one setting each.
@@ -250,6 +293,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "AGENT_HOOKS_BUSY_TIMEOUT_MS": ("runtime", "busy_timeout_ms"),
     "AGENT_HOOKS_AGENT": ("identity", "agent"),
     "AGENT_HOOKS_ROLE": ("identity", "role"),
+    "AGENT_HOOKS_INGEST_URL": ("forward", "url"),
 }
 # Generic form: AGENT_HOOKS__SECTION__KEY=value (value parsed as JSON when it parses).
 GENERIC_PREFIX = "AGENT_HOOKS__"

@@ -120,6 +120,39 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
     sessions.create_index(["task_id"], if_not_exists=True)
 
 
+@migration
+def m003_guards(db: sqlite_utils.Database) -> None:
+    # Cancellation of one session (a task's is on tasks), and where the
+    # session's loop/polling history starts (`agent-hook session reset-guards`).
+    sessions = db["sessions"]
+    for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int),
+                       ("last_decision", str), ("last_guard_id", int)):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, kind)
+    # Running totals kept by PreToolUse in the UPDATE it makes anyway, so that
+    # `status` reads one row per session instead of scanning every tool call.
+    for name in ("guard_warned", "guard_denied"):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, int, not_null_default=0)
+    # Which polling rule a call matched, and the poll it is (rule + normalised
+    # command): the rate limit counts by rule, "no progress" compares outputs by key.
+    # agent_id: the subagent a call came from (Claude Code >= 2.1.69 sends it inside
+    # subagents), so parallel subagents doing similar work are not one loop history.
+    calls = db["tool_calls"]
+    for name in ("poll_rule", "poll_key", "agent_id"):
+        if name not in calls.columns_dict:
+            calls.add_column(name, str)
+    # Partial indexes: an ordinary call of the main agent (most rows) updates none
+    # of them, so PreToolUse's insert costs what it did before the guards.
+    for name, columns, where in (
+        ("idx_tool_calls_poll_key", "session_id, poll_key, id", "poll_key IS NOT NULL"),
+        ("idx_tool_calls_poll_rule", "session_id, poll_rule, started_at", "poll_rule IS NOT NULL"),
+        ("idx_tool_calls_agent", "session_id, agent_id, id", "agent_id IS NOT NULL"),
+    ):
+        db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON tool_calls ({columns}) WHERE {where}")
+    db["tasks"].create_index(["state"], if_not_exists=True)
+
+
 def _require_fts5(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("CREATE VIRTUAL TABLE temp._fts5_probe USING fts5(x)")
@@ -265,36 +298,43 @@ def m005_continuity(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m003_guards(db: sqlite_utils.Database) -> None:
-    # Cancellation of one session (a task's is on tasks), and where the
-    # session's loop/polling history starts (`agent-hook session reset-guards`).
-    sessions = db["sessions"]
-    for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int),
-                       ("last_decision", str), ("last_guard_id", int)):
-        if name not in sessions.columns_dict:
-            sessions.add_column(name, kind)
-    # Running totals kept by PreToolUse in the UPDATE it makes anyway, so that
-    # `status` reads one row per session instead of scanning every tool call.
-    for name in ("guard_warned", "guard_denied"):
-        if name not in sessions.columns_dict:
-            sessions.add_column(name, int, not_null_default=0)
-    # Which polling rule a call matched, and the poll it is (rule + normalised
-    # command): the rate limit counts by rule, "no progress" compares outputs by key.
-    # agent_id: the subagent a call came from (Claude Code >= 2.1.69 sends it inside
-    # subagents), so parallel subagents doing similar work are not one loop history.
-    calls = db["tool_calls"]
-    for name in ("poll_rule", "poll_key", "agent_id"):
-        if name not in calls.columns_dict:
-            calls.add_column(name, str)
-    # Partial indexes: an ordinary call of the main agent (most rows) updates none
-    # of them, so PreToolUse's insert costs what it did before the guards.
-    for name, columns, where in (
-        ("idx_tool_calls_poll_key", "session_id, poll_key, id", "poll_key IS NOT NULL"),
-        ("idx_tool_calls_poll_rule", "session_id, poll_rule, started_at", "poll_rule IS NOT NULL"),
-        ("idx_tool_calls_agent", "session_id, agent_id, id", "agent_id IS NOT NULL"),
-    ):
-        db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON tool_calls ({columns}) WHERE {where}")
-    db["tasks"].create_index(["state"], if_not_exists=True)
+def m006_outbox(db: sqlite_utils.Database) -> None:
+    # Lifecycle events waiting for the command center (agent_hooks.forward). A hook
+    # inserts in its own write transaction; the drainer deletes a row once delivered,
+    # so the table holds only what is pending ('queued') or given up ('dead').
+    db["outbox"].create(
+        {
+            "id": int,
+            "event_id": str,  # stable id, sent as Idempotency-Key
+            "session_key": str,  # delivery order is kept per key
+            "hook_event": str,
+            "event": str,  # contract event name
+            "body": str,  # the JSON body, exactly as it will be sent
+            "created_at": float,
+            "state": str,  # queued | dead
+            "attempts": int,  # failing answers so far (never counts an unreachable server)
+            "next_at": float,  # not before (backoff)
+            "last_try_at": float,
+            "last_status": int,
+            "last_error": str,
+            "dead_at": float,
+        },
+        pk="id",
+        not_null=["event_id", "session_key", "event", "body", "created_at", "state"],
+        defaults={"state": "queued", "attempts": 0, "next_at": 0.0},
+        if_not_exists=True,
+    )
+    db["outbox"].create_index(["event_id"], unique=True, if_not_exists=True)
+    db["outbox"].create_index(["state", "id"], if_not_exists=True)
+    db["outbox"].create_index(["session_key", "state", "id"], if_not_exists=True)
+    # Last event queued per session: heartbeat coalescing of tool_use.
+    db["forward_sessions"].create(
+        {"session_key": str, "last_event": str, "last_state": str, "last_at": float, "last_running_at": float},
+        pk="session_key",
+        not_null=["last_at"],
+        if_not_exists=True,
+    )
+    db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
 
 
 def _chmod_private(path: str) -> None:

@@ -168,3 +168,21 @@ def test_migrating_store_loads_sqlite_utils_only_when_behind(hooks_home: Path) -
     assert b"sqlite_utils" in first.stderr  # created the store
     second = subprocess.run([str(exe)], input=data, capture_output=True, env=env, timeout=30)
     assert b"sqlite_utils" not in second.stderr
+
+
+def test_a_store_missing_one_migration_gets_it_by_name(hooks_home: Path) -> None:
+    """Migrations are recorded by name: a store that skipped one (built by a branch that
+    lacked it) is behind, and the next hook applies exactly the missing one."""
+    from agent_hooks import schema, store
+
+    run_hook(fixture_payload("SessionStart-startup.json"))
+    conn = sqlite3.connect(hooks_home / "store.db")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_guards'")
+    conn.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION - 1}")
+    conn.commit()
+    conn.close()
+    assert run_hook(fixture_payload("PreToolUse-Bash.json")).returncode == 0
+    names = [r[0] for r in store_rows(hooks_home, "SELECT name FROM _sqlite_migrations ORDER BY id")]
+    assert sorted(names) == sorted(schema.MIGRATIONS) and names[-1] == "m003_guards"
+    assert store_rows(hooks_home, "PRAGMA user_version")[0][0] == store.SCHEMA_VERSION
+    assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 1

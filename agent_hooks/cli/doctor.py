@@ -375,6 +375,15 @@ def check_server(cfg: dict[str, Any]) -> list[Check]:
     if not url:
         return [Check("forward", FAIL, "forwarding enabled but forward.url is empty",
                       "set forward.url, or forward.enabled = false")]
+    from agent_hooks.forward.eventmap import problems
+    from agent_hooks.forward.urls import url_problem
+
+    map_checks = [Check("forward", WARN, problem, "fix forward.event_map (see README)") for problem in problems(cfg)]
+    refused = url_problem(url, bool(fwd.get("allow_remote")))
+    if refused:
+        # Not probed either: nothing goes off this host unless the user allowed it.
+        return [Check("forward", FAIL, refused, "use a loopback URL, or set forward.allow_remote = true",
+                      {"url": url})] + map_checks
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -394,9 +403,9 @@ def check_server(cfg: dict[str, Any]) -> list[Check]:
         status = WARN if url == default else FAIL
         return [Check("forward", status, f"ingest server {url} does not answer ({reason})",
                       "start the command center, fix forward.url, or set forward.enabled = false; "
-                      "events wait in the queue meanwhile", {"url": url})]
+                      "events wait in the queue meanwhile", {"url": url})] + map_checks
     return [Check("forward", OK, f"ingest server answers at {parts.scheme}://{parts.netloc} (HTTP {code})",
-                  data={"url": url, "status": code})]
+                  data={"url": url, "status": code})] + map_checks
 
 
 def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], now: float) -> list[Check]:

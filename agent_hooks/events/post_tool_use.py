@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent_hooks.features import sessions, toolcalls
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -21,6 +22,7 @@ def handle(ctx: Context) -> Outcome:
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True)
         if p.tool_name in FILE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
+        forward(conn, ctx)
     return out
 
 

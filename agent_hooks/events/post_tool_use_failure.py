@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import sessions, toolcalls
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -15,6 +16,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False)
+        forward(conn, ctx)
     return out
 
 

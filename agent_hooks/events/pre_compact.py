@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import reminders, sessions
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -16,6 +17,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
         sessions.log_event(conn, p, ctx.started, p.get("trigger"))
         reminders.record_compaction(conn, p, ctx.started)
+        forward(conn, ctx)
     # Plain stdout: the client appends it to the summarisation instructions.
     out.say(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
 from agent_hooks.features.verdict import DENY, combine
+from agent_hooks.forward.outbox import forward
 from agent_hooks.hashing import digest
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -37,6 +38,7 @@ def handle(ctx: Context) -> Outcome:
             decision=top.decision, rule=top.rule, reason=top.message,
             poll_rule=poll.name if poll else None, poll_key=poll.key if poll else None,
         )
+        forward(conn, ctx)
     if denied:
         out.deny(top.message or "blocked by agent-hooks")
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import identity, sessions
 from agent_hooks.features.isolate import isolated
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -17,6 +18,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.ENDED)
         sessions.log_event(conn, p, ctx.started, p.get("reason"))
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx, True)
+        forward(conn, ctx)
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agent_hooks.features import identity, lead_context, reminders, sessions
 from agent_hooks.features.isolate import isolated
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -20,6 +21,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
         isolated(conn, ctx, "identity", identity.session_start, conn, ctx, out)
+        forward(conn, ctx)
     if p.get("source") == "compact":
         out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     out.add_context(lead_context.block(ctx.store.conn, p.session_id, ctx.env, ctx.config, ctx.started))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import cleanup, identity, memory, sessions, summary
 from agent_hooks.features.isolate import isolated
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -20,6 +21,7 @@ def handle(ctx: Context) -> Outcome:
         summary.record(conn, p, digest, ctx.config, ctx.started)
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx)
         isolated(conn, ctx, "memory", memory.on_stop, conn, ctx)
+        forward(conn, ctx)
     # Detached workers (only when configured): the hook never waits for them.
     summary.after_stop(p, ctx.env, ctx.config)
     cleanup.after_stop(p, ctx.env, ctx.config)

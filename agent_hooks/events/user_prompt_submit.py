@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import cancellation, sessions
+from agent_hooks.forward.outbox import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -18,6 +19,7 @@ def handle(ctx: Context) -> Outcome:
         if verdict is None:
             sessions.note_prompt(conn, p)
         sessions.log_event(conn, p, ctx.started, verdict.rule if verdict else None)
+        forward(conn, ctx)
     if verdict is not None:
         out.block(verdict.message or "cancelled")
     return out

@@ -1,0 +1,164 @@
+"""queue: the forwarding outbox (depth, dead letters, drainer) and what to do about it."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import click
+
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths
+from agent_hooks.forward import eventmap, outbox
+from agent_hooks.forward.urls import url_problem
+
+
+def collect() -> dict[str, Any]:
+    """The documented ``queue --json`` shape (fields are only ever added)."""
+    p = paths()
+    cfg = load_config()
+    fwd = cfg["forward"]
+    data: dict[str, Any] = {
+        "enabled": fwd["enabled"],
+        "url": fwd["url"],
+        "problem": url_problem(str(fwd["url"]), bool(fwd["allow_remote"])),
+        "problems": eventmap.problems(cfg),
+        "depth": 0,
+        "oldest_at": None,
+        "oldest_age_s": None,
+        "retrying": 0,
+        "dead": 0,
+        "dead_letters": [],
+        "drainer_alive": outbox.drainer_alive(p),
+        "drainer_pid": None,
+        "last_ok_at": None,
+        "last_error": None,
+        "last_error_at": None,
+    }
+    if data["drainer_alive"]:
+        try:
+            with open(os.path.join(p.lock_dir, "drain.pid"), encoding="ascii") as f:
+                data["drainer_pid"] = int(f.read().strip())
+        except (OSError, ValueError):
+            pass
+    store = open_store()
+    if store is None:
+        return data
+    try:
+        conn = store.conn
+        depth, oldest, retrying = conn.execute(
+            "SELECT count(*), min(created_at), count(CASE WHEN attempts > 0 THEN 1 END)"
+            " FROM outbox WHERE state = 'queued'"
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT id, event_id, session_key, event, attempts, last_status, last_error, created_at, dead_at"
+            " FROM outbox WHERE state = 'dead' ORDER BY id"
+        ).fetchall()
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'forward.%'").fetchall())
+    finally:
+        store.close()
+    now = time.time()
+    data.update(depth=depth, retrying=retrying, dead=len(rows), oldest_at=iso(oldest),
+                oldest_age_s=None if oldest is None else round(now - oldest, 3))
+    data["dead_letters"] = [
+        {"id": r[0], "event_id": r[1], "session": r[2], "event": r[3], "attempts": r[4], "status": r[5],
+         "error": r[6], "created_at": iso(r[7]), "dead_at": iso(r[8])}
+        for r in rows
+    ]
+    for key in ("last_ok_at", "last_error_at"):
+        value = meta.get(f"forward.{key}")
+        data[key] = iso(float(value)) if value else None
+    data["last_error"] = meta.get("forward.last_error")
+    return data
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the stable JSON shape.")
+@click.pass_context
+def queue(ctx: click.Context, as_json: bool) -> None:
+    """Show the forwarding outbox: depth, oldest age, dead letters, drainer."""
+    if ctx.invoked_subcommand is not None:
+        return
+    data = collect()
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {data['url']}")
+    for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:
+        click.echo(f"problem: {problem}")
+    age = f", oldest {data['oldest_age_s']:.1f} s old" if data["oldest_age_s"] is not None else ""
+    click.echo(f"queued: {data['depth']}{age}, retrying: {data['retrying']}, dead letters: {data['dead']}")
+    pid = f" (pid {data['drainer_pid']})" if data["drainer_pid"] else ""
+    click.echo(f"drainer: {'alive' + pid if data['drainer_alive'] else 'not running'}")
+    if data["last_ok_at"]:
+        click.echo(f"last delivery: {data['last_ok_at']}")
+    if data["last_error"]:
+        click.echo(f"last error: {data['last_error_at']} {data['last_error']}")
+    for d in data["dead_letters"]:
+        click.echo(f"  dead #{d['id']} {d['event']:14} {d['session'][:36]:36} attempts={d['attempts']} {d['error'] or ''}")
+
+
+@queue.command()
+@click.option("--idle", type=float, default=0.0, show_default=True,
+              help="Seconds to wait for new events once the queue is empty.")
+def drain(idle: float) -> None:
+    """Deliver the outbox now, in the foreground (exits when it is empty)."""
+    from agent_hooks.forward.drain import Drainer
+
+    os.umask(0o077)
+    store = open_store(write=True)  # creates / migrates the store
+    if store is not None:
+        store.close()
+    drainer = Drainer(paths(), load_config(), idle_exit_s=idle, echo=click.echo)
+    drainer.run()
+    click.echo(f"delivered {drainer.delivered}, dead-lettered {drainer.dead}")
+    remaining = collect()
+    if remaining["depth"]:
+        raise click.ClickException(f"{remaining['depth']} events still queued")
+
+
+@queue.command()
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "all_", is_flag=True, help="Every dead letter.")
+def retry(ids: tuple[int, ...], all_: bool) -> None:
+    """Put dead letters (by ID, or --all) back in the queue and start the drainer."""
+    if not ids and not all_:
+        raise click.ClickException("name dead-letter IDs (see `agent-hook queue`) or pass --all")
+    store = open_store(write=True)
+    assert store is not None
+    try:
+        with store.write() as conn:
+            where, args = ("state = 'dead'", []) if all_ else (
+                f"state = 'dead' AND id IN ({','.join('?' * len(ids))})", list(ids))
+            n = conn.execute(
+                f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL WHERE {where}", args
+            ).rowcount
+    finally:
+        store.close()
+    if ids and n < len(ids):
+        click.echo(f"warning: {len(ids) - n} of the IDs are not dead letters", err=True)
+    click.echo(f"requeued {n}")
+    if n and load_config()["forward"]["autostart"]:
+        outbox.maybe_start_drainer(paths(), os.environ, force=True)
+
+
+@queue.command()
+@click.option("--dead", "which", flag_value="dead", default=True, help="Dead letters only (default).")
+@click.option("--all", "which", flag_value="all", help="Everything, queued events too.")
+@click.option("--yes", is_flag=True, help="Do not ask before dropping queued events.")
+def purge(which: str, yes: bool) -> None:
+    """Drop dead letters (--dead, the default) or the whole outbox (--all)."""
+    if which == "all" and not yes:
+        click.confirm("Drop every queued event too?", abort=True)
+    store = open_store(write=True)
+    assert store is not None
+    try:
+        with store.write() as conn:
+            where = "state = 'dead'" if which == "dead" else "1"
+            n = conn.execute(f"DELETE FROM outbox WHERE {where}").rowcount
+    finally:
+        store.close()
+    click.echo(f"purged {n}")
+
+
+COMMANDS = [queue]

@@ -1,0 +1,411 @@
+"""The drainer: delivers the outbox to the ingest server (httpx + filelock).
+
+One drainer per store (a filelock, held for its whole life). Rules:
+
+* order per session: only the oldest queued event of a session is ever in
+  flight; while it waits for a retry, that session's later events wait too,
+  other sessions go on;
+* an unreachable server (connection refused, timeout, any transport error) is
+  not the event's fault: nothing is counted, the drainer backs off and tries
+  again, so an outage of any length loses nothing. After
+  ``give_up_after_s`` of outage it exits and leaves the events queued; the
+  next hook call after the backoff starts a new drainer;
+* a failing answer (5xx, 408, 429) counts one attempt and retries with
+  backoff (``Retry-After`` honoured, capped); after ``max_attempts`` the event
+  goes to the dead letter;
+* any other non-2xx answer is permanent: dead letter at once;
+* a dead letter does not block its session: the next event goes out (the
+  server's state machine ignores a transition it cannot make, and holding a
+  live session's events behind one the server refuses would freeze its board
+  entry for good). ``agent-hook queue retry`` sends dead letters again;
+* every request carries the event's stable id as ``Idempotency-Key``; a row is
+  deleted only after a 2xx, so a crash (even SIGKILL) between answer and delete
+  resends the same id: at-least-once delivery;
+* exit protocol: when the queue has been empty for ``idle_exit_s`` the drainer
+  releases the lock, then looks once more inside a write transaction. A hook
+  probes the lock inside its own write transaction, after its insert: if it
+  probed before the release, the last look waits for its commit and sees the
+  row; if after, the hook found the lock free and started a new drainer.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from filelock import FileLock, Timeout
+
+from agent_hooks import __version__
+from agent_hooks.config import ConfigError, load
+from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
+from agent_hooks.forward.urls import url_problem
+from agent_hooks.paths import Paths, ensure_dir
+from agent_hooks.runner import log_error
+from agent_hooks.store import Store
+
+OK, TRANSIENT, PERMANENT, UNREACHABLE = "ok", "transient", "permanent", "unreachable"
+TRANSIENT_STATUSES = frozenset({408, 429})
+BATCH = 200
+PID_NAME = "drain.pid"
+
+
+def classify(status: int) -> str:
+    if 200 <= status < 300:
+        return OK
+    if status >= 500 or status in TRANSIENT_STATUSES:
+        return TRANSIENT
+    return PERMANENT
+
+
+def backoff(attempt: int, initial: float, cap: float) -> float:
+    """initial * 2^(attempt-1), capped (attempt counts from 1)."""
+    return min(cap, initial * (2 ** max(0, attempt - 1)))
+
+
+def retry_after(response: httpx.Response, cap: float) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, min(cap, float(value)))
+    except ValueError:
+        return None
+
+
+def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    timeout = float(config["forward"]["timeout_s"])
+    if transport is None:
+        # Small requests on a kept-alive connection: Nagle + delayed ACK would add 40 ms each.
+        transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
+        # Proxy variables must not reroute a loopback delivery.
+        trust_env=False,
+        transport=transport,
+        headers={"Content-Type": "application/json", "User-Agent": f"agent-hooks/{__version__}"},
+    )
+
+
+def send(client: httpx.Client, url: str, event_id: str, body: str) -> tuple[str, int | None, str | None, float | None]:
+    """POST one event: (kind, status, error text, retry-after seconds)."""
+    try:
+        response = client.post(url, content=body.encode("utf-8"), headers={"Idempotency-Key": event_id})
+    except httpx.TransportError as exc:
+        return UNREACHABLE, None, f"{type(exc).__name__}: {exc}", None
+    kind = classify(response.status_code)
+    error = None if kind == OK else f"HTTP {response.status_code}: {response.text[:300]}"
+    return kind, response.status_code, error, retry_after(response, 3600.0)
+
+
+class Drainer:
+    """Delivers the store's outbox; see the module docstring for the rules."""
+
+    def __init__(self, paths: Paths, config: dict[str, Any], client: httpx.Client | None = None,
+                 sleep: Callable[[float], None] = time.sleep, idle_exit_s: float | None = None,
+                 echo: Callable[[str], None] | None = None) -> None:
+        self.paths = paths
+        self.config = config
+        self.fwd = config["forward"]
+        self.client = client
+        self.sleep = sleep
+        self.idle_exit_s = float(self.fwd["idle_exit_s"] if idle_exit_s is None else idle_exit_s)
+        self.echo = echo
+        self.delivered = 0
+        self.dead = 0
+        self.store: Store | None = None
+        self.lock: FileLock | None = None
+
+    # -- store ---------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self.store is not None
+        return self.store.conn
+
+    def _meta(self, **values: Any) -> None:
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [(f"forward.{k}", None if v is None else str(v)) for k, v in values.items()],
+            )
+
+    def _due(self, now: float) -> list[tuple[int, str, str, str, int]]:
+        return self.conn.execute(
+            """
+            SELECT id, event_id, session_key, body, attempts FROM outbox
+            WHERE state = 'queued' AND session_key NOT IN
+                (SELECT session_key FROM outbox WHERE state = 'queued' AND next_at > ?)
+            ORDER BY id LIMIT ?
+            """,
+            (now, BATCH),
+        ).fetchall()
+
+    def _next_wake(self) -> float | None:
+        """The earliest next_at of a queued event, or None when nothing is queued."""
+        row = self.conn.execute("SELECT count(*), min(next_at) FROM outbox WHERE state = 'queued'").fetchone()
+        return None if not row[0] else float(row[1] or 0)
+
+    def _last_look(self) -> float | None:
+        """:meth:`_next_wake` in a write transaction: it waits for a hook that is
+        between its enqueue and its commit (it probed our lock while we held it)."""
+        with self.store.write():  # type: ignore[union-attr]
+            return self._next_wake()
+
+    # -- lock ----------------------------------------------------------------
+
+    def _acquire(self) -> bool:
+        ensure_dir(self.paths.lock_dir)
+        if self.lock is None:
+            try:
+                self.lock = FileLock(lock_path(self.paths), timeout=0, preserve_lock_file=True)
+            except TypeError:  # filelock < 3.17 has no such argument and never unlinks
+                self.lock = FileLock(lock_path(self.paths), timeout=0)
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            self._started()  # the holder is alive: no drainer is "starting" any more
+            return False
+        self._started()
+        try:
+            with open(os.path.join(self.paths.lock_dir, PID_NAME), "w", encoding="ascii") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+        return True
+
+    def _started(self) -> None:
+        try:
+            os.unlink(starting_path(self.paths))
+        except OSError:
+            pass
+
+    def _release(self) -> None:
+        if self.lock is not None and self.lock.is_locked:
+            self.lock.release(force=True)
+
+    def _pause_hooks(self, seconds: float) -> None:
+        """Ask hooks not to start a drainer for a while (we gave up for now)."""
+        try:
+            tmp = resume_path(self.paths) + f".{os.getpid()}"
+            with open(tmp, "w", encoding="ascii") as f:
+                f.write(f"{time.time() + seconds:.3f}")
+            os.replace(tmp, resume_path(self.paths))
+        except OSError:
+            pass
+
+    def _clear_pause(self) -> None:
+        try:
+            os.unlink(resume_path(self.paths))
+        except OSError:
+            pass
+
+    # -- delivery ------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        if self.echo is not None:
+            self.echo(text)
+
+    def _problem(self, message: str) -> None:
+        log_error(self.paths, "forward", "forward", message)
+        self._say(message)
+        try:
+            self._meta(problem=message, problem_at=time.time())
+        except sqlite3.Error:
+            pass
+
+    def _settle(self, row: tuple[int, str, str, str, int], kind: str, status: int | None,
+                error: str | None, hint: float | None, now: float) -> bool:
+        """Record one answer; True when the session may go on in this pass."""
+        rid, event_id, key, _body, attempts = row
+        fwd = self.fwd
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            if kind == OK:
+                conn.execute("DELETE FROM outbox WHERE id = ?", (rid,))
+                self.delivered += 1
+                return True
+            if kind == PERMANENT or attempts + 1 >= int(fwd["max_attempts"]):
+                conn.execute(
+                    "UPDATE outbox SET state = 'dead', attempts = attempts + 1, last_status = ?, last_error = ?,"
+                    " last_try_at = ?, dead_at = ? WHERE id = ?",
+                    (status, error, now, now, rid),
+                )
+                self.dead += 1
+                log_error(self.paths, "forward", "dead_letter", f"event {event_id} of {key}: {error}")
+                self._say(f"dead letter {event_id} ({key}): {error}")
+                return True
+            delay = backoff(attempts + 1, float(fwd["backoff_initial_s"]), float(fwd["backoff_max_s"]))
+            if hint is not None:
+                delay = min(max(delay, hint), float(fwd["backoff_max_s"]))
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_status = ?, last_error = ?,"
+                " last_try_at = ? WHERE id = ?",
+                (now + delay, status, error, now, rid),
+            )
+            return False
+
+    def _pass(self, url: str) -> tuple[int, str | None]:
+        """One pass over the due events: (events answered, transport error if the server is unreachable).
+
+        Sessions go out side by side (``forward.concurrency`` threads, HTTP only);
+        within a session one event at a time, in order. Answers are recorded here,
+        in this thread, as they arrive.
+        """
+        groups: dict[str, list[tuple[int, str, str, str, int]]] = {}
+        for row in self._due(time.time()):
+            groups.setdefault(row[2], []).append(row)
+        if not groups:
+            return 0, None
+        max_attempts = int(self.fwd["max_attempts"])
+        results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def session_worker(rows: list[tuple[int, str, str, str, int]]) -> None:
+            try:
+                for row in rows:
+                    if stop.is_set():
+                        break
+                    answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
+                    results.put((row, answer))
+                    kind = answer[0]
+                    if kind == UNREACHABLE:
+                        stop.set()
+                        break
+                    if kind == TRANSIENT and row[4] + 1 < max_attempts:
+                        break  # this session waits for its retry; later events stay behind it
+            finally:
+                results.put(None)
+
+        workers = max(1, min(int(self.fwd["concurrency"]), len(groups)))
+        answered = 0
+        outage: str | None = None
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for rows in groups.values():
+                pool.submit(session_worker, rows)
+            pending = len(groups)
+            while pending:
+                item = results.get()
+                if item is None:
+                    pending -= 1
+                    continue
+                row, (kind, status, error, hint) = item
+                if kind == UNREACHABLE:
+                    outage = outage or error
+                    continue
+                answered += 1
+                self._settle(row, kind, status, error, hint, time.time())
+        return answered, outage
+
+    def _prune_sessions(self) -> None:
+        ttl = float(self.fwd["session_ttl_s"])
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            conn.execute("DELETE FROM forward_sessions WHERE last_at < ?", (time.time() - ttl,))
+
+    def run(self) -> int:
+        """Drain until the queue stays empty; returns 0 (also when another drainer is alive)."""
+        if not self._acquire():
+            self._say("another drainer is running")
+            return 0
+        try:
+            return self._run()
+        finally:
+            self._release()
+            if self.store is not None:
+                self.store.close()
+            if self.client is not None:
+                self.client.close()
+
+    def _run(self) -> int:
+        fwd = self.fwd
+        if not os.path.exists(self.paths.store):
+            return 0
+        self.store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
+        url = str(fwd["url"])
+        if not fwd["enabled"]:
+            self._say("forwarding is disabled (forward.enabled = false); events stay queued")
+            return 0
+        problem = url_problem(url, bool(fwd["allow_remote"]))
+        if problem:
+            self._problem(problem)
+            self._pause_hooks(float(fwd["give_up_after_s"]))
+            return 0
+        if self.client is None:
+            self.client = make_client(self.config)
+        self._clear_pause()
+        self._prune_sessions()
+        poll = max(0.005, float(fwd["poll_interval_s"]))
+        outage_since: float | None = None
+        outage_tries = 0
+        idle_since: float | None = None
+        while True:
+            if not os.path.exists(self.paths.store):
+                return 0  # the store went away (a test's temp dir): nothing left to deliver
+            delivered = self.delivered
+            answered, outage = self._pass(url)
+            now = time.time()
+            if outage is not None:
+                if outage_since is None:
+                    outage_since = now
+                    log_error(self.paths, "forward", "unreachable", f"{url}: {outage}")
+                    self._meta(last_error=outage, last_error_at=now)
+                    self._say(f"server unreachable: {outage}")
+                outage_tries += 1
+                delay = backoff(outage_tries, float(fwd["backoff_initial_s"]), float(fwd["backoff_max_s"]))
+                if now - outage_since + delay > float(fwd["give_up_after_s"]):
+                    self._say("server still unreachable; giving up for now, events stay queued")
+                    self._pause_hooks(delay)
+                    return 0
+                self.sleep(delay)
+                continue
+            if answered:
+                if outage_since is not None:
+                    outage_since, outage_tries = None, 0
+                if self.delivered > delivered:
+                    self._meta(last_ok_at=now)
+                idle_since = None
+                continue
+            wake = self._next_wake()
+            if wake is not None:
+                idle_since = None
+                self.sleep(min(poll, max(0.0, wake - now)) or poll)
+                continue
+            if idle_since is None:
+                idle_since = now
+            if now - idle_since >= self.idle_exit_s:
+                # Exit protocol (module docstring): release, then look once more.
+                self._release()
+                if self._last_look() is None or not self._acquire():
+                    return 0
+                idle_since = None
+                continue
+            self.sleep(poll)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agent_hooks.forward.drain``: what a hook starts, detached."""
+    os.umask(0o077)
+    paths = Paths(os.environ)
+    try:
+        config = load(paths, os.environ)
+    except ConfigError as exc:
+        log_error(paths, "forward", "config", str(exc))
+        return 0
+    try:
+        return Drainer(paths, config).run()
+    except Exception as exc:  # noqa: BLE001 - a detached process has nobody to tell but the log
+        import traceback
+
+        log_error(paths, "forward", "error", f"{type(exc).__name__}: {exc}", trace=traceback.format_exc())
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
