@@ -357,6 +357,8 @@ def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
         st = os.stat(path)
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     stamp = [st.st_mtime_ns, st.st_size]
     if cache_path:
         try:
@@ -385,28 +387,40 @@ def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
     return data
 
 
-def env_layer(environ: "os._Environ[str] | dict[str, str]") -> dict[str, Any]:
-    """Settings given by environment variables, coerced to the defaults' types."""
+def env_layer(environ: "os._Environ[str] | dict[str, str]", problems: list[str] | None = None) -> dict[str, Any]:
+    """Settings given by environment variables, coerced to the defaults' types.
+
+    A bad variable raises ConfigError, or, given a ``problems`` list, is
+    skipped and described there (the hooks run on the rest).
+    """
     layer: dict[str, Any] = {}
+
+    def bad(message: str) -> None:
+        if problems is None:
+            raise ConfigError(message)
+        problems.append(message)
+
     for var, (section, key) in ENV_OVERRIDES.items():
         raw = environ.get(var)
         if raw:
             try:
                 layer.setdefault(section, {})[key] = _coerce(raw, DEFAULTS[section][key])
             except ConfigError as exc:
-                raise ConfigError(f"${var}: {exc}") from None
+                bad(f"${var}: {exc}")
     for var, raw in environ.items():
         if not var.startswith(GENERIC_PREFIX):
             continue
         parts = var[len(GENERIC_PREFIX):].lower().split("__")
         if len(parts) != 2:
-            raise ConfigError(f"${var}: expected AGENT_HOOKS__SECTION__KEY")
+            bad(f"${var}: expected AGENT_HOOKS__SECTION__KEY")
+            continue
         section, key = parts
         default = DEFAULTS.get(section, {}).get(key, "")
         try:
             value = _coerce(raw, default)
         except ConfigError as exc:
-            raise ConfigError(f"${var}: {exc}") from None
+            bad(f"${var}: {exc}")
+            continue
         layer.setdefault(section, {})[key] = value
     return layer
 
@@ -419,6 +433,76 @@ def load(paths: Paths | None = None, environ: "os._Environ[str] | dict[str, str]
     _merge(config, read_file(paths.config_file, paths.config_cache))
     _merge(config, env_layer(env))
     return config
+
+
+def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> tuple[dict[str, Any], list[str]]:
+    """The configuration the hooks run on, and what was wrong with it.
+
+    Nothing here raises: an unreadable or unparsable file is left out, a bad
+    variable is skipped, and a setting of the wrong type gets its default back,
+    so one mistake costs that setting, not the hooks' work (doctor shows it).
+    """
+    problems: list[str] = []
+    config = defaults()
+    try:
+        _merge(config, read_file(paths.config_file, paths.config_cache))
+    except ConfigError as exc:
+        problems.append(f"file ignored: {exc}")
+    _merge(config, env_layer(environ, problems))
+    problems.extend(repair(config))
+    return config, problems
+
+
+def _type_ok(value: Any, default: Any) -> bool:
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, type(default))
+
+
+_RULE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str, "tool": str, "command": str, "max_calls": (int, float), "per_seconds": (int, float),
+    "no_progress_warn": (int, float), "no_progress_block": (int, float),
+}
+
+
+def repair(config: dict[str, Any]) -> list[str]:
+    """Put defaults back where a value has the wrong type; drop malformed rules and overrides."""
+    problems: list[str] = []
+    for section, default_values in DEFAULTS.items():
+        values = config.get(section)
+        if not isinstance(values, dict):
+            problems.append(f"[{section}] must be a table; using its defaults")
+            config[section] = _copy(default_values)
+            continue
+        for key, default in default_values.items():
+            if key in values and not _type_ok(values[key], default):
+                problems.append(f"{section}.{key} must be {type(default).__name__}, got {values[key]!r};"
+                                f" using the default {default!r}")
+                values[key] = _copy(default)
+    polling = config.get("polling", {})
+    for key in ("rules", "extra_rules"):
+        kept = []
+        for i, rule in enumerate(polling.get(key) or []):
+            if not isinstance(rule, dict) or any(
+                rule.get(k) is not None and (not isinstance(rule[k], t) or isinstance(rule[k], bool))
+                for k, t in _RULE_TYPES.items()
+            ):
+                problems.append(f"polling.{key}[{i}] has a value of the wrong type; the rule is ignored")
+                continue
+            kept.append(rule)
+        if key in polling:
+            polling[key] = kept
+    tools = config.get("loops", {}).get("tools")
+    if isinstance(tools, dict):
+        for name, over in list(tools.items()):
+            if not isinstance(over, dict) or any(
+                not isinstance(v, (int, float)) or (isinstance(v, bool) and k != "enabled") for k, v in over.items()
+            ):
+                problems.append(f"loops.tools.{name} has a value of the wrong type; the override is ignored")
+                del tools[name]
+    return problems
 
 
 def validate(config: dict[str, Any]) -> list[str]:
@@ -436,13 +520,7 @@ def validate(config: dict[str, Any]) -> list[str]:
                 problems.append(f"unknown setting {section}.{key}")
                 continue
             default = DEFAULTS[section][key]
-            if isinstance(default, bool):
-                ok = isinstance(value, bool)
-            elif isinstance(default, (int, float)):
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            else:
-                ok = isinstance(value, type(default))
-            if not ok:
+            if not _type_ok(value, default):
                 problems.append(
                     f"{section}.{key} must be {type(default).__name__}, got {type(value).__name__} {value!r}"
                 )

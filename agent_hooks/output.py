@@ -77,7 +77,8 @@ def render(event: str, outcome: Outcome) -> str | None:
         specific["additionalContext"] = _clip("\n\n".join(outcome.context))
     if specific:
         doc["hookSpecificOutput"] = {"hookEventName": event, **specific}
-    return json.dumps(doc, ensure_ascii=False) if doc else None
+    # ASCII: a lone surrogate from a payload cannot make the write fail.
+    return json.dumps(doc) if doc else None
 
 
 def emit(text: str | None, stream: Any = None) -> None:

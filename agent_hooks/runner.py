@@ -158,19 +158,23 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
         message = f"{type(exc).__name__}: {exc}"
         warn(f"{event}: internal error ({message}); the agent carries on")
         log_error(paths, event, "error", message, session_box[0], traceback.format_exc())
-        _count_error(paths, config, event, "error", message, session_box[0])
+        _count_error(paths, config, event, "error", message, session_box[0], busy_timeout_ms=250)
         result.text = None
         result.done = True
 
 
 def load_config(paths: Paths, env: Any, event: str) -> dict[str, Any]:
-    """The configuration, or the defaults (logged) when the file or a variable is invalid."""
-    try:
-        return config_mod.load(paths, env)
-    except config_mod.ConfigError as exc:
-        log_error(paths, event, "config", str(exc))
-        warn(f"configuration ignored, running on defaults: {exc}")
-        return config_mod.defaults()
+    """The configuration to run on; what was wrong with it is said on stderr.
+
+    Invalid parts are left out (see config.load_lenient) rather than costing the
+    hook its work; an unparsable file is also logged, and doctor reports all of it.
+    """
+    config, problems = config_mod.load_lenient(paths, env)
+    if problems:
+        warn(f"configuration: {'; '.join(problems)}")
+        if any(p.startswith("file ignored") for p in problems):
+            log_error(paths, event, "config", problems[0])
+    return config
 
 
 def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -> int:
@@ -179,6 +183,27 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
     With ``fast_exit`` false (tests in-process) it returns 0 instead of ending the process.
     """
     env = os.environ if env is None else env
+    try:
+        return _run(event, handler, env, fast_exit)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never exit 1
+        import traceback
+
+        warn(f"{event}: internal error ({type(exc).__name__}: {exc}); the agent carries on")
+        log_error(Paths(env), event, "error", f"{type(exc).__name__}: {exc}", None, traceback.format_exc())
+        if fast_exit:
+            _exit_now()
+        return 0
+
+
+def _exit_now() -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
+
+
+def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
     paths = Paths(env)
     config = load_config(paths, env, event)
@@ -191,19 +216,14 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
         warn(f"{event}: {message}")
         log_error(paths, event, "timeout", message, session_box[0])
         _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _exit_now()  # the worker may still hold the store: do not wait for it
     try:
         emit(result.text)
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError) as exc:
+        log_error(paths, event, "error", f"could not write the answer: {exc}", session_box[0])
     if not fast_exit:
         return 0
     # Skip interpreter finalization: nothing is left to clean up, and it costs
     # every tool call a millisecond or more.
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(0)
+    _exit_now()
+    return 0

@@ -114,9 +114,43 @@ def test_invalid_config_file_runs_on_defaults_and_says_so(hooks_home: Path) -> N
     (hooks_home / "config.toml").write_text("[runtime\ndeadline_ms = ")
     proc = run_hook(fixture_payload("PreToolUse-Bash.json"))
     assert proc.returncode == 0 and proc.stdout == b""
-    assert b"configuration ignored" in proc.stderr
+    assert b"configuration: file ignored" in proc.stderr
     assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 1
     assert error_log(hooks_home)[-1]["kind"] == "config"
+
+
+@pytest.mark.parametrize("toml", [
+    '[runtime]\ndeadline_ms = "soon"\n',
+    "runtime = 5\n",
+    '[loops]\nwindow = "x"\n',
+    '[[polling.extra_rules]]\nname = "x"\ncommand = "watch"\nmax_calls = "many"\n',
+    '[loops.tools.Bash]\nrepeat_warn = "x"\n',
+])
+def test_a_bad_setting_costs_that_setting_not_the_hooks_work(toml: str, hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True)
+    (hooks_home / "config.toml").write_text(toml)
+    payload = fixture_payload("PreToolUse-Bash.json")
+    proc = run_hook(payload)
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert len(proc.stderr.splitlines()) == 1 and b"configuration:" in proc.stderr
+    assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 1
+    assert store_rows(hooks_home, "SELECT count(*) FROM errors")[0][0] == 0
+
+
+def test_a_bad_variable_keeps_the_rest_of_the_file(hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True)
+    (hooks_home / "config.toml").write_text('[identity]\nagent = "ada"\n')
+    proc = run_hook(fixture_payload("SessionStart-startup.json"), env={"AGENT_HOOKS_DEADLINE_MS": "soon"})
+    assert proc.returncode == 0 and b"AGENT_HOOKS_DEADLINE_MS" in proc.stderr
+    assert store_rows(hooks_home, "SELECT agent FROM sessions")[0][0] == "ada"
+
+
+def test_unreadable_config_file_is_not_fatal(hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True)
+    (hooks_home / "config.toml").mkdir()  # a directory where the file should be
+    proc = run_hook(fixture_payload("PreToolUse-Bash.json"))
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 1
 
 
 def test_files_are_private(hooks_home: Path) -> None:

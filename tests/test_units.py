@@ -78,3 +78,24 @@ def test_defaults_copy_is_independent() -> None:
     a = config.defaults()
     a["runtime"]["deadline_ms"] = 1
     assert config.DEFAULTS["runtime"]["deadline_ms"] != 1
+
+
+def test_rendered_answer_survives_a_lone_surrogate() -> None:
+    out = output.Outcome()
+    out.add_context("prompt said \ud800 and é")
+    text = output.render("UserPromptSubmit", out)
+    text.encode("utf-8")  # what emit does; must not raise
+    assert json.loads(text)["hookSpecificOutput"]["additionalContext"] == "prompt said \ud800 and é"
+
+
+def test_repair_restores_defaults_and_drops_malformed_rules() -> None:
+    cfg = config.defaults()
+    cfg["runtime"]["deadline_ms"] = "soon"
+    cfg["identity"] = 5
+    cfg["polling"]["extra_rules"] = [{"name": "ok", "command": "watch"}, {"name": "bad", "max_calls": "x"}]
+    problems = config.repair(cfg)
+    assert cfg["runtime"]["deadline_ms"] == config.DEFAULTS["runtime"]["deadline_ms"]
+    assert cfg["identity"] == config.DEFAULTS["identity"]
+    assert [r["name"] for r in cfg["polling"]["extra_rules"]] == ["ok"]
+    assert len(problems) == 3
+    assert config.repair(config.defaults()) == []
