@@ -17,9 +17,10 @@ FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    output_hash = toolcalls.output_digest(p, ok=True)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
-        toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True)
+        toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True, output_hash=output_hash)
         if p.tool_name in FILE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
         forward(conn, ctx)

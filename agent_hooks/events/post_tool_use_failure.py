@@ -13,9 +13,10 @@ EVENT = "PostToolUseFailure"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    output_hash = toolcalls.output_digest(p, ok=False)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
-        toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False)
+        toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False, output_hash=output_hash)
         forward(conn, ctx)
     return out
 

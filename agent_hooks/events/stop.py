@@ -14,13 +14,15 @@ EVENT = "Stop"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
-    digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read, outside the transaction
+    # File work first, outside the transaction: the store's write lock is shared by every agent.
+    digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read
+    walked = memory.before_stop(ctx)  # stats of the memory directories
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
         summary.record(conn, p, digest, ctx.config, ctx.started)
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx)
-        isolated(conn, ctx, "memory", memory.on_stop, conn, ctx)
+        isolated(conn, ctx, "memory", memory.on_stop, conn, ctx, walked)
         forward(conn, ctx)
     # Detached workers (only when configured): the hook never waits for them.
     summary.after_stop(p, ctx.env, ctx.config)

@@ -187,10 +187,16 @@ def walk(config: dict[str, Any], root: str) -> list[tuple[str, int, int]]:
     return found
 
 
+def walk_roots(config: dict[str, Any], ws: str) -> dict[str, list[tuple[str, int, int]]]:
+    """root -> its memory files on disk (the I/O part of a scan, done outside any transaction)."""
+    return {root: walk(config, root) if os.path.isdir(root) else [] for root, _ in roots(config, ws)}
+
+
 def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, session_id: str | None,
-         at: float) -> dict[str, int]:
+         at: float, walked: dict[str, list[tuple[str, int, int]]] | None = None) -> dict[str, int]:
     """Bring the index for a workspace's memory directories in line with the disk."""
     counts = {"indexed": 0, "unchanged": 0, "dropped": 0, "skipped": 0}
+    walked = walk_roots(config, ws) if walked is None else walked
     for root, scope in roots(config, ws):
         known = {
             path: (size, mtime_ns, s)
@@ -199,7 +205,7 @@ def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, 
             )
         }
         seen = set()
-        for path, size, mtime_ns in walk(config, root) if os.path.isdir(root) else []:
+        for path, size, mtime_ns in walked.get(root, []):
             seen.add(path)
             if known.get(path) == (size, mtime_ns, scope):
                 counts["unchanged"] += 1
@@ -211,14 +217,20 @@ def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, 
     return counts
 
 
-def on_stop(conn: sqlite3.Connection, ctx: "Context") -> None:
+def before_stop(ctx: "Context") -> dict[str, list[tuple[str, int, int]]] | None:
+    """Stop, before the write transaction: walk the memory directories (stats only)."""
+    ws = workspace(ctx.config, ctx.payload.cwd)
+    return None if ws is None else walk_roots(ctx.config, ws)
+
+
+def on_stop(conn: sqlite3.Connection, ctx: "Context", walked: dict[str, list[tuple[str, int, int]]] | None) -> None:
     """Stop: catch memory files written or removed other than through Write/Edit (Bash, by hand)."""
     ws = workspace(ctx.config, ctx.payload.cwd)
-    if ws is None:
+    if ws is None or walked is None:
         return
     for root, _ in roots(ctx.config, ws):
-        if os.path.isdir(root) or conn.execute("SELECT 1 FROM memory_docs WHERE root = ? LIMIT 1", (root,)).fetchone():
-            scan(conn, ctx.config, ws, agent_name(ctx.env, ctx.config), ctx.payload.session_id, ctx.started)
+        if walked.get(root) or conn.execute("SELECT 1 FROM memory_docs WHERE root = ? LIMIT 1", (root,)).fetchone():
+            scan(conn, ctx.config, ws, agent_name(ctx.env, ctx.config), ctx.payload.session_id, ctx.started, walked)
             return
 
 

@@ -49,18 +49,26 @@ def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[st
     return rid
 
 
-def finish(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any], ok: bool) -> None:
+def output_digest(payload: Payload, ok: bool) -> str:
+    """The hash "no progress" compares. Computed before the write transaction:
+    a large tool response takes milliseconds to hash, and the store's lock is shared."""
+    if ok:
+        return digest(payload.get("tool_response"))
+    # A failing poll (`gh pr checks` exits non-zero while checks are pending)
+    # makes no progress either: its error is its output.
+    return digest({"error": _error(payload)})
+
+
+def _error(payload: Payload) -> str:
+    return str(payload.get("error", ""))[:MAX_ERROR_CHARS] or "failed"
+
+
+def finish(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any], ok: bool,
+           output_hash: str) -> None:
     """Close the call's row with its outcome; insert it if PreToolUse never saw it."""
     duration = payload.get("duration_ms")
     duration = int(duration) if duration is not None else None
-    if ok:
-        output_hash = digest(payload.get("tool_response"))
-        error = None
-    else:
-        error = str(payload.get("error", ""))[:MAX_ERROR_CHARS] or "failed"
-        # A failing poll (`gh pr checks` exits non-zero while checks are pending)
-        # makes no progress either: its error is its output.
-        output_hash = digest({"error": error})
+    error = None if ok else _error(payload)
     outcome = SUCCESS if ok else FAILURE
     updated = 0
     if payload.tool_use_id:
