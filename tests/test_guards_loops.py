@@ -206,3 +206,27 @@ def test_read_history_excludes_denied_and_respects_the_reset_mark(tmp_path):
     assert keys(loops.read_history(conn, "s1", 0, 40))[-1] == ("Bash", "h4")  # the main agent's history
     assert keys(loops.read_history(conn, "s1", 0, 40, "agent-7")) == [("Bash", "sub")]
     store.close()
+
+
+@pytest.mark.parametrize("command,allowed", [
+    ("agent-hook task progress T1 'stopped: cancelled, half done'", True),
+    ('agent-hook task progress T1 "report"', True),
+    ("agent-hook task progress T2 'someone else'", False),
+    ("agent-hook task progress\nT1 'x'", False),
+    ("agent-hook\ntask progress T1 'x'", False),
+    ("agent-hook task progress T1 'x'\rrm -rf /", False),
+    ("./agent-hook task progress T1 'x'", False),
+    ("/tmp/planted/agent-hook task progress T1 'x'", False),
+    ("agent-hook task progress T1 'x'; rm -rf /", False),
+    ('agent-hook task progress T1 "$(cat secrets)"', False),
+])
+def test_only_a_plain_progress_report_passes_a_cancelled_task(command: str, allowed: bool) -> None:
+    import os
+    import sys
+
+    from agent_hooks.features.cancellation import Snapshot, is_progress_report
+
+    snap = Snapshot(task_id="T1", task_state="cancelled")
+    assert is_progress_report(snap, "Bash", {"command": command}) is allowed
+    installed = os.path.join(os.path.dirname(sys.executable), "agent-hook")
+    assert is_progress_report(snap, "Bash", {"command": f"{installed} task progress T1 'done'"})

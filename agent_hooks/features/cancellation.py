@@ -9,8 +9,10 @@ polling interval and no network: the check is part of the one read that
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import sys
 
 from agent_hooks.features.verdict import DENY, Verdict
 
@@ -58,12 +60,19 @@ def _one_line(text: str | None, limit: int = 300) -> str:
 
 
 # `agent-hook task progress TASK_ID '<report>'` alone on the line: a quoted text with
-# no way out of the quotes ($, backtick, backslash in double quotes), nothing chained.
-# Matched only for a cancelled session's Bash call (re caches the compiled pattern).
+# no way out of the quotes ($, backtick, backslash in double quotes), nothing chained,
+# blanks only as separators (a newline would start a second command). Matched only for
+# a cancelled session's Bash call (re caches the compiled pattern).
 _REPORT = (
-    r"""\s*(?:[\w./-]*/)?agent-hook\s+task\s+progress\s+(?P<task>[\w.:@-]+|'[^']*'|"[^"$`\\]*")\s+"""
-    r"""(?:'[^']*'|"[^"$`\\]*")\s*"""
+    r"""[ \t]*(?P<exe>[^\s'"]*)[ \t]+task[ \t]+progress[ \t]+(?P<task>[\w.:@-]+|'[^']*'|"[^"$`\\]*")[ \t]+"""
+    r"""(?:'[^']*'|"[^"$`\\]*")[ \t]*"""
 )
+
+
+def _our_cli(exe: str) -> bool:
+    """The bare command name, or the absolute path of the CLI installed beside this Python;
+    not ./agent-hook or any other file of that name the agent could have planted."""
+    return exe == "agent-hook" or exe == os.path.join(os.path.dirname(sys.executable), "agent-hook")
 
 
 def is_progress_report(snapshot: Snapshot, tool_name: str | None, tool_input: dict[str, Any] | None) -> bool:
@@ -71,8 +80,10 @@ def is_progress_report(snapshot: Snapshot, tool_name: str | None, tool_input: di
     if tool_name != "Bash" or not snapshot.task_id or not isinstance(tool_input, dict):
         return False
     command = tool_input.get("command")
-    m = re.fullmatch(_REPORT, command) if isinstance(command, str) else None
-    return bool(m) and m.group("task").strip("'\"") == snapshot.task_id
+    if not isinstance(command, str) or "\n" in command or "\r" in command:
+        return False
+    m = re.fullmatch(_REPORT, command)
+    return bool(m) and _our_cli(m.group("exe")) and m.group("task").strip("'\"") == snapshot.task_id
 
 
 def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = None,
