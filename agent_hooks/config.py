@@ -90,7 +90,8 @@ DEFAULTS: dict[str, Any] = {
         "backoff_seconds": 60,
         "backoff_max_seconds": 900,
         # Rules: name, tool (regex on the tool name, full match), command (regex
-        # searched in a Bash command), optional max_calls / per_seconds /
+        # searched in a Bash command), optional contains (words: the regex is
+        # only tried on a command holding one of them), max_calls / per_seconds /
         # no_progress_warn / no_progress_block. The first rule that matches wins
         # (specific before generic). `rules` replaces the defaults; `extra_rules`
         # are tried after them.
@@ -98,6 +99,7 @@ DEFAULTS: dict[str, Any] = {
             {
                 "name": "ci-watch",
                 "tool": "Bash",
+                "contains": ["gh", "glab"],
                 "command": (
                     r"\bgh\s+(?:run\s+(?:watch|view|list)|pr\s+(?:checks|status)|workflow\s+view)\b"
                     r"|\bglab\s+ci\s+(?:status|view)\b"
@@ -106,6 +108,7 @@ DEFAULTS: dict[str, Any] = {
             {
                 "name": "k8s-status",
                 "tool": "Bash",
+                "contains": ["kubectl"],
                 "command": r"\bkubectl\s+(?:get|rollout\s+status|wait)\b",
                 # kubectl get also inspects; the no-progress rule is the real guard here.
                 "max_calls": 30,
@@ -113,12 +116,14 @@ DEFAULTS: dict[str, Any] = {
             {
                 "name": "http-status",
                 "tool": "Bash",
+                "contains": ["curl", "wget", "http", "xh"],
                 "command": r"\b(?:curl|wget|http|xh)\s[^|;&]*/(?:status|health|healthz|livez|readyz|ready|ping|progress)\b",
                 "max_calls": 20,
             },
             {
                 "name": "sleep-then-check",
                 "tool": "Bash",
+                "contains": ["sleep"],
                 "command": r"\bsleep\s+\d+(?:\.\d+)?[smhd]?\s*(?:&&|;|\n)\s*\S|\b(?:while|until)\b.*\bsleep\s+\d",
                 "max_calls": 12,
             },
@@ -462,7 +467,7 @@ def _type_ok(value: Any, default: Any) -> bool:
 
 
 _RULE_TYPES: dict[str, type | tuple[type, ...]] = {
-    "name": str, "tool": str, "command": str, "max_calls": (int, float), "per_seconds": (int, float),
+    "name": str, "tool": str, "command": str, "contains": list, "max_calls": (int, float), "per_seconds": (int, float),
     "no_progress_warn": (int, float), "no_progress_block": (int, float),
 }
 
@@ -529,7 +534,8 @@ def validate(config: dict[str, Any]) -> list[str]:
 
 
 _LOOP_OVERRIDES = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")
-_RULE_KEYS = ("name", "tool", "command", "max_calls", "per_seconds", "no_progress_warn", "no_progress_block")
+_RULE_KEYS = ("name", "tool", "command", "contains", "max_calls", "per_seconds", "no_progress_warn",
+              "no_progress_block")
 
 
 def _guard_problems(config: dict[str, Any]) -> list[str]:

@@ -29,7 +29,6 @@ flipping one edit back and forth still is.
 from __future__ import annotations
 
 import sqlite3
-from fnmatch import fnmatchcase
 
 from agent_hooks.features.verdict import DENY, WARN, Verdict
 
@@ -52,7 +51,9 @@ def settings_for(tool_name: str, config: dict[str, Any]) -> dict[str, Any]:
     merged["enabled"] = section.get("enabled", True)
     tools = section.get("tools") or {}
     override = tools.get(tool_name)
-    if override is None:
+    if override is None and any(c in k for k in tools for c in "*?["):
+        from fnmatch import fnmatchcase  # only when a pattern is configured
+
         override = next((v for k, v in tools.items() if fnmatchcase(tool_name, k)), None)
     if isinstance(override, dict):
         merged.update({k: v for k, v in override.items() if k in _OVERRIDABLE})

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 RULE_RATE = "polling.rate"
 RULE_NO_PROGRESS = "polling.no_progress"
-_SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)([smhd]?)\b\s*(?:&&|;|\n)?")
+# Compiled on first use (re caches it): only a call that matched a rule needs it.
+_SLEEP = r"\bsleep\s+(\d+(?:\.\d+)?)([smhd]?)\b\s*(?:&&|;|\n)?"
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -69,11 +70,24 @@ def all_rules(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 def sleep_seconds(command: str) -> float:
     """Seconds of ``sleep`` written into a shell command."""
-    return sum(float(n) * _UNIT[u] for n, u in _SLEEP.findall(command))
+    return sum(float(n) * _UNIT[u] for n, u in re.findall(_SLEEP, command))
 
 
 def normalise(command: str) -> str:
-    return " ".join(_SLEEP.sub(" ", command).split())
+    return " ".join(re.sub(_SLEEP, " ", command).split())
+
+
+def _tool_matches(pattern: str, tool_name: str) -> bool:
+    # "Bash" or "BashOutput|TaskOutput" need no regex (compiling one costs every tool call).
+    if pattern.replace("|", "").replace("_", "").isalnum():
+        return tool_name in pattern.split("|")
+    return re.fullmatch(pattern, tool_name) is not None
+
+
+def _mentions(rule: dict[str, Any], command: str) -> bool:
+    """A rule's ``contains`` words: cheap substring tests before its regex is compiled and run."""
+    words = rule.get("contains")
+    return not words or any(w in command for w in words)
 
 
 def match(tool_name: str, tool_input: dict[str, Any], input_hash: str, config: dict[str, Any]) -> Poll | None:
@@ -85,9 +99,9 @@ def match(tool_name: str, tool_input: dict[str, Any], input_hash: str, config: d
     for rule in all_rules(config):
         tool_re, command_re = rule.get("tool"), rule.get("command")
         try:
-            if tool_re and not re.fullmatch(tool_re, tool_name):
+            if tool_re and not _tool_matches(tool_re, tool_name):
                 continue
-            if command_re and (command is None or not re.search(command_re, command)):
+            if command_re and (command is None or not _mentions(rule, command) or not re.search(command_re, command)):
                 continue
         except re.error:
             continue  # `agent-hook config` reports bad patterns; the hook ignores the rule
