@@ -175,23 +175,13 @@ def maybe_start_drainer(paths: Paths, env: Any = None, force: bool = False, grac
                 return False
         except OSError:
             pass
-    import subprocess
+    from agent_hooks.features.detach import spawn
 
     try:
         os.makedirs(paths.lock_dir, mode=0o700, exist_ok=True)
         os.close(os.open(starting_path(paths), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
     except OSError:
         pass
-
-    env = dict(os.environ if env is None else env)
-    subprocess.Popen(
-        [sys.executable, "-m", "agent_hooks.forward.drain"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        close_fds=True,
-        start_new_session=True,
-        env=env,
-        cwd="/",
-    )
+    # Detached, streams on /dev/null, cwd "/", AGENT_HOOKS_HOME made absolute.
+    spawn("agent_hooks.forward.drain", [], os.environ if env is None else env)
     return True
