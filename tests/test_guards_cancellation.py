@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import sys
 
 from agent_hooks.config import DEFAULTS
 from agent_hooks.features.cancellation import RULE_SESSION, RULE_TASK, Snapshot, decide
@@ -44,6 +46,8 @@ def test_disabled_and_custom_instructions():
     assert decide(Snapshot(session_cancelled_at=1.0), cfg) is None
 
 
+# The CLI installed beside this Python: the only path-qualified agent-hook allowed.
+INSTALLED = os.path.join(os.path.dirname(sys.executable), "agent-hook")
 TASK = Snapshot(task_id="T-9", task_state="cancelled", task_cancel_reason="stop")
 
 
@@ -54,7 +58,7 @@ def _bash(command: str) -> dict:
 def test_a_cancelled_task_may_still_leave_its_progress_report():
     ok = [
         "agent-hook task progress T-9 'Done: schema. Left: CLI.'",
-        '/opt/venv/bin/agent-hook task progress T-9 "Done: schema; left: CLI & docs"',
+        f'{INSTALLED} task progress T-9 "Done: schema; left: CLI & docs"',
         "  agent-hook task progress 'T-9' 'x'  ",
     ]
     for command in ok:
@@ -75,6 +79,8 @@ def test_the_report_exception_cannot_smuggle_other_commands():
         "agent-hook cancel --task T-9 --reason x",
         "agent-hook uncancel --task T-9",
         "agent-hook task progress T-9 unquoted report",
+        '/opt/elsewhere/bin/agent-hook task progress T-9 "a planted agent-hook"',
+        "./agent-hook task progress T-9 'x'",
     ]
     for command in bad:
         assert decide(TASK, DEFAULTS, "Bash", _bash(command)) is not None, command
