@@ -33,6 +33,7 @@ def test_repeat_warns_then_denies_and_denied_calls_are_recorded_but_not_counted(
     s = status_session(SID)
     assert (s["warned"], s["denied"], s["last_decision"]) == (7, 3, "deny")
     assert s["last_guard"]["rule"] == "loops.repeat" and s["cancelled"] is False
+    assert "w7 d3" in next(line for line in cli("status").stdout.splitlines() if line.startswith(SID))
     # Denials are not history: the 15th allowed-or-warned call is still the one that blocks.
     assert status_session(SID)["tool_calls"] == 17
 
@@ -67,6 +68,7 @@ def test_cancel_session_denies_tools_blocks_prompts_and_uncancel_lifts_it():
     assert prompt["decision"] == "block" and "the lead took this over" in prompt["reason"]
     s = status_session(SID)
     assert s["cancelled"] is True and s["cancelled_by"] == "session" and s["cancel_reason"] == "the lead took this over"
+    assert "cancelled" in next(line for line in cli("status").stdout.splitlines() if line.startswith(SID))
     cli("uncancel", SID)
     assert pre(SID, "toolu_3", {"command": "ls"}) is None
     assert hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID)) is None

@@ -62,17 +62,26 @@ def status(as_json: bool) -> None:
     if not data["sessions"]:
         click.echo("no sessions recorded")
     else:
-        click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'IDLE':>6}  {'AGENT':12} CWD")
+        click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'IDLE':>6}  {'AGENT':12}"
+                   f" {'GUARDS':12} CWD")
         for s in data["sessions"]:
             click.echo(
                 f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {s['cwd'] or '-'}"
+                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {_guards(s):12} {s['cwd'] or '-'}"
             )
         counts: dict[str, int] = {}
         for s in data["sessions"]:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
         click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
     click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
+
+
+def _guards(s: dict[str, Any]) -> str:
+    """'cancelled', or the warned/denied counts ('-' when the guards never spoke)."""
+    if s.get("cancelled"):
+        return "cancelled"
+    warned, denied = s.get("warned") or 0, s.get("denied") or 0
+    return f"w{warned} d{denied}" if warned or denied else "-"
 
 
 def _idle(seconds: float | None) -> str:
