@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from agent_hooks.cli.doctor import _forwarding_installed
 from agent_hooks.cli.settings import EXECUTABLES
 from agent_hooks.schema import migrate
 
@@ -271,15 +270,6 @@ def test_queue_health_from_the_outbox(healthy: Env) -> None:
     assert any("1 dead letters; last error: HTTP 400" in s for s in warns), warns
 
 
-def test_forwarding_absent_degrades_gracefully(healthy: Env) -> None:
-    if _forwarding_installed():
-        pytest.skip("forwarding is installed; test_ingest_server covers it")
-    code, report, _ = healthy.doctor("--no-run")
-    assert code == 0
-    assert lines(report, "warn", "forward") == ["forwarding not installed in this version"]
-    assert any("no outbox table" in s for s in lines(report, "warn", "queue"))
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -303,8 +293,6 @@ def server() -> Iterator[str]:
 
 
 def test_ingest_server(healthy: Env, server: str) -> None:
-    if not _forwarding_installed():
-        pytest.skip("forwarding (agent_hooks.forward) is not in this version")
     healthy.env["AGENT_HOOKS__FORWARD__URL"] = server
     healthy.env["AGENT_HOOKS__FORWARD__ENABLED"] = "true"
     code, report, _ = healthy.doctor("--no-run")

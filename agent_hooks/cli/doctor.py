@@ -354,20 +354,8 @@ def check_errors(p: Paths, conn: sqlite3.Connection | None, now: float) -> list[
 
 # -- forwarding --------------------------------------------------------------------------------
 
-def _forwarding_installed() -> bool:
-    import importlib.util
-
-    try:
-        return "forward" in config_mod.DEFAULTS and importlib.util.find_spec("agent_hooks.forward.outbox") is not None
-    except ImportError:
-        return False
-
-
 def check_server(cfg: dict[str, Any]) -> list[Check]:
     """Whether the ingest server answers (any HTTP answer counts; nothing is posted)."""
-    if not _forwarding_installed():
-        return [Check("forward", WARN, "forwarding not installed in this version",
-                      "nothing to do until a version with agent_hooks.forward is installed")]
     fwd = cfg.get("forward") or {}
     if not fwd.get("enabled", True):
         return [Check("forward", OK, "forwarding disabled (forward.enabled = false)")]
@@ -413,8 +401,7 @@ def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], 
     if conn is None:
         return []
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outbox'").fetchone():
-        return [Check("queue", WARN, "forwarding not installed (no outbox table in the store)",
-                      "nothing to do until a version with forwarding is installed")]
+        return [Check("queue", WARN, "no outbox table in the store (schema behind)", "run agent-hook init")]
     cols = {row[1] for row in conn.execute("PRAGMA table_info(outbox)")}
     total = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
     by_state: dict[str, int] = {}
