@@ -137,7 +137,8 @@ def test_a_broken_outbox_never_costs_the_hook_its_work(tmp_path: Path) -> None:
         assert outbox.forward(conn, ctx) is None
     assert store.conn.execute("SELECT value FROM meta WHERE key = 'hook-work'").fetchone() == ("done",)
     (kind, message), = store.conn.execute("SELECT kind, message FROM errors").fetchall()
-    assert kind == "forward" and "outbox" in message
+    assert kind == "error" and message.startswith("forward:") and "outbox" in message
+    assert any(e["message"].startswith("forward:") for e in map(json.loads, open(paths.error_log)))
     store.close()
 
 

@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import time
 
+from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import eventmap
 from agent_hooks.paths import Paths
 from agent_hooks.store import record_error
@@ -97,6 +98,15 @@ def enqueue(conn: sqlite3.Connection, session_key: str, hook_event: str, event: 
     return event_id
 
 
+def _queue(conn: sqlite3.Connection, ctx: Any, event: str) -> str | None:
+    body = eventmap.build_body(ctx.payload, event, ctx.env, ctx.config)
+    if body is None:
+        return None
+    key = body.get("tmux_session") or ctx.payload.session_id
+    return enqueue(conn, key, ctx.payload.event, event, body, ctx.started,
+                   float(ctx.config["forward"]["heartbeat_interval_s"]))
+
+
 def forward(conn: sqlite3.Connection, ctx: Any) -> str | None:
     """Queue this hook call's event for the command center, if configured to.
 
@@ -112,20 +122,8 @@ def forward(conn: sqlite3.Connection, ctx: Any) -> str | None:
     event = eventmap.contract_event(config, payload.event)
     if event is None:
         return None
-    conn.execute("SAVEPOINT forward")
-    try:
-        body = eventmap.build_body(payload, event, ctx.env, config)
-        event_id = None
-        if body is not None:
-            key = body.get("tmux_session") or payload.session_id
-            event_id = enqueue(conn, key, payload.event, event, body, ctx.started,
-                               float(fwd["heartbeat_interval_s"]))
-        conn.execute("RELEASE forward")
-    except Exception as exc:  # noqa: BLE001 - forwarding must not cost the hook its work
-        conn.execute("ROLLBACK TO forward")
-        conn.execute("RELEASE forward")
-        record_error(conn, payload.event, "forward", f"{type(exc).__name__}: {exc}", payload.session_id)
-        return None
+    # In a savepoint: a failure is logged and counted, and never costs the hook its work.
+    event_id = isolated(conn, ctx, "forward", _queue, conn, ctx, event)
     if event_id is not None and fwd["autostart"]:
         # Still inside the transaction, on purpose: while we hold the write lock, a
         # drainer that is just exiting cannot finish its last look at the queue (a
