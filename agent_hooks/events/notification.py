@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import sessions
-from agent_hooks.forward.outbox import forward
+from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent_hooks.features import sessions, toolcalls
-from agent_hooks.forward.outbox import forward
+from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
 from agent_hooks.features.verdict import DENY, combine
-from agent_hooks.forward.outbox import forward
+from agent_hooks.forward import forward
 from agent_hooks.hashing import digest
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agent_hooks.features import identity, lead_context, reminders, sessions
 from agent_hooks.features.isolate import isolated
-from agent_hooks.forward.outbox import forward
+from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 

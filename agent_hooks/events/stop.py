@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import cleanup, identity, memory, sessions, summary
 from agent_hooks.features.isolate import isolated
-from agent_hooks.forward.outbox import forward
+from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
