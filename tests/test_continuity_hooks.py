@@ -184,6 +184,27 @@ def test_cleanup_commands_run_detached_with_results_recorded(env: dict[str, str]
     assert rows[2][1:3] == (None, 1)
 
 
+def test_one_cleanup_at_a_time_per_session(env: dict[str, str], tmp_path: Path) -> None:
+    """Stop fires every turn: while a session's cleanup runs, another Stop leaves it the work."""
+    import subprocess
+
+    from agent_hooks.features.detach import session_lock
+    from agent_hooks.paths import Paths
+
+    _config(env, '[cleanup]\ncommands = ["true"]\n')
+    start(env, SID, tmp_path)
+    worker = [sys.executable, "-m", "agent_hooks.features.cleanup", SID]
+    held = session_lock(Paths(env).lock_dir, "cleanup", SID)  # as a running worker would
+    assert held is not None
+    try:
+        assert subprocess.run(worker, env=env, timeout=30).returncode == 0
+        assert store(env).execute("SELECT count(*) FROM cleanup_runs").fetchone()[0] == 0
+    finally:
+        os.close(held)
+    assert subprocess.run(worker, env=env, timeout=30).returncode == 0
+    assert store(env).execute("SELECT count(*) FROM cleanup_runs").fetchone()[0] == 1
+
+
 def test_status_shows_stalled_sessions(env: dict[str, str], tmp_path: Path) -> None:
     start(env, "busy", tmp_path)
     start(env, "waiting", tmp_path)

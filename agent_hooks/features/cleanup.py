@@ -89,9 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         config = config_mod.load(paths, env)
         store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
         try:
-            row = store.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-            cwd = row[0] if row and row[0] and os.path.isdir(row[0]) else None
-            results = run_all(store.conn, session_id, cwd, env, config)
+            # One cleanup at a time per session: Stop fires every turn, and a slow
+            # command must not run twice side by side. A Stop that finds one
+            # running leaves the work to it.
+            lock = detach.session_lock(paths.lock_dir, "cleanup", session_id)
+            if lock is None:
+                return 0
+            try:
+                row = store.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+                cwd = row[0] if row and row[0] and os.path.isdir(row[0]) else None
+                results = run_all(store.conn, session_id, cwd, env, config)
+            finally:
+                os.close(lock)
         finally:
             store.close()
         for res in results:

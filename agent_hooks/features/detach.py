@@ -28,6 +28,23 @@ def nested(env: Any) -> bool:
     return bool(env.get(NESTED_VAR))
 
 
+def session_lock(lock_dir: str, kind: str, session_id: str) -> int | None:
+    """An exclusive, non-blocking flock per (kind, session): the fd to hold, or None when
+    another worker already holds it. Closing the fd (or exiting) releases it."""
+    import fcntl
+    import hashlib
+
+    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+    name = hashlib.sha256(session_id.encode()).hexdigest()[:24]
+    fd = os.open(os.path.join(lock_dir, f"{kind}-{name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def spawn(module: str, args: list[str], env: Any) -> int:
     """Start ``python -m module args`` detached; returns its pid."""
     import subprocess

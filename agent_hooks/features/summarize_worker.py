@@ -11,14 +11,13 @@ after its run goes round again, at most :data:`MAX_ROUNDS` times.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.features import detach, summary, transcript
-from agent_hooks.paths import Paths, ensure_dir
+from agent_hooks.paths import Paths
 from agent_hooks.runner import log_error
 from agent_hooks.store import Store
 
@@ -54,20 +53,6 @@ def excerpt(entries: list[dict[str, Any]], limit: int) -> str:
                 parts.append(f"Tool error: {str(c)[:300]}")
     text = "\n".join(parts)
     return text[-limit:]
-
-
-def _lock(paths: Paths, session_id: str) -> Any:
-    import fcntl
-
-    ensure_dir(paths.lock_dir)
-    name = hashlib.sha256(session_id.encode()).hexdigest()[:24]
-    fd = os.open(os.path.join(paths.lock_dir, f"summary-{name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def run_once(store: Store, session_id: str, env: Any, config: dict[str, Any], paths: Paths) -> float | None:
@@ -117,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_mod.load(paths, env)
         if not config["summary"]["summarizer_command"]:
             return 0
-        lock = _lock(paths, session_id)
+        lock = detach.session_lock(paths.lock_dir, "summary", session_id)
         if lock is None:
             return 0  # another worker has this session; it goes round again when it sees a newer Stop
         store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
