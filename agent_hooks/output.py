@@ -55,6 +55,12 @@ class Outcome:
             self.plain.append(text)
 
 
+def one_line(text: object, limit: int) -> str:
+    """``text`` with its white space folded to single spaces, cut to ``limit`` chars with "…"."""
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: max(0, limit - 1)] + "…"
+
+
 def _clip(text: str, limit: int = MAX_CONTEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 20] + "\n[… truncated]"
 

@@ -15,6 +15,7 @@ import sqlite3
 import sys
 
 from agent_hooks.features.verdict import DENY, Verdict
+from agent_hooks.output import one_line
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
@@ -52,11 +53,6 @@ def read_snapshot(conn: sqlite3.Connection, session_id: str) -> Snapshot:
         (session_id,),
     ).fetchone()
     return Snapshot(*row) if row else Snapshot()
-
-
-def _one_line(text: str | None, limit: int = 300) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # `agent-hook task progress TASK_ID '<report>'` alone on the line: a quoted text with
@@ -101,14 +97,14 @@ def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = N
     if snapshot.task_id and snapshot.task_state == "cancelled":
         what = f"Task {snapshot.task_id!r}"
         if snapshot.task_description:
-            what += f" ({_one_line(snapshot.task_description, 120)})"
+            what += f" ({one_line(snapshot.task_description, 120)})"
         reason, rule = snapshot.task_cancel_reason, RULE_TASK
     elif snapshot.session_cancelled_at is not None:
         what = "The task of this session"
         reason, rule = snapshot.session_cancel_reason, RULE_SESSION
     else:
         return None
-    why = _one_line(reason) or "no reason given"
+    why = one_line(reason, 300) or "no reason given"
     message = f"{what} was cancelled by the operator. Reason: {why}. {cfg.get('instructions', '')}".strip()
     if allow_report:
         message += (f" To leave the report on the task, run exactly: agent-hook task progress "

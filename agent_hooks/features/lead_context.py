@@ -13,6 +13,7 @@ import sqlite3
 import time
 
 from agent_hooks.features import heartbeat, sessions
+from agent_hooks.output import one_line
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
@@ -66,11 +67,6 @@ def _ago(seconds: float) -> str:
     return f"{seconds // 3600}h ago"
 
 
-def _short(text: Any, limit: int) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def describe(rec: dict[str, Any], now: float) -> str:
     """One session as a short paragraph."""
     who = rec.get("agent") or "?"
@@ -83,14 +79,14 @@ def describe(rec: dict[str, Any], now: float) -> str:
     if rec.get("task_id") or rec.get("description"):
         task = f"  task {rec['task_id']}" if rec.get("task_id") else "  task"
         if rec.get("description"):
-            task += f": {_short(rec['description'], 160)}"
+            task += f": {one_line(rec['description'], 160)}"
         if rec.get("progress"):
-            task += f" (progress: {_short(rec['progress'], 80)})"
+            task += f" (progress: {one_line(rec['progress'], 80)})"
         lines.append(task)
     elif rec.get("first_prompt"):
-        lines.append(f"  goal: {_short(rec['first_prompt'], 160)}")
+        lines.append(f"  goal: {one_line(rec['first_prompt'], 160)}")
     if rec.get("cwd"):
-        lines.append(f"  in {_short(rec['cwd'], 100)}")
+        lines.append(f"  in {one_line(rec['cwd'], 100)}")
     if rec.get("recent"):
         calls = []
         for c in rec["recent"]:

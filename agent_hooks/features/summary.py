@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent_hooks.features import detach, transcript
+from agent_hooks.output import one_line
 from agent_hooks.payload import Payload
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -30,13 +31,8 @@ EXTRACTIVE, COMMAND = "extractive", "command"
 WORKER_MODULE = "agent_hooks.features.summarize_worker"
 
 
-def _line(text: Any, limit: int) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _listing(label: str, items: list[str], max_items: int, item_chars: int) -> str:
-    shown = [_line(i, item_chars) for i in items[-max_items:]]
+    shown = [one_line(i, item_chars) for i in items[-max_items:]]
     more = f" (+{len(items) - len(shown)} earlier)" if len(items) > len(shown) else ""
     return f"{label} ({len(items)}){more}: " + "; ".join(shown)
 
@@ -61,16 +57,16 @@ def extractive(session: dict[str, Any], found: dict[str, Any] | None, last_messa
         head += f", task {session['task_id']}"
     lines.append(head)
     if session.get("description"):
-        lines.append(f"Task: {_line(session['description'], 400)}")
+        lines.append(f"Task: {one_line(session['description'], 400)}")
     goal = session.get("first_prompt") or found.get("first_prompt")
     if goal:
-        lines.append(f"Goal (first prompt): {_line(goal, 400)}")
+        lines.append(f"Goal (first prompt): {one_line(goal, 400)}")
     last_prompt = found.get("last_prompt")
     if last_prompt and last_prompt != goal:
-        lines.append(f"Last prompt: {_line(last_prompt, 300)}")
+        lines.append(f"Last prompt: {one_line(last_prompt, 300)}")
     outcome = last_message or found.get("last_reply")
     if outcome:
-        lines.append(f"Outcome: {_line(outcome, 800)}")
+        lines.append(f"Outcome: {one_line(outcome, 800)}")
     if found.get("files"):
         lines.append(_listing("Files touched", found["files"], max_items, 200))
     if found.get("commands"):
@@ -83,8 +79,8 @@ def extractive(session: dict[str, Any], found: dict[str, Any] | None, last_messa
     if failures:
         items = []
         for f in failures.values():
-            what = f" `{_line(f['what'], 80)}`" if f.get("what") else ""
-            items.append(f"{f.get('tool', '?')}{what}: {_line(f.get('error'), 160)}")
+            what = f" `{one_line(f['what'], 80)}`" if f.get("what") else ""
+            items.append(f"{f.get('tool', '?')}{what}: {one_line(f.get('error'), 160)}")
         lines.append(_listing("Failures", items, max_items, 260))
     open_todos = transcript.open_todos(found.get("todos"))
     if open_todos:

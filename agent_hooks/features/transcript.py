@@ -16,6 +16,8 @@ import os
 import stat
 import time
 
+from agent_hooks.output import one_line
+
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -172,11 +174,6 @@ def _todos(value: Any) -> list[dict[str, str]] | None:
     return todos
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any]:
     """What the transcript says the session did.
 
@@ -216,7 +213,7 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
                     if b.get("is_error") is True:
                         tool, what = uses.get(tid, ("?", ""))
                         out["failures"][tid] = {"tool": tool, "what": what,
-                                                "error": _one_line(_result_text(b), item_chars)}
+                                                "error": one_line(_result_text(b), item_chars)}
                         if tid == last_todo_id:
                             last_todo_id = None
                     elif tid == last_todo_id and tid in todo_candidates:
@@ -247,7 +244,7 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
                         if what not in out["files"]:
                             out["files"].append(what)
                     elif name == "Bash" and isinstance(inp.get("command"), str):
-                        what = _one_line(inp["command"], item_chars)
+                        what = one_line(inp["command"], item_chars)
                         out["commands"].append(what)
                     elif name == "TodoWrite":
                         todos = _todos(inp.get("todos"))
@@ -257,7 +254,7 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
                     else:
                         for key in ("file_path", "path", "pattern", "url", "query"):
                             if isinstance(inp.get(key), str):
-                                what = _one_line(inp[key], item_chars)
+                                what = one_line(inp[key], item_chars)
                                 break
                     if tid:
                         uses[tid] = (name, what)

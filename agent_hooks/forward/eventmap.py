@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from agent_hooks.output import one_line
 from agent_hooks.payload import Payload
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -68,11 +69,6 @@ def tmux_session(env: Any) -> str | None:
     return env.get("OPTIMALOS_SESSION_TMUX") or env.get("AGENT_HOOKS_TMUX_SESSION") or None
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
-
-
 def _raw(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -115,7 +111,7 @@ def metadata(payload: Payload, config: dict[str, Any]) -> str:
         text = ev
     if fwd["include_raw"] and raw:
         text += " " + _raw(raw)
-    return _one_line(text, limit)
+    return one_line(text, limit)
 
 
 def build_body(payload: Payload, event: str, env: Any, config: dict[str, Any]) -> dict[str, Any] | None:
