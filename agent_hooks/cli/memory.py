@@ -77,7 +77,7 @@ def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str,
         "SELECT cwd, agent FROM sessions WHERE cwd IS NOT NULL AND cwd != '' ORDER BY last_seen_at"
     ).fetchall()
     for cwd, agent in rows:
-        ws = mem.workspace(cfg, cwd)
+        ws = files.workspace(cfg, cwd)
         if ws:
             found[ws] = agent or default_agent
     for d in extra:
@@ -85,7 +85,7 @@ def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str,
         if ws is None:
             raise click.ClickException(f"{d} is not a directory")
         found.setdefault(ws, default_agent)
-    configured = mem.workspace(cfg, None)
+    configured = files.workspace(cfg, None)
     if configured:
         found.setdefault(configured, default_agent)
     return found

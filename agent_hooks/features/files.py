@@ -15,6 +15,11 @@ import time
 
 from agent_hooks.hashing import sha256
 
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 OK, MISSING, UNSAFE, TOO_LARGE, NOT_TEXT = "ok", "missing", "unsafe", "too_large", "not_text"
 
 
@@ -28,6 +33,13 @@ def real_dir(path: str | None) -> str | None:
         return None
     real = os.path.realpath(path)
     return real if os.path.isdir(real) else None
+
+
+def workspace(config: dict[str, Any], cwd: str | None) -> str | None:
+    """An agent's workspace, resolved: ``identity_files.workspace`` when set, else the
+    session's cwd. Identity files and memory directories live there."""
+    configured = config["identity_files"].get("workspace") or ""
+    return real_dir(os.path.expanduser(configured) if configured else cwd)
 
 
 def inside(path: str, directory: str) -> bool:

@@ -69,12 +69,6 @@ def names(config: dict[str, Any]) -> list[str]:
     return [n for n in settings(config)["files"] if isinstance(n, str) and n and "/" not in n]
 
 
-def workspace(config: dict[str, Any], cwd: str | None) -> str | None:
-    """The resolved workspace: the configured directory, else the session's cwd."""
-    configured = settings(config).get("workspace") or ""
-    return files.real_dir(os.path.expanduser(configured) if configured else cwd)
-
-
 def min_chars(config: dict[str, Any], name: str) -> int:
     table = settings(config).get("min_chars") or {}
     value = table.get(name, 0) if isinstance(table, dict) else table
@@ -278,7 +272,7 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None
         return
     file_path = p.tool_input["file_path"]
     name = os.path.basename(file_path)
-    ws = workspace(ctx.config, p.cwd)
+    ws = files.workspace(ctx.config, p.cwd)
     if ws is None:
         return
     path = files.resolve_in(ws, file_path)
@@ -427,7 +421,7 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     if injected:
         # Resume or compaction of a session we know: keep what the agent changed before rewriting.
         final_sync(conn, ctx)
-    ws = workspace(config, p.cwd)
+    ws = files.workspace(config, p.cwd)
     if ws is not None:
         result = materialise(conn, config, agent, ws, ctx.started, p.session_id)
     else:

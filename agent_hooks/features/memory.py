@@ -32,12 +32,6 @@ def settings(config: dict[str, Any]) -> dict[str, Any]:
     return config["memory"]
 
 
-def workspace(config: dict[str, Any], cwd: str | None) -> str | None:
-    # The same workspace as the identity files: one place per agent.
-    configured = config["identity_files"].get("workspace") or ""
-    return files.real_dir(os.path.expanduser(configured) if configured else cwd)
-
-
 def _dir_specs(config: dict[str, Any]) -> list[tuple[str, str]]:
     m = settings(config)
     specs = [(d, AGENT_SCOPE) for d in m.get("dirs") or [] if isinstance(d, str) and d]
@@ -148,7 +142,7 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context") -> None:
     if not relevant(p, ctx.config):
         return
     file_path = p.tool_input["file_path"]
-    ws = workspace(ctx.config, p.cwd)
+    ws = files.workspace(ctx.config, p.cwd)
     if ws is None or "\0" in file_path:
         return
     # Resolved, so a symlink cannot smuggle a file from elsewhere into the index:
@@ -219,13 +213,13 @@ def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, 
 
 def before_stop(ctx: "Context") -> dict[str, list[tuple[str, int, int]]] | None:
     """Stop, before the write transaction: walk the memory directories (stats only)."""
-    ws = workspace(ctx.config, ctx.payload.cwd)
+    ws = files.workspace(ctx.config, ctx.payload.cwd)
     return None if ws is None else walk_roots(ctx.config, ws)
 
 
 def on_stop(conn: sqlite3.Connection, ctx: "Context", walked: dict[str, list[tuple[str, int, int]]] | None) -> None:
     """Stop: catch memory files written or removed other than through Write/Edit (Bash, by hand)."""
-    ws = workspace(ctx.config, ctx.payload.cwd)
+    ws = files.workspace(ctx.config, ctx.payload.cwd)
     if ws is None or walked is None:
         return
     for root, _ in roots(ctx.config, ws):

@@ -16,6 +16,7 @@ import os
 import stat
 import time
 
+from agent_hooks.features import files
 from agent_hooks.output import one_line
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -56,7 +57,7 @@ def safe_path(path: str, env: Any, config: dict[str, Any]) -> str | None:
     if os.path.basename(real) != os.path.basename(path):
         return None
     for root in allowed_roots(env, config):
-        if real.startswith(root.rstrip(os.sep) + os.sep):
+        if files.inside(real, root) and real != root:
             return real
     return None
 
