@@ -10,8 +10,6 @@ from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
 EVENT = "PostToolUse"
-# Tools whose file_path may be an identity or memory file.
-FILE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 
 
 def handle(ctx: Context) -> Outcome:
@@ -21,7 +19,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True, output_hash=output_hash)
-        if p.tool_name in FILE_TOOLS:  # other tools: nothing more imported, nothing more done
+        if p.tool_name in toolcalls.WRITE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
         forward(conn, ctx)
     return out

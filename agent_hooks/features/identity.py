@@ -24,6 +24,7 @@ import time
 
 from agent_hooks.features import files
 from agent_hooks.features.sessions import agent_name
+from agent_hooks.features.toolcalls import WRITE_TOOLS
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from agent_hooks.output import Outcome
     from agent_hooks.runner import Context
 
-WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 MANUAL, SELF_EDIT, SESSION_SYNC, CONFLICT = "manual", "self_edit", "session_sync", "conflict"
 REJECTED, CONFLICTED, UNSAFE = "rejected", "conflict", "unsafe"
 

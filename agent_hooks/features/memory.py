@@ -16,6 +16,7 @@ import stat
 
 from agent_hooks.features import files
 from agent_hooks.features.sessions import agent_name
+from agent_hooks.features.toolcalls import WRITE_TOOLS
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
     from agent_hooks.runner import Context
 
-WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 AGENT_SCOPE, SHARED_SCOPE = "agent", "shared"
 
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 PENDING, SUCCESS, FAILURE, DENIED = "pending", "success", "failure", "denied"
+# Tools that write a file named by tool_input.file_path (identity sync, memory indexing).
+WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 PRUNE_EVERY = 256
 MAX_ERROR_CHARS = 1000
 
