@@ -23,7 +23,7 @@ import _thread  # threading's import costs ~1 ms per call; a lock and a thread a
 import time
 
 from agent_hooks import config as config_mod
-from agent_hooks.output import Outcome, emit, render, warn
+from agent_hooks.output import emit, render, warn
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.payload import Payload, PayloadError, parse
 from agent_hooks.store import Store, record_error
@@ -31,8 +31,10 @@ from agent_hooks.store import Store, record_error
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
     from collections.abc import Callable
+    from typing import Any
+
+    from agent_hooks.output import Outcome
 
 MAX_LOG_BYTES = 1024 * 1024
 

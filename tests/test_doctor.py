@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from agent_hooks.cli.settings import EXECUTABLES
-from agent_hooks.schema import migrate
 
 BIN = Path(sys.executable).parent
 

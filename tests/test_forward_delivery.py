@@ -9,7 +9,6 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox

@@ -7,7 +7,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 

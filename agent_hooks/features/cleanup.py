@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 from agent_hooks.features import detach
@@ -71,48 +70,28 @@ def run_all(conn: Any, session_id: str, cwd: str | None, env: Any, config: dict[
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    from agent_hooks import config as config_mod
-    from agent_hooks.paths import Paths
+def _work(session_id: str, env: Any, paths: Any, config: dict[str, Any]) -> int:
     from agent_hooks.runner import log_error
     from agent_hooks.store import Store
 
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m agent_hooks.features.cleanup SESSION_ID", file=sys.stderr)
-        return 2
-    session_id = args[0]
-    os.umask(0o077)
-    env = os.environ
-    paths = Paths(env)
+    store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
     try:
-        config = config_mod.load(paths, env)
-        store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
-        try:
-            # One cleanup at a time per session: Stop fires every turn, and a slow
-            # command must not run twice side by side. A Stop that finds one
-            # running leaves the work to it.
-            lock = detach.session_lock(paths.lock_dir, "cleanup", session_id)
-            if lock is None:
-                return 0
-            try:
-                row = store.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-                cwd = row[0] if row and row[0] and os.path.isdir(row[0]) else None
-                results = run_all(store.conn, session_id, cwd, env, config)
-            finally:
-                os.close(lock)
-        finally:
-            store.close()
-        for res in results:
-            if res["exit_code"] != 0:
-                why = "timed out" if res["timed_out"] else f"exit {res['exit_code']}"
-                log_error(paths, "Cleanup", "cleanup", f"{res['command']}: {why}", session_id)
-    except Exception as exc:  # noqa: BLE001 - detached: the log is the only place to tell
-        import traceback
-
-        log_error(paths, "Cleanup", "error", f"{type(exc).__name__}: {exc}", session_id, traceback.format_exc())
-        return 1
+        row = store.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        cwd = row[0] if row and row[0] and os.path.isdir(row[0]) else None
+        results = run_all(store.conn, session_id, cwd, env, config)
+    finally:
+        store.close()
+    for res in results:
+        if res["exit_code"] != 0:
+            why = "timed out" if res["timed_out"] else f"exit {res['exit_code']}"
+            log_error(paths, "Cleanup", "cleanup", f"{res['command']}: {why}", session_id)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # One cleanup at a time per session: Stop fires every turn, and a slow command
+    # must not run twice side by side; a Stop that finds one running leaves it the work.
+    return detach.worker_main(argv, MODULE, "cleanup", "Cleanup", _work)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import time
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Set in the environment of everything our workers run: a summarizer such as
@@ -43,6 +44,43 @@ def session_lock(lock_dir: str, kind: str, session_id: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def worker_main(argv: list[str] | None, module: str, kind: str, event: str,
+                work: Callable[[str, Any, Any, dict[str, Any]], int]) -> int:
+    """The entry of a detached per-session worker (``python -m MODULE SESSION_ID``).
+
+    Private files, one worker per (kind, session) at a time (a second one
+    leaves the work to the first), and every failure in the error log, since
+    nobody reads a detached worker's stderr. ``work(session_id, env, paths,
+    config)`` returns the exit code.
+    """
+    from agent_hooks import config as config_mod
+    from agent_hooks.paths import Paths
+    from agent_hooks.runner import log_error
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(f"usage: python -m {module} SESSION_ID", file=sys.stderr)
+        return 2
+    session_id = args[0]
+    os.umask(0o077)
+    env = os.environ
+    paths = Paths(env)
+    try:
+        config = config_mod.load(paths, env)
+        lock = session_lock(paths.lock_dir, kind, session_id)
+        if lock is None:
+            return 0
+        try:
+            return work(session_id, env, paths, config)
+        finally:
+            os.close(lock)
+    except Exception as exc:  # noqa: BLE001 - detached: the log is the only place to tell
+        import traceback
+
+        log_error(paths, event, "error", f"{type(exc).__name__}: {exc}", session_id, traceback.format_exc())
+        return 1
 
 
 def spawn(module: str, args: list[str], env: Any) -> int:

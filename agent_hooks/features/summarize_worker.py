@@ -12,10 +12,8 @@ after its run goes round again, at most :data:`MAX_ROUNDS` times.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
-from agent_hooks import config as config_mod
 from agent_hooks.features import detach, summary, transcript
 from agent_hooks.paths import Paths
 from agent_hooks.runner import log_error
@@ -89,40 +87,27 @@ def run_once(store: Store, session_id: str, env: Any, config: dict[str, Any], pa
     return current["at"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m agent_hooks.features.summarize_worker SESSION_ID", file=sys.stderr)
-        return 2
-    session_id = args[0]
-    os.umask(0o077)
-    env = os.environ
-    paths = Paths(env)
+def _work(session_id: str, env: Any, paths: Paths, config: dict[str, Any]) -> int:
+    if not config["summary"]["summarizer_command"]:
+        return 0
+    store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
     try:
-        config = config_mod.load(paths, env)
-        if not config["summary"]["summarizer_command"]:
-            return 0
-        lock = detach.session_lock(paths.lock_dir, "summary", session_id)
-        if lock is None:
-            return 0  # another worker has this session; it goes round again when it sees a newer Stop
-        store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))
-        try:
-            done: float | None = None
-            for _ in range(MAX_ROUNDS):
-                current = summary.get(store.conn, session_id)
-                # Done when nothing is stored, this Stop's summary was handled, or another worker did it.
-                if current is None or current["at"] == done or current["source"] == summary.COMMAND:
-                    break
-                done = run_once(store, session_id, env, config, paths)
-        finally:
-            store.close()
-            os.close(lock)
-    except Exception as exc:  # noqa: BLE001 - detached: the log is the only place to tell
-        import traceback
-
-        log_error(paths, EVENT, "error", f"{type(exc).__name__}: {exc}", session_id, traceback.format_exc())
-        return 1
+        done: float | None = None
+        for _ in range(MAX_ROUNDS):
+            current = summary.get(store.conn, session_id)
+            # Done when nothing is stored, this Stop's summary was handled, or another worker did it.
+            if current is None or current["at"] == done or current["source"] == summary.COMMAND:
+                break
+            done = run_once(store, session_id, env, config, paths)
+    finally:
+        store.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # A second worker for the session leaves it to the first, which goes round
+    # again when it sees a newer Stop.
+    return detach.worker_main(argv, "agent_hooks.features.summarize_worker", "summary", EVENT, _work)
 
 
 if __name__ == "__main__":

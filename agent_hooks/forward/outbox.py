@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 import time
 
 from agent_hooks.features.isolate import isolated

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from harness import BIN_DIR, REPO, E2E
