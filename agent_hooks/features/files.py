@@ -59,6 +59,19 @@ def resolve_in(workspace: str, file_path: str) -> str | None:
     return real if inside(real, workspace) and real != workspace else None
 
 
+def read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``fd``'s offset, in 1 MiB reads (a file may grow meanwhile)."""
+    chunks = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_text(path: str, max_bytes: int) -> tuple[str, str | None]:
     """(status, text): the regular file at ``path``, never through a symlink."""
     try:
@@ -74,15 +87,7 @@ def read_text(path: str, max_bytes: int) -> tuple[str, str | None]:
             return UNSAFE, None
         if st.st_size > max_bytes:
             return TOO_LARGE, None
-        chunks = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
+        data = read_upto(fd, max_bytes + 1)
     finally:
         os.close(fd)
     if len(data) > max_bytes:

@@ -73,15 +73,7 @@ def read_tail(path: str, max_bytes: int) -> tuple[bytes, bool]:
         start = max(0, size - max_bytes)
         if start:
             os.lseek(fd, start, os.SEEK_SET)
-        chunks = []
-        left = size - start
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = files.read_upto(fd, size - start)
     finally:
         os.close(fd)
     if start:
