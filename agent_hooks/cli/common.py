@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -42,6 +45,19 @@ def open_store(write: bool = False) -> Store | None:
         raise click.ClickException(str(exc)) from None
     except Exception as exc:  # sqlite3.DatabaseError: corrupt file, not a database
         raise click.ClickException(f"cannot open the store {p.store}: {exc}") from None
+
+
+@contextlib.contextmanager
+def writing() -> Iterator[sqlite3.Connection]:
+    """``with writing() as conn:`` one write transaction on the store (created or
+    migrated first when needed), and the store closed afterwards."""
+    store = open_store(write=True)
+    assert store is not None  # write=True creates it
+    try:
+        with store.write() as conn:
+            yield conn
+    finally:
+        store.close()
 
 
 def iso(ts: float | None) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store, writing
 from agent_hooks.features import files
 from agent_hooks.features import identity as ident
 
@@ -64,21 +64,16 @@ def set_cmd(agent: str, name: str, path: str, force: bool) -> None:
                 content = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from None
-    store = open_store(write=True)
-    assert store is not None
-    try:
-        with store.write() as conn:
-            current = ident.head(conn, agent, name)
-            if current is not None and current.sha256 == files.sha256_text(content):
-                click.echo(f"{agent} {name}: unchanged (version {current.version})")
-                return
-            refusal = ident.guard(cfg, name, len(content), current.chars if current else None)
-            if refusal and not force:
-                raise click.ClickException(f"refused: {refusal} (use --force to store it anyway)")
-            _, version = ident.add_version(conn, agent, name, content, ident.MANUAL, None,
-                                           os.path.abspath(path) if path != "-" else None, time.time())
-    finally:
-        store.close()
+    with writing() as conn:
+        current = ident.head(conn, agent, name)
+        if current is not None and current.sha256 == files.sha256_text(content):
+            click.echo(f"{agent} {name}: unchanged (version {current.version})")
+            return
+        refusal = ident.guard(cfg, name, len(content), current.chars if current else None)
+        if refusal and not force:
+            raise click.ClickException(f"refused: {refusal} (use --force to store it anyway)")
+        _, version = ident.add_version(conn, agent, name, content, ident.MANUAL, None,
+                                       os.path.abspath(path) if path != "-" else None, time.time())
     click.echo(f"{agent} {name}: version {version} ({len(content)} characters)")
 
 
@@ -198,13 +193,8 @@ def write(agent: str, directory: str, as_json: bool) -> None:
     real = files.real_dir(os.path.abspath(directory))
     if real is None:
         raise click.ClickException(f"{directory} is not a directory")
-    store = open_store(write=True)
-    assert store is not None
-    try:
-        with store.write() as conn:
-            result = ident.materialise(conn, cfg, agent, real, time.time())
-    finally:
-        store.close()
+    with writing() as conn:
+        result = ident.materialise(conn, cfg, agent, real, time.time())
     report = {n: {"action": e["action"], "path": e["path"], "backup": e["backup"],
                   "version": e["head"].version if e["head"] else None} for n, e in result.items()}
     if as_json:

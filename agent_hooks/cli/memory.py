@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store, writing
 from agent_hooks.features import files
 from agent_hooks.features import memory as mem
 from agent_hooks.features import summary as summaries
@@ -99,24 +99,19 @@ def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str,
 def reindex(extra: tuple[str, ...], agent: str | None, as_json: bool) -> None:
     """Rebuild the memory index from disk: known sessions' workspaces, the configured one, and --workspace."""
     cfg = load_config()
-    store = open_store(write=True)
-    assert store is not None
     totals = {"indexed": 0, "unchanged": 0, "dropped": 0, "skipped": 0}
-    try:
-        with store.write() as conn:
-            spaces = _workspaces(conn, cfg, extra)
-            if agent:
-                for d in extra:
-                    spaces[os.path.realpath(os.path.abspath(d))] = agent
-            conn.execute("DELETE FROM memory_fts")
-            conn.execute("DELETE FROM memory_docs")
-            at = time.time()
-            for ws, owner in spaces.items():
-                for key, n in mem.scan(conn, cfg, ws, owner, None, at).items():
-                    totals[key] += n
-            docs = conn.execute("SELECT count(*) FROM memory_docs").fetchone()[0]
-    finally:
-        store.close()
+    with writing() as conn:
+        spaces = _workspaces(conn, cfg, extra)
+        if agent:
+            for d in extra:
+                spaces[os.path.realpath(os.path.abspath(d))] = agent
+        conn.execute("DELETE FROM memory_fts")
+        conn.execute("DELETE FROM memory_docs")
+        at = time.time()
+        for ws, owner in spaces.items():
+            for key, n in mem.scan(conn, cfg, ws, owner, None, at).items():
+                totals[key] += n
+        docs = conn.execute("SELECT count(*) FROM memory_docs").fetchone()[0]
     if as_json:
         echo_json({"workspaces": sorted(spaces), "documents": docs, **totals})
         return

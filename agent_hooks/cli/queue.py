@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths, writing
 from agent_hooks.forward import eventmap, outbox
 from agent_hooks.forward.urls import url_problem
 
@@ -124,17 +124,12 @@ def retry(ids: tuple[int, ...], all_: bool) -> None:
     """Put dead letters (by ID, or --all) back in the queue and start the drainer."""
     if not ids and not all_:
         raise click.ClickException("name dead-letter IDs (see `agent-hook queue`) or pass --all")
-    store = open_store(write=True)
-    assert store is not None
-    try:
-        with store.write() as conn:
-            where, args = ("state = 'dead'", []) if all_ else (
-                f"state = 'dead' AND id IN ({','.join('?' * len(ids))})", list(ids))
-            n = conn.execute(
-                f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL WHERE {where}", args
-            ).rowcount
-    finally:
-        store.close()
+    with writing() as conn:
+        where, args = ("state = 'dead'", []) if all_ else (
+            f"state = 'dead' AND id IN ({','.join('?' * len(ids))})", list(ids))
+        n = conn.execute(
+            f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL WHERE {where}", args
+        ).rowcount
     if ids and n < len(ids):
         click.echo(f"warning: {len(ids) - n} of the IDs are not dead letters", err=True)
     click.echo(f"requeued {n}")
@@ -150,14 +145,9 @@ def purge(which: str, yes: bool) -> None:
     """Drop dead letters (--dead, the default) or the whole outbox (--all)."""
     if which == "all" and not yes:
         click.confirm("Drop every queued event too?", abort=True)
-    store = open_store(write=True)
-    assert store is not None
-    try:
-        with store.write() as conn:
-            where = "state = 'dead'" if which == "dead" else "1"
-            n = conn.execute(f"DELETE FROM outbox WHERE {where}").rowcount
-    finally:
-        store.close()
+    with writing() as conn:
+        where = "state = 'dead'" if which == "dead" else "1"
+        n = conn.execute(f"DELETE FROM outbox WHERE {where}").rowcount
     click.echo(f"purged {n}")
 
 

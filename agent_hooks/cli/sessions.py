@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store
+from agent_hooks.cli.common import echo_json, iso, open_store, writing
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
@@ -106,17 +106,12 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
 @click.argument("session_id")
 def reset_guards(session_id: str) -> None:
     """Start the session's loop and polling history afresh (calls so far no longer count)."""
-    store = open_store(write=True)
-    assert store is not None
-    try:
-        with store.write() as conn:
-            updated = conn.execute(
-                "UPDATE sessions SET guards_since_id ="
-                " (SELECT coalesce(max(id), 0) FROM tool_calls WHERE session_id = ?) WHERE session_id = ?",
-                (session_id, session_id),
-            ).rowcount
-    finally:
-        store.close()
+    with writing() as conn:
+        updated = conn.execute(
+            "UPDATE sessions SET guards_since_id ="
+            " (SELECT coalesce(max(id), 0) FROM tool_calls WHERE session_id = ?) WHERE session_id = ?",
+            (session_id, session_id),
+        ).rowcount
     if not updated:
         raise click.ClickException(f"no session {session_id!r} recorded")
     click.echo(f"session {session_id}: loop and polling history reset")

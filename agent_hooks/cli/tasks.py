@@ -12,17 +12,12 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store
-from agent_hooks.store import Store
+from agent_hooks.cli.common import echo_json, iso, open_store, writing
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
 
 
-def _writable() -> Store:
-    store = open_store(write=True)
-    assert store is not None  # write=True creates the store
-    return store
 
 
 def ensure_task(conn: sqlite3.Connection, task_id: str, now: float) -> bool:
@@ -52,15 +47,11 @@ def task() -> None:
 def create(task_id: str, description: str | None) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
-    store = _writable()
-    try:
-        with store.write() as conn:
-            if not ensure_task(conn, task_id, time.time()):
-                raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
-            if description is not None:
-                conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
-    finally:
-        store.close()
+    with writing() as conn:
+        if not ensure_task(conn, task_id, time.time()):
+            raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
+        if description is not None:
+            conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
     click.echo(f"task {task_id}: created")
 
 
@@ -83,13 +74,9 @@ def progress(task_id: str, text: str) -> None:
 def _update(task_id: str, column: str, text: str) -> None:
     task_id = _task_id(task_id)
     now = time.time()
-    store = _writable()
-    try:
-        with store.write() as conn:
-            ensure_task(conn, task_id, now)
-            conn.execute(f"UPDATE tasks SET {column} = ?, updated_at = ? WHERE task_id = ?", (text, now, task_id))
-    finally:
-        store.close()
+    with writing() as conn:
+        ensure_task(conn, task_id, now)
+        conn.execute(f"UPDATE tasks SET {column} = ?, updated_at = ? WHERE task_id = ?", (text, now, task_id))
     click.echo(f"task {task_id}: {column} recorded")
 
 
@@ -102,19 +89,15 @@ def assign(session_id: str, task_id: str) -> None:
     A session started with $AGENT_HOOKS_TASK_ID keeps that task: the variable wins.
     """
     task_id = _task_id(task_id)
-    store = _writable()
-    try:
-        with store.write() as conn:
-            updated = conn.execute(
-                "UPDATE sessions SET task_id = ? WHERE session_id = ?", (task_id, session_id)
-            ).rowcount
-            if not updated:
-                raise click.ClickException(
-                    f"no session {session_id!r} recorded (start it with AGENT_HOOKS_TASK_ID={task_id} instead)"
-                )
-            ensure_task(conn, task_id, time.time())
-    finally:
-        store.close()
+    with writing() as conn:
+        updated = conn.execute(
+            "UPDATE sessions SET task_id = ? WHERE session_id = ?", (task_id, session_id)
+        ).rowcount
+        if not updated:
+            raise click.ClickException(
+                f"no session {session_id!r} recorded (start it with AGENT_HOOKS_TASK_ID={task_id} instead)"
+            )
+        ensure_task(conn, task_id, time.time())
     click.echo(f"session {session_id}: task {task_id}")
 
 
@@ -197,29 +180,25 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
     """
     _select(session_id, task_id, tmux)
     now = time.time()
-    store = _writable()
-    try:
-        with store.write() as conn:
-            if task_id:
-                ensure_task(conn, task_id, now)
-                conn.execute(
-                    "UPDATE tasks SET state = 'cancelled', cancel_reason = ?, cancelled_at = ?, updated_at = ?"
-                    " WHERE task_id = ?",
-                    (reason, now, now, task_id),
-                )
-                n = conn.execute("SELECT count(*) FROM sessions WHERE task_id = ?", (task_id,)).fetchone()[0]
-                message = f"task {task_id}: cancelled ({n} session(s) recorded)"
-            else:
-                targets = [session_id] if session_id else _tmux_sessions(conn, tmux or "")
-                for sid in targets:
-                    if not conn.execute(
-                        "UPDATE sessions SET cancelled_at = ?, cancel_reason = ? WHERE session_id = ?",
-                        (now, reason, sid),
-                    ).rowcount:
-                        raise click.ClickException(f"no session {sid!r} recorded")
-                message = "\n".join(f"session {sid}: cancelled" for sid in targets)
-    finally:
-        store.close()
+    with writing() as conn:
+        if task_id:
+            ensure_task(conn, task_id, now)
+            conn.execute(
+                "UPDATE tasks SET state = 'cancelled', cancel_reason = ?, cancelled_at = ?, updated_at = ?"
+                " WHERE task_id = ?",
+                (reason, now, now, task_id),
+            )
+            n = conn.execute("SELECT count(*) FROM sessions WHERE task_id = ?", (task_id,)).fetchone()[0]
+            message = f"task {task_id}: cancelled ({n} session(s) recorded)"
+        else:
+            targets = [session_id] if session_id else _tmux_sessions(conn, tmux or "")
+            for sid in targets:
+                if not conn.execute(
+                    "UPDATE sessions SET cancelled_at = ?, cancel_reason = ? WHERE session_id = ?",
+                    (now, reason, sid),
+                ).rowcount:
+                    raise click.ClickException(f"no session {sid!r} recorded")
+            message = "\n".join(f"session {sid}: cancelled" for sid in targets)
     click.echo(message)
 
 
@@ -229,33 +208,29 @@ def uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -> N
     """Lift a cancellation (same selectors as `cancel`)."""
     _select(session_id, task_id, tmux)
     now = time.time()
-    store = _writable()
-    try:
-        with store.write() as conn:
-            if task_id:
-                if not conn.execute(
-                    "UPDATE tasks SET state = 'open', cancel_reason = NULL, cancelled_at = NULL, updated_at = ?"
-                    " WHERE task_id = ? AND state = 'cancelled'",
-                    (now, task_id),
-                ).rowcount:
-                    raise click.ClickException(f"task {task_id!r} is not cancelled")
-                message = f"task {task_id}: no longer cancelled"
+    with writing() as conn:
+        if task_id:
+            if not conn.execute(
+                "UPDATE tasks SET state = 'open', cancel_reason = NULL, cancelled_at = NULL, updated_at = ?"
+                " WHERE task_id = ? AND state = 'cancelled'",
+                (now, task_id),
+            ).rowcount:
+                raise click.ClickException(f"task {task_id!r} is not cancelled")
+            message = f"task {task_id}: no longer cancelled"
+        else:
+            if session_id:
+                targets = [session_id]
             else:
-                if session_id:
-                    targets = [session_id]
-                else:
-                    rows = conn.execute("SELECT session_id FROM sessions WHERE tmux_session = ?", (tmux,)).fetchall()
-                    targets = [r[0] for r in rows]
-                    if not targets:
-                        raise click.ClickException(f"no session recorded in tmux session {tmux!r}")
-                for sid in targets:
-                    if not conn.execute(
-                        "UPDATE sessions SET cancelled_at = NULL, cancel_reason = NULL WHERE session_id = ?", (sid,)
-                    ).rowcount:
-                        raise click.ClickException(f"no session {sid!r} recorded")
-                message = "\n".join(f"session {sid}: no longer cancelled" for sid in targets)
-    finally:
-        store.close()
+                rows = conn.execute("SELECT session_id FROM sessions WHERE tmux_session = ?", (tmux,)).fetchall()
+                targets = [r[0] for r in rows]
+                if not targets:
+                    raise click.ClickException(f"no session recorded in tmux session {tmux!r}")
+            for sid in targets:
+                if not conn.execute(
+                    "UPDATE sessions SET cancelled_at = NULL, cancel_reason = NULL WHERE session_id = ?", (sid,)
+                ).rowcount:
+                    raise click.ClickException(f"no session {sid!r} recorded")
+            message = "\n".join(f"session {sid}: no longer cancelled" for sid in targets)
     click.echo(message)
 
 
