@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from agent_hooks.features import transcript
+from agent_hooks.features import sessions, transcript
 from agent_hooks.payload import Payload
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -25,17 +25,6 @@ CARRY_ON = ("After compaction, carry on with this goal from where you left off: 
             "do not drop open items, and check what is already done before repeating work.")
 
 
-def goal(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-    """The session's goal from the store: task id, description, progress, state, first prompt, compactions."""
-    row = conn.execute(
-        "SELECT s.task_id, t.description, t.progress, t.state, s.first_prompt, s.transcript_path, s.compactions"
-        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
-        (session_id,),
-    ).fetchone()
-    if row is None:
-        return {}
-    keys = ("task_id", "description", "progress", "task_state", "first_prompt", "transcript_path", "compactions")
-    return dict(zip(keys, row))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -95,7 +84,7 @@ def reminder(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[
     """The reminder for this session (store read + capped transcript read), '' when disabled or unknown."""
     if not config["reminder"]["enabled"]:
         return ""
-    info = goal(conn, payload.session_id)
+    info = sessions.with_task(conn, payload.session_id)
     if not info:
         return ""
     found = transcript_facts(payload.transcript_path or info.get("transcript_path"), env, config) or {}

@@ -90,3 +90,18 @@ def note_prompt(conn: sqlite3.Connection, payload: Payload, limit: int = 2000) -
             "UPDATE sessions SET first_prompt = ? WHERE session_id = ? AND first_prompt IS NULL",
             (prompt[:limit], payload.session_id),
         )
+
+
+_WITH_TASK = ("session_id", "agent", "cwd", "transcript_path", "first_prompt", "compactions",
+              "task_id", "description", "progress", "task_state")
+
+
+def with_task(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+    """The session's row joined with its task's (description, progress, task_state); {} if unknown."""
+    row = conn.execute(
+        "SELECT s.session_id, s.agent, s.cwd, s.transcript_path, s.first_prompt, s.compactions,"
+        " s.task_id, t.description, t.progress, t.state"
+        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
+        (session_id,),
+    ).fetchone()
+    return dict(zip(_WITH_TASK, row)) if row else {}

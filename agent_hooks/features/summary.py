@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from agent_hooks.features import detach, transcript
+from agent_hooks.features import detach, sessions, transcript
 from agent_hooks.output import one_line
 from agent_hooks.payload import Payload
 
@@ -95,13 +95,7 @@ def extractive(session: dict[str, Any], found: dict[str, Any] | None, last_messa
 
 
 def session_row(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT s.session_id, s.agent, s.task_id, t.description, s.first_prompt, s.transcript_path, s.cwd"
-        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
-        (session_id,),
-    ).fetchone()
-    keys = ("session_id", "agent", "task_id", "description", "first_prompt", "transcript_path", "cwd")
-    return dict(zip(keys, row)) if row else {"session_id": session_id}
+    return sessions.with_task(conn, session_id) or {"session_id": session_id}
 
 
 def db_failures(conn: sqlite3.Connection, session_id: str, limit: int) -> list[dict[str, Any]]:
