@@ -31,6 +31,15 @@ DEFAULTS: dict[str, Any] = {
         # Keep at most this many tool-call rows per session (oldest pruned).
         "max_tool_calls_per_session": 5000,
     },
+    "errors": {
+        # The store's errors table keeps the newest rows, and none older than keep_days.
+        "keep_rows": 2000,
+        "keep_days": 30.0,
+        # The error log rotates (errors.log -> errors.log.1) before it would pass this size;
+        # a message is clipped to max_line_chars and a traceback to four times that.
+        "max_log_bytes": 1024 * 1024,
+        "max_line_chars": 2000,
+    },
     "identity": {
         # Agent name when $AGENT_HOOKS_AGENT is unset.
         "agent": "default",
@@ -384,7 +393,10 @@ def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
         try:
             ensure_dir(os.path.dirname(cache_path))
             tmp = f"{cache_path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
+            # 0600 whatever the umask: it is a parsed copy of a file that may be private.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)  # a leftover tmp file keeps its old mode otherwise
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump({"path": path, "stamp": stamp, "data": data}, f, default=str)
             os.replace(tmp, cache_path)
         except OSError:

@@ -100,7 +100,8 @@ def emit(text: str | None, stream: Any = None) -> None:
 def warn(message: str, stream: Any = None) -> None:
     """One line on stderr (Claude Code keeps it in its debug log)."""
     stream = stream or sys.stderr
-    line = " ".join(str(message).split())
+    # Clipped first: a message may quote a megabyte of payload.
+    line = " ".join(str(message)[:2000].split())
     try:
         stream.write(f"agent-hooks: {line}\n")
         stream.flush()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agent_hooks.output import Outcome
 
 MAX_LOG_BYTES = 1024 * 1024
+MAX_LINE_CHARS = 2000
 
 
 class Context:
@@ -68,32 +69,49 @@ if TYPE_CHECKING:
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None) -> None:
-    """Append one JSON line to the error log (rotated at 1 MiB). Never raises."""
+              trace: str | None = None, config: dict[str, Any] | None = None) -> None:
+    """Append one JSON line to the error log, rotated before it would pass ``errors.max_log_bytes``.
+
+    The message and traceback are clipped first, so one line cannot outgrow the
+    rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
+    """
     try:
+        limits = (config or {}).get("errors") or {}
+        max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
+        max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
         ensure_dir(paths.log_dir)
         path = paths.error_log
-        try:
-            if os.path.getsize(path) > MAX_LOG_BYTES:
-                os.replace(path, path + ".1")
-        except OSError:
-            pass
         entry = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "ts": time.time(),
-            "event": event,
+            "event": str(event)[:100],
             "kind": kind,
-            "session_id": session_id,
-            "message": message,
+            "session_id": None if session_id is None else str(session_id)[:256],
+            "message": _clip(message, max_chars),
             "pid": os.getpid(),
         }
         if trace:
-            entry["traceback"] = trace
+            entry["traceback"] = _clip(trace, 4 * max_chars, keep_end=True)
+        line = json.dumps(entry) + "\n"  # ASCII: a lone surrogate cannot fail the write
+        try:
+            if os.path.getsize(path) + len(line) > max_bytes:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+            f.write(line)
     except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
         pass
+
+
+def _clip(text: object, limit: int, keep_end: bool = False) -> str:
+    """At most ``limit`` chars; a traceback keeps its end, where the error is."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    note = f"[… {len(text) - limit} chars clipped]"
+    return note + text[-limit:] if keep_end else text[:limit] + note
 
 
 def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,
@@ -106,8 +124,10 @@ def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, me
             return
         timeout = (busy_timeout_ms or config["runtime"]["busy_timeout_ms"]) / 1000
         conn = sqlite3.connect(paths.store, timeout=timeout, isolation_level=None)
+        limits = config.get("errors") or {}
         try:
-            record_error(conn, event, kind, message, session_id)
+            record_error(conn, event, kind, message, session_id, int(limits.get("keep_rows", 2000)),
+                         float(limits.get("keep_days", 30.0)))
         finally:
             conn.close()
     except Exception:  # noqa: BLE001
@@ -146,11 +166,20 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             result.done = True
             return
         session_box[0] = payload.session_id
+        if payload.notes:
+            # Repaired bad input: said and logged now, counted once the store is free.
+            note = "; ".join(payload.notes)
+            warn(f"{event}: bad input, repaired: {note}")
+            log_error(paths, event, "bad_input", note, payload.session_id, config=config)
         ctx = Context(payload, config, paths, env)
         # The connection is left open on purpose: the process ends with os._exit,
         # and a close would make this (the last) connection checkpoint the WAL
         # and fsync on every hook call. Committed data is safe in the WAL.
-        outcome = handler(ctx)
+        try:
+            outcome = handler(ctx)
+        finally:
+            if payload.notes:
+                _count_error(paths, config, event, "bad_input", note, payload.session_id)
         if outcome is not None:
             result.text = render(event, outcome)
         result.done = True

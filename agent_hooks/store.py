@@ -112,11 +112,39 @@ def now() -> float:
     return time.time()
 
 
+# The errors table keeps the newest rows and drops old ones (issue 12, item 6): config [errors].
+KEEP_ERROR_ROWS = 2000
+KEEP_ERROR_DAYS = 30.0
+MAX_ERROR_MESSAGE = 2000
+PRUNE_ERRORS_EVERY = 64
+
+
+def safe_text(text: object, limit: int) -> str:
+    """``text`` cut to ``limit`` chars, lone surrogates replaced: always storable as UTF-8."""
+    value = str(text)[:limit]
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def record_error(
-    conn: sqlite3.Connection, event: str, kind: str, message: str, session_id: str | None = None
+    conn: sqlite3.Connection, event: str, kind: str, message: str, session_id: str | None = None,
+    keep_rows: int = KEEP_ERROR_ROWS, keep_days: float = KEEP_ERROR_DAYS,
 ) -> None:
-    """Count an internal error in the store (the error log has the details)."""
-    conn.execute(
+    """Count an internal error in the store (the error log has the details).
+
+    Every field is clipped and made storable, so counting cannot fail on the very
+    input that caused the error; every PRUNE_ERRORS_EVERY rows, rows beyond the
+    newest ``keep_rows`` or older than ``keep_days`` are dropped.
+    """
+    at = now()
+    cur = conn.execute(
         "INSERT INTO errors (at, event, kind, session_id, message) VALUES (?, ?, ?, ?, ?)",
-        (now(), event, kind, session_id, message[:2000]),
+        (at, safe_text(event, 100), safe_text(kind, 100),
+         None if session_id is None else safe_text(session_id, 256), safe_text(message, MAX_ERROR_MESSAGE)),
     )
+    rid = int(cur.lastrowid or 0)
+    if rid % PRUNE_ERRORS_EVERY == 0:
+        conn.execute("DELETE FROM errors WHERE id <= ? OR at < ?", (rid - max(1, keep_rows), at - keep_days * 86400))
