@@ -161,7 +161,7 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             payload = parse(data, event, int(config["runtime"]["max_payload_bytes"]))
         except PayloadError as exc:
             warn(f"{event}: {exc}")
-            log_error(paths, event, "bad_input", str(exc))
+            log_error(paths, event, "bad_input", str(exc), config=config)
             _count_error(paths, config, event, "bad_input", str(exc), None)
             result.done = True
             return
@@ -188,7 +188,7 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
 
         message = f"{type(exc).__name__}: {exc}"
         warn(f"{event}: internal error ({message}); the agent carries on")
-        log_error(paths, event, "error", message, session_box[0], traceback.format_exc())
+        log_error(paths, event, "error", message, session_box[0], traceback.format_exc(), config)
         _count_error(paths, config, event, "error", message, session_box[0], busy_timeout_ms=250)
         result.text = None
         result.done = True
@@ -245,7 +245,7 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     if not result.finished.acquire(timeout=deadline) or not result.done:
         message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
         warn(f"{event}: {message}")
-        log_error(paths, event, "timeout", message, session_box[0])
+        log_error(paths, event, "timeout", message, session_box[0], config=config)
         _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
         _exit_now()  # the worker may still hold the store: do not wait for it
     try:
