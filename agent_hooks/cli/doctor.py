@@ -347,7 +347,9 @@ def check_errors(p: Paths, conn: sqlite3.Connection | None, now: float) -> list[
     if kinds:
         text += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) + ")"
     if latest:
-        text += f"; latest: {latest.get('event')}: {str(latest.get('message'))[:160]}"
+        from agent_hooks.cli.table import cell  # payload text: escaped, clipped
+
+        text += f"; latest: {cell(latest.get('event'), limit=40)}: {cell(latest.get('message'), limit=160)}"
     return [Check("errors", WARN, text, f"read {p.error_log}; the hooks failed open on these calls",
                   {"log_entries": len(logged), "store_rows": counted})]
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths, writing
+from agent_hooks.cli.table import cell
 from agent_hooks.forward import eventmap, outbox
 from agent_hooks.forward.urls import url_problem
 
@@ -83,9 +84,9 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {data['url']}")
+    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(data['url'])}")
     for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:
-        click.echo(f"problem: {problem}")
+        click.echo(f"problem: {cell(problem, limit=300)}")
     age = f", oldest {data['oldest_age_s']:.1f} s old" if data["oldest_age_s"] is not None else ""
     click.echo(f"queued: {data['depth']}{age}, retrying: {data['retrying']}, dead letters: {data['dead']}")
     pid = f" (pid {data['drainer_pid']})" if data["drainer_pid"] else ""
@@ -93,9 +94,10 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if data["last_ok_at"]:
         click.echo(f"last delivery: {data['last_ok_at']}")
     if data["last_error"]:
-        click.echo(f"last error: {data['last_error_at']} {data['last_error']}")
+        click.echo(f"last error: {data['last_error_at']} {cell(data['last_error'], limit=300)}")
     for d in data["dead_letters"]:
-        click.echo(f"  dead #{d['id']} {d['event']:14} {d['session'][:36]:36} attempts={d['attempts']} {d['error'] or ''}")
+        click.echo(f"  dead #{d['id']} {cell(d['event'], 14)} {cell(d['session'], 36)} attempts={d['attempts']}"
+                   f" {cell(d['error'], empty='')}")
 
 
 @queue.command()

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import echo_json, iso, open_store, writing
+from agent_hooks.cli.table import cell
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
@@ -91,15 +92,15 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
         echo_json(data)
         return
     for key in ("session_id", "state", "agent", "role", "cwd", "tmux_session", "task_id", "last_seen_at"):
-        click.echo(f"{key:14} {data.get(key) if data.get(key) is not None else '-'}")
-    cancelled = f"yes ({data['cancelled_by']}): {data['cancel_reason'] or '-'}" if data["cancelled"] else "no"
+        click.echo(f"{key:14} {cell(data.get(key))}")
+    cancelled = f"yes ({cell(data['cancelled_by'])}): {cell(data['cancel_reason'])}" if data["cancelled"] else "no"
     click.echo(f"{'cancelled':14} {cancelled}")
     click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
         for c in data["recent_tool_calls"]:
-            click.echo(f"{c['id']:>6}  {c['started_at'] or '-':20}  {c['tool_name'][:14]:14} "
-                       f"{c['decision'] or '-':8} {c['outcome']:8} {c['rule'] or ''}")
+            click.echo(f"{c['id']:>6}  {cell(c['started_at'], 20)}  {cell(c['tool_name'], 14)} "
+                       f"{cell(c['decision'], 8)} {cell(c['outcome'], 8)} {cell(c['rule'], empty='')}")
 
 
 @session.command(name="reset-guards")

@@ -9,6 +9,7 @@ import click
 
 from agent_hooks.cli.common import echo_json, iso, load_config, open_store
 from agent_hooks.cli.sessions import guard_fields
+from agent_hooks.cli.table import cell
 from agent_hooks.features import heartbeat
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
@@ -66,8 +67,9 @@ def status(as_json: bool) -> None:
                    f" {'GUARDS':12} CWD")
         for s in data["sessions"]:
             click.echo(
-                f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {_guards(s):12} {s['cwd'] or '-'}"
+                f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+                f"{cell(s['last_activity_at'], 20)}  {_idle(s['idle_s']):>6}  {cell(s['agent'], 12)} {_guards(s):12}"
+                f" {cell(s['cwd'])}"
             )
         counts: dict[str, int] = {}
         for s in data["sessions"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from agent_hooks.cli.common import echo_json, iso, open_store
+from agent_hooks.cli.table import block, cell
 from agent_hooks.features import summary as summary_mod
 
 
@@ -39,8 +40,8 @@ def show(session_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(rec)
         return
-    click.echo(f"# session {rec['session_id']}  ({rec['source']}, {rec['at']})")
-    click.echo(rec["summary"])
+    click.echo(f"# session {cell(rec['session_id'])}  ({cell(rec['source'])}, {rec['at']})")
+    click.echo(block(rec["summary"]))
 
 
 @summary_group.command(name="search")
@@ -65,8 +66,8 @@ def search(query: str, limit: int, as_json: bool) -> None:
         click.echo("no matching session summaries")
         return
     for hit in hits:
-        click.echo(f"{hit['score']:8.3f}  {hit['name']}  {hit['at']}")
-        click.echo(f"          {' '.join(hit['snippet'].split())}")
+        click.echo(f"{hit['score']:8.3f}  {cell(hit['name'])}  {hit['at']}")
+        click.echo(f"          {cell(' '.join(hit['snippet'].split()), limit=300)}")
 
 
 COMMANDS = [summary_group]

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import echo_json, iso, open_store, writing
+from agent_hooks.cli.table import cell
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
@@ -142,10 +143,10 @@ def show(task_id: str, as_json: bool) -> None:
         return
     for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at"):
         if data.get(key) is not None or key in ("task_id", "state"):
-            click.echo(f"{key:14} {data.get(key)}")
+            click.echo(f"{key:14} {cell(data.get(key), limit=2000)}")
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
-        click.echo(f"  session {s['session_id']}  {s['state']}  {s['last_activity_at'] or '-'}{mark}")
+        click.echo(f"  session {cell(s['session_id'])}  {cell(s['state'])}  {cell(s['last_activity_at'])}{mark}")
 
 
 def _selector_options(fn: Any) -> Any:
