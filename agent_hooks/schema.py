@@ -337,6 +337,18 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
     db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
 
 
+@migration
+def m007_identity_workspaces(db: sqlite_utils.Database) -> None:
+    # The workspace SessionStart wrote identity files into, by device and inode: Stop and
+    # SessionEnd refuse to sync from a workspace replaced since (features/workspace_check.py).
+    db["identity_workspaces"].create(
+        {"session_id": str, "path": str, "dev": int, "ino": int, "at": float},
+        pk="session_id",
+        not_null=["path", "dev", "ino", "at"],
+        if_not_exists=True,
+    )
+    db["identity_workspaces"].create_index(["at"], if_not_exists=True)
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:
