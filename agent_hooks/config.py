@@ -40,6 +40,14 @@ DEFAULTS: dict[str, Any] = {
         "max_log_bytes": 1024 * 1024,
         "max_line_chars": 2000,
     },
+    "spool": {
+        # Work a hook owed when it answered before its write committed (deadline passed,
+        # store busy) is appended to STATE/spool/pending.jsonl and replayed by the next
+        # hook call (a detached replayer) or the drainer. The file never grows past this.
+        "max_bytes": 64 * 1024 * 1024,
+        # At the deadline, how long the main thread waits for a commit already under way.
+        "commit_wait_ms": 500,
+    },
     "identity": {
         # Agent name when $AGENT_HOOKS_AGENT is unset.
         "agent": "default",

@@ -23,6 +23,7 @@ import _thread  # threading's import costs ~1 ms per call; a lock and a thread a
 import time
 
 from agent_hooks import config as config_mod
+from agent_hooks import spool
 from agent_hooks.output import emit, render, warn
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.payload import Payload, PayloadError, parse
@@ -43,20 +44,24 @@ MAX_LINE_CHARS = 2000
 class Context:
     """What a handler works with: the payload, configuration, store and environment."""
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
 
-    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any) -> None:
+    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
+                 gate: spool.CommitGate | None = None) -> None:
         self.payload = payload
         self.config = config
         self.paths = paths
         self.env = env
         self.started = time.time()
         self._store: Store | None = None
+        self.gate = gate  # the write commits through it (see agent_hooks.spool)
+        self.replayed = False  # True when the spool replays a call answered fail-open earlier
 
     @property
     def store(self) -> Store:
         if self._store is None:
             self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
+            self._store.gate = self.gate
         return self._store
 
     def close(self) -> None:
@@ -135,11 +140,14 @@ def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, me
 
 
 class _Result:
-    __slots__ = ("text", "done", "finished")
+    __slots__ = ("text", "done", "finished", "data", "started", "gate")
 
     def __init__(self) -> None:
         self.text: str | None = None
         self.done = False
+        self.data: bytes | None = None  # the payload, once read: what a spool entry holds
+        self.started = time.time()
+        self.gate = spool.CommitGate()
         # Held while the worker runs; the main thread waits on it with the deadline.
         self.finished = _thread.allocate_lock()
         self.finished.acquire()
@@ -157,6 +165,7 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             result: _Result, session_box: list[str | None]) -> None:
     try:
         data = sys.stdin.buffer.read()
+        result.data = data
         try:
             payload = parse(data, event, int(config["runtime"]["max_payload_bytes"]))
         except PayloadError as exc:
@@ -171,7 +180,8 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             note = "; ".join(payload.notes)
             warn(f"{event}: bad input, repaired: {note}")
             log_error(paths, event, "bad_input", note, payload.session_id, config=config)
-        ctx = Context(payload, config, paths, env)
+        ctx = Context(payload, config, paths, env, result.gate)
+        ctx.started = result.started
         # The connection is left open on purpose: the process ends with os._exit,
         # and a close would make this (the last) connection checkpoint the WAL
         # and fsync on every hook call. Committed data is safe in the WAL.
@@ -184,6 +194,13 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             result.text = render(event, outcome)
         result.done = True
     except BaseException as exc:  # noqa: BLE001 - fail open on anything
+        if isinstance(exc, spool.Abandoned):
+            return  # the main thread answered at the deadline and spooled this work
+        if spool.transient(exc) and result.data is not None and _spool(event, paths, config, env, result,
+                                                                     f"store busy ({exc})", session_box[0]):
+            result.text = None
+            result.done = True
+            return
         import traceback
 
         message = f"{type(exc).__name__}: {exc}"
@@ -192,6 +209,40 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
         _count_error(paths, config, event, "error", message, session_box[0], busy_timeout_ms=250)
         result.text = None
         result.done = True
+
+
+def _spool(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result, why: str,
+           session_id: str | None) -> bool:
+    """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
+    problem = spool.save(paths, config, event, result.data or b"", result.started, env)
+    if problem is None:
+        warn(f"{event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
+        log_error(paths, event, "spooled", why, session_id, config=config)
+        return True
+    log_error(paths, event, "error", f"{why}; the call could not be spooled: {problem}", session_id, config=config)
+    return False
+
+
+def _at_deadline(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result,
+                 session_id: str | None, deadline_ms: int) -> bool:
+    """The deadline passed: keep the work (committed, or spooled). False when nothing could be kept."""
+    if result.data is None:
+        return False  # the payload never arrived: there is nothing to keep
+    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 500)) / 1000
+    committed = result.gate.abandon(wait_s)
+    if committed:
+        return True  # the write is in; what came after it (a read for context) is what was cut
+    if committed is None:
+        return False  # a commit still running: it lands or not, we cannot tell
+    return _spool(event, paths, config, env, result, f"deadline of {deadline_ms} ms passed before the write",
+                  session_id)
+
+
+def _kick_replayer(paths: Paths, config: dict[str, Any], env: Any, event: str) -> None:
+    try:
+        spool.kick(paths, env)
+    except Exception as exc:  # noqa: BLE001 - the spool stays; the next call tries again
+        log_error(paths, event, "error", f"starting the spool replayer: {exc}", config=config)
 
 
 def load_config(paths: Paths, env: Any, event: str) -> dict[str, Any]:
@@ -243,15 +294,18 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     _thread.start_new_thread(_work, (event, handler, env, paths, config, result, session_box))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
     if not result.finished.acquire(timeout=deadline) or not result.done:
-        message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
-        warn(f"{event}: {message}")
-        log_error(paths, event, "timeout", message, session_box[0], config=config)
-        _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
+        if not _at_deadline(event, paths, config, env, result, session_box[0], int(deadline * 1000)):
+            message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
+            warn(f"{event}: {message}")
+            log_error(paths, event, "timeout", message, session_box[0], config=config)
+            _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
         _exit_now()  # the worker may still hold the store: do not wait for it
     try:
         emit(result.text)
     except (OSError, ValueError) as exc:
         log_error(paths, event, "error", f"could not write the answer: {exc}", session_box[0])
+    if spool.has_work(paths):  # after the answer; one stat when there is nothing owed
+        _kick_replayer(paths, config, env, event)
     if not fast_exit:
         return 0
     # Skip interpreter finalization: nothing is left to clean up, and it costs

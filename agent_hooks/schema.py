@@ -349,6 +349,15 @@ def m007_identity_workspaces(db: sqlite_utils.Database) -> None:
     )
     db["identity_workspaces"].create_index(["at"], if_not_exists=True)
 
+
+@migration
+def m008_spool(db: sqlite_utils.Database) -> None:
+    # Calls replayed from the spool (agent_hooks/spool.py), keyed by the call's id and
+    # inserted in the same transaction as its work: a line replayed twice counts once.
+    db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
+    db["spool_applied"].create_index(["at"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

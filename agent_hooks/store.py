@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(Exception):
@@ -28,12 +28,17 @@ class StoreError(Exception):
 
 
 class Transaction:
-    """``with store.write():`` -> BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+    """``with store.write():`` -> BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error).
 
-    __slots__ = ("conn",)
+    With a gate (:class:`agent_hooks.spool.CommitGate`) the COMMIT goes through it:
+    a hook that answered at its deadline and spooled its work never also commits it.
+    """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    __slots__ = ("conn", "gate")
+
+    def __init__(self, conn: sqlite3.Connection, gate: Any = None) -> None:
         self.conn = conn
+        self.gate = gate
 
     def __enter__(self) -> sqlite3.Connection:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -41,7 +46,10 @@ class Transaction:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
+            if self.gate is None:
+                self.conn.execute("COMMIT")
+            else:
+                self.gate.commit(self.conn)
         elif self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
@@ -52,6 +60,7 @@ class Store:
     def __init__(self, path: str, busy_timeout_ms: int = 2500, migrate: bool = True) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
+        self.gate: Any = None  # the CommitGate of the call this store serves, if any
         self.conn = self._connect()
         version = self.schema_version()
         if version < SCHEMA_VERSION:
@@ -102,7 +111,7 @@ class Store:
             raise StoreError(f"{self.path}: {exc}") from None
 
     def write(self) -> Transaction:
-        return Transaction(self.conn)
+        return Transaction(self.conn, self.gate)
 
     def close(self) -> None:
         self.conn.close()

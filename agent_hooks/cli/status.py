@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks import spool
+from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths
 from agent_hooks.cli.sessions import guard_fields
 from agent_hooks.cli.table import cell
 from agent_hooks.features import heartbeat
@@ -22,13 +23,15 @@ def collect() -> dict[str, Any]:
     stalled_after_s = heartbeat.stalled_after(load_config())
     now = time.time()
     if store is None:
-        return {"sessions": [], "errors": 0}
+        return {"sessions": [], "errors": 0, "spool": spool.counts(paths(), None)}
     try:
         rows = store.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY last_seen_at DESC"
         ).fetchall()
         errors = store.conn.execute("SELECT count(*) FROM errors").fetchone()[0]
         guards = guard_fields(store.conn)
+        # Calls answered fail-open before their write committed, and replayed since (issue 12).
+        spooled = spool.counts(paths(), store.conn)
     finally:
         store.close()
     sessions = []
@@ -45,7 +48,7 @@ def collect() -> dict[str, Any]:
         )
         # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
-    return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s}
+    return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s, "spool": spooled}
 
 
 @click.command()
@@ -76,6 +79,10 @@ def status(as_json: bool) -> None:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
         click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
     click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
+    sp = data["spool"]
+    if sp["spooled"]:
+        click.echo(f"spool: {sp['spooled']} calls spooled, {sp['replayed']} replayed, {sp['pending']} pending"
+                   + (f", {sp['failed']} failed" if sp["failed"] else ""))
 
 
 def _guards(s: dict[str, Any]) -> str:

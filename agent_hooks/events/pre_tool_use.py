@@ -30,7 +30,8 @@ def handle(ctx: Context) -> Outcome:
             if poll is not None:
                 psnap = polling.read_snapshot(conn, p.session_id, snap.guards_since_id, poll, ctx.started, cfg)
                 verdicts.append(polling.decide(poll, psnap, ctx.started, cfg))
-        top, warnings = combine(verdicts)
+        # Replayed from the spool: the call was answered fail-open and ran unguarded.
+        top, warnings = combine([] if ctx.replayed else verdicts)
         denied = top.decision == DENY
         toolcalls.start(
             conn, p, ctx.started, cfg, input_hash=input_hash,

@@ -304,6 +304,21 @@ class Drainer:
                 self._settle(row, kind, status, error, hint, time.time())
         return answered, outage
 
+    def _replay_spool(self) -> bool:
+        """Apply calls hooks spooled when they had to answer first (agent_hooks.spool)."""
+        from agent_hooks import spool
+
+        if not spool.has_work(self.paths):
+            return False
+        try:
+            done = spool.replay(self.paths, self.config)
+        except Exception as exc:  # noqa: BLE001 - the spool stays for the next replayer
+            log_error(self.paths, "spool", "error", f"replay from the drainer: {type(exc).__name__}: {exc}")
+            return False
+        if done and done["replayed"]:
+            self._say(f"replayed {done['replayed']} spooled calls")
+        return bool(done and done["taken"])
+
     def _prune_sessions(self) -> None:
         ttl = float(self.fwd["session_ttl_s"])
         with self.store.write() as conn:  # type: ignore[union-attr]
@@ -328,6 +343,7 @@ class Drainer:
         if not os.path.exists(self.paths.store):
             return 0
         self.store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
+        self._replay_spool()
         url = str(fwd["url"])
         if not fwd["enabled"]:
             self._say("forwarding is disabled (forward.enabled = false); events stay queued")
@@ -379,6 +395,8 @@ class Drainer:
                 continue
             if idle_since is None:
                 idle_since = now
+                if self._replay_spool():
+                    continue  # replayed calls may have queued events
             if now - idle_since >= self.idle_exit_s:
                 # Exit protocol (module docstring): release, then look once more.
                 self._release()
