@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
         # hook call (a detached replayer) or the drainer. The file never grows past this.
         "max_bytes": 64 * 1024 * 1024,
         # At the deadline, how long the main thread waits for a commit already under way.
-        "commit_wait_ms": 500,
+        "commit_wait_ms": 2000,
     },
     "identity": {
         # Agent name when $AGENT_HOOKS_AGENT is unset.

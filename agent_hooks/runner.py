@@ -140,7 +140,7 @@ def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, me
 
 
 class _Result:
-    __slots__ = ("text", "done", "finished", "data", "started", "gate")
+    __slots__ = ("text", "done", "finished", "data", "started", "gate", "call_id")
 
     def __init__(self) -> None:
         self.text: str | None = None
@@ -148,6 +148,9 @@ class _Result:
         self.data: bytes | None = None  # the payload, once read: what a spool entry holds
         self.started = time.time()
         self.gate = spool.CommitGate()
+        # One id per call: the worker (store busy) and the main thread (deadline) may both
+        # spool it; the replay records an id once.
+        self.call_id = os.urandom(12).hex()
         # Held while the worker runs; the main thread waits on it with the deadline.
         self.finished = _thread.allocate_lock()
         self.finished.acquire()
@@ -214,7 +217,7 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
 def _spool(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result, why: str,
            session_id: str | None) -> bool:
     """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
-    problem = spool.save(paths, config, event, result.data or b"", result.started, env)
+    problem = spool.save(paths, config, event, result.data or b"", result.started, env, call_id=result.call_id)
     if problem is None:
         warn(f"{event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
         log_error(paths, event, "spooled", why, session_id, config=config)
@@ -228,8 +231,12 @@ def _at_deadline(event: str, paths: Paths, config: dict[str, Any], env: Any, res
     """The deadline passed: keep the work (committed, or spooled). False when nothing could be kept."""
     if result.data is None:
         return False  # the payload never arrived: there is nothing to keep
-    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 500)) / 1000
+    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
+    waited = time.monotonic()
     committed = result.gate.abandon(wait_s)
+    waited = time.monotonic() - waited
+    if waited > 0.05:  # a commit was under way: letting it finish beats losing the call
+        warn(f"{event}: answered {int(waited * 1000)} ms past the deadline: a commit was under way")
     if committed:
         return True  # the write is in; what came after it (a read for context) is what was cut
     if committed is None:
@@ -295,7 +302,8 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
     if not result.finished.acquire(timeout=deadline) or not result.done:
         if not _at_deadline(event, paths, config, env, result, session_box[0], int(deadline * 1000)):
-            message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
+            unread = " before the payload was read" if result.data is None else ""
+            message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
             warn(f"{event}: {message}")
             log_error(paths, event, "timeout", message, session_box[0], config=config)
             _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)

@@ -112,11 +112,13 @@ def pending_path(paths: Paths) -> str:
 
 
 def has_work(paths: Paths) -> bool:
-    """One stat: is there a pending spool file?"""
+    """Is anything owed? One listing of a directory that is usually absent or empty
+    (a file a crashed replayer took is owed too)."""
     try:
-        return os.stat(pending_path(paths)).st_size > 0
+        names = os.listdir(spool_dir(paths))
     except OSError:
         return False
+    return any(n == PENDING or n.startswith(TAKEN_PREFIX) for n in names)
 
 
 def transient(exc: BaseException) -> bool:
