@@ -290,6 +290,9 @@ DEFAULTS: dict[str, Any] = {
         # An unreachable server is retried this long before the drainer exits; the
         # events stay queued and the next hook call (after the backoff) starts it again.
         "give_up_after_s": 300.0,
+        # While backing off from an outage, try a TCP connect to the server this often and
+        # retry as soon as it accepts (0: wait out the backoff).
+        "probe_interval_s": 0.5,
         # Sessions delivered side by side (each session's events stay in order).
         "concurrency": 4,
         # HTTP timeout of one delivery.

@@ -103,20 +103,57 @@ def queue(ctx: click.Context, as_json: bool) -> None:
 @queue.command()
 @click.option("--idle", type=float, default=0.0, show_default=True,
               help="Seconds to wait for new events once the queue is empty.")
-def drain(idle: float) -> None:
-    """Deliver the outbox now, in the foreground (exits when it is empty)."""
-    from agent_hooks.forward.drain import Drainer
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for a running drainer to empty the queue.")
+def drain(idle: float, timeout: float) -> None:
+    """Deliver the outbox now, in the foreground; exit 0 once it is empty.
+
+    When a drainer is already running (a hook started it), it is woken to retry at
+    once, and this command shows the queue going down until it is empty; if that
+    drainer goes away, this command takes over.
+    """
+    from agent_hooks.forward.drain import Drainer, wake
 
     os.umask(0o077)
     store = open_store(write=True)  # creates / migrates the store
     if store is not None:
         store.close()
-    drainer = Drainer(paths(), load_config(), idle_exit_s=idle, echo=click.echo)
-    drainer.run()
-    click.echo(f"delivered {drainer.delivered}, dead-lettered {drainer.dead}")
-    remaining = collect()
-    if remaining["depth"]:
-        raise click.ClickException(f"{remaining['depth']} events still queued")
+    p, cfg = paths(), load_config()
+    delivered = dead = 0
+    deadline = time.monotonic() + timeout
+    shown: int | None = None
+    while True:
+        if not outbox.drainer_alive(p):
+            drainer = Drainer(p, cfg, idle_exit_s=idle, echo=click.echo)
+            if drainer.run_if_free():
+                delivered, dead = delivered + drainer.delivered, dead + drainer.dead
+                click.echo(f"delivered {delivered}, dead-lettered {dead}")
+                remaining = collect()["depth"]
+                if remaining:
+                    raise click.ClickException(f"{remaining} events still queued")
+                return
+            continue  # another drainer took the lock first: wait for it like the one before
+        depth = collect()["depth"]
+        if depth == 0:
+            click.echo(f"all delivered (by the running drainer); dead letters: {collect()['dead']}")
+            return
+        if depth != shown:
+            pid = _drainer_pid(p)
+            click.echo(f"waiting for the running drainer{f' (pid {pid})' if pid else ''}: {depth} queued")
+            if shown is None:
+                wake(p)  # retry now: the server may just have come back
+            shown = depth
+        if time.monotonic() >= deadline:
+            raise click.ClickException(f"{depth} events still queued after {timeout:g} s (see `agent-hook queue`)")
+        time.sleep(0.2)
+
+
+def _drainer_pid(p: Any) -> int | None:
+    try:
+        with open(os.path.join(p.lock_dir, "drain.pid"), encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 @queue.command()
