@@ -227,22 +227,30 @@ def _spool(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _
 
 
 def _at_deadline(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result,
-                 session_id: str | None, deadline_ms: int) -> bool:
-    """The deadline passed: keep the work (committed, or spooled). False when nothing could be kept."""
-    if result.data is None:
-        return False  # the payload never arrived: there is nothing to keep
+                 session_id: str | None, deadline_ms: int, left_s: float) -> str:
+    """The spool point passed (``left_s`` before the deadline): keep the work, committed or spooled.
+
+    The gate is closed first, so a worker that has not committed yet never will:
+    "committed" (the write is in), "spooled", "unread" (no payload arrived: nothing
+    to keep) or "lost" (the spool refused it, or a commit outlived every wait).
+    """
     wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
-    waited = time.monotonic()
-    committed = result.gate.abandon(wait_s)
-    waited = time.monotonic() - waited
-    if waited > 0.05:  # a commit was under way: letting it finish beats losing the call
-        warn(f"{event}: answered {int(waited * 1000)} ms past the deadline: a commit was under way")
-    if committed:
-        return True  # the write is in; what came after it (a read for context) is what was cut
+    committed = result.gate.abandon(left_s)
     if committed is None:
-        return False  # a commit still running: it lands or not, we cannot tell
-    return _spool(event, paths, config, env, result, f"deadline of {deadline_ms} ms passed before the write",
-                  session_id)
+        # A commit under way at the deadline: letting it finish beats losing the call.
+        waited = time.monotonic()
+        committed = result.gate.abandon(wait_s)
+        warn(f"{event}: answered {int((time.monotonic() - waited) * 1000)} ms past the deadline:"
+             f" a commit was under way")
+    if committed:
+        return "committed"
+    if committed is None:
+        return "lost"
+    if result.data is None:
+        return "unread"
+    if _spool(event, paths, config, env, result, f"deadline of {deadline_ms} ms passed before the write", session_id):
+        return "spooled"
+    return "lost"
 
 
 def _kick_replayer(paths: Paths, config: dict[str, Any], env: Any, event: str) -> None:
@@ -300,14 +308,24 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     session_box: list[str | None] = [None]
     _thread.start_new_thread(_work, (event, handler, env, paths, config, result, session_box))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-    if not result.finished.acquire(timeout=deadline) or not result.done:
-        if not _at_deadline(event, paths, config, env, result, session_box[0], int(deadline * 1000)):
-            unread = " before the payload was read" if result.data is None else ""
-            message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
-            warn(f"{event}: {message}")
-            log_error(paths, event, "timeout", message, session_box[0], config=config)
-            _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
-        _exit_now()  # the worker may still hold the store: do not wait for it
+    # The spool point comes a little before the deadline: a commit under way then can still land in time.
+    margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
+    began = time.monotonic()
+    if not result.finished.acquire(timeout=deadline - margin) or not result.done:
+        kept = _at_deadline(event, paths, config, env, result, session_box[0], int(deadline * 1000),
+                            max(0.001, deadline - (time.monotonic() - began)))
+        left = deadline - (time.monotonic() - began)
+        if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and result.done:
+            pass  # the work is in and the answer came in time after all: give it
+        else:
+            if kept in ("unread", "lost"):
+                unread = " before the payload was read" if kept == "unread" else ""
+                message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
+                warn(f"{event}: {message}")
+                log_error(paths, event, "timeout", message, session_box[0], config=config)
+                # Counted only if the store is free at once: the answer is due now.
+                _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=1)
+            _exit_now()  # the worker may still hold the store: do not wait for it
     try:
         emit(result.text)
     except (OSError, ValueError) as exc:
