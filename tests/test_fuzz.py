@@ -29,9 +29,8 @@ ANSWER_KEYS = {"hookSpecificOutput", "decision", "reason"}
 
 
 def _handler(event: str) -> Any:
-    from agent_hooks.spool import EVENT_MODULES
-
-    return importlib.import_module(f"agent_hooks.events.{EVENT_MODULES[event]}").handle
+    module = EXECUTABLES[event].removeprefix("agent-hook-").replace("-", "_")
+    return importlib.import_module(f"agent_hooks.events.{module}").handle
 
 
 def _env(home: Path) -> dict[str, str]:
