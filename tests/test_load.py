@@ -19,6 +19,5 @@ def test_every_call_whose_payload_was_read_is_recorded_once(hooks_home: Path) ->
     assert result["exited"] == result["processes"]
     assert result["nonzero_exits"] == 0 and result["stdout"] == 0 and result["internal_errors"] == 0
     assert result["recorded"] == result["read"], result
-    assert result["rows"] == result["read"] + 0 or result["rows"] <= result["processes"]
     assert result["rows"] == result["recorded"], result  # none recorded twice
     assert result["late_answers"] == 0, result
