@@ -56,7 +56,7 @@ def test_init_creates_then_is_idempotent(hooks_home: Path) -> None:
 
 
 def test_status_json_shape(hooks_home: Path) -> None:
-    assert json.loads(agent_hook("status", "--json").stdout) == {"sessions": [], "errors": 0}
+    assert json.loads(agent_hook("status", "--json").stdout) == {"sessions": [], "errors": 0, "errors_seen_at": None}
     env = {"OPTIMALOS_SESSION_TMUX": "agent-build-1", "AGENT_HOOKS_AGENT": "ada", "AGENT_HOOKS_ROLE": "lead"}
     for name in ("SessionStart-startup.json", "PreToolUse-Bash.json", "PostToolUseFailure-Bash.json",
                  "PreToolUse-Edit.json", "PostToolUse-Edit.json"):
@@ -72,7 +72,7 @@ def test_status_json_shape(hooks_home: Path) -> None:
     assert s["cwd"] == "/home/dev/acme"
     assert s["last_activity_at"].endswith("Z")
     text = agent_hook("status").stdout
-    assert s["session_id"] in text and "errors: 1" in text
+    assert s["session_id"] in text and "1 error not yet marked seen" in text
 
 
 def test_tmux_name_from_our_own_variable(hooks_home: Path) -> None:

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
+from agent_hooks.paths import Paths
 
 
 @check("forward", order=60)
 def server(ctx: Context) -> list[Check]:
     """Whether the configured ingest server answers."""
-    return check_server(ctx.cfg)
+    return check_server(ctx.cfg, url_configured(ctx.paths))
 
 
-def check_server(cfg: dict[str, Any]) -> list[Check]:
+def url_configured(p: Paths) -> bool:
+    """True when the user set forward.url (file or environment), not just the default."""
+    try:
+        layer = config_mod.read_file(p.config_file)
+    except config_mod.ConfigError:
+        layer = {}
+    env = config_mod.env_layer(os.environ, [])
+    return any("url" in (part.get("forward") or {}) for part in (layer, env) if isinstance(part.get("forward"), dict))
+
+
+def check_server(cfg: dict[str, Any], configured: bool = True) -> list[Check]:
     """Whether the ingest server answers (any HTTP answer counts; nothing is posted)."""
     fwd = cfg.get("forward") or {}
     if not fwd.get("enabled", True):
@@ -45,12 +57,14 @@ def check_server(cfg: dict[str, Any]) -> list[Check]:
         code = exc.code
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        # At the default URL nobody asked for a command center: a warning. A URL the
-        # user configured that does not answer is broken.
         default = (config_mod.DEFAULTS.get("forward") or {}).get("url")
-        status = WARN if url == default else FAIL
-        return [Check("forward", status, f"ingest server {url} does not answer ({reason})",
+        if not configured and url == default:
+            # Nobody asked for a command center: nothing to fix until one is configured.
+            return [Check("forward", OK, f"ingest server: not configured (nothing answers at the default {url}; "
+                          "set forward.url when you run a command center, or forward.enabled = false)",
+                          data={"url": url, "configured": False})] + map_checks
+        return [Check("forward", FAIL, f"ingest server {url} does not answer ({reason})",
                       "start the command center, fix forward.url, or set forward.enabled = false; "
-                      "events wait in the queue meanwhile", {"url": url})] + map_checks
+                      "events wait in the queue meanwhile", {"url": url, "configured": True})] + map_checks
     return [Check("forward", OK, f"ingest server answers at {parts.scheme}://{parts.netloc} (HTTP {code})",
                   data={"url": url, "status": code})] + map_checks

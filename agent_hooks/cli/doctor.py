@@ -3,8 +3,8 @@
 Each check gives ✓ (ok), ! (works, but look) or ✗ (broken), and every ! and ✗
 names its fix. Exit status 1 when anything is ✗. The checks themselves live in
 :mod:`agent_hooks.checks`, one module per area; this is the front-end.
-Doctor reads the real store without migrating it; its only write is the time
-of this check (``meta``), so that the next run reports the errors logged since.
+Doctor only reads: it never migrates the store, and the errors it shows stay
+shown (in ``status`` too) until ``agent-hook errors seen``.
 """
 
 from __future__ import annotations
