@@ -92,8 +92,3 @@ def mark_seen(conn: sqlite3.Connection, at: float | None = None) -> float:
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                  (SEEN_KEY, repr(at)))
     return at
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """'1 error', '2 errors'."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"

@@ -381,8 +381,8 @@ def test_queue_health_from_the_outbox(healthy: Env) -> None:
     conn.close()
     code, report, _ = healthy.doctor("--no-run")
     warns = lines(report, "warn", "queue")
-    assert any("1 events queued" in s and "not draining" in s for s in warns), warns
-    assert any("1 dead letters; last error: HTTP 400" in s for s in warns), warns
+    assert any("1 event queued" in s and "not draining" in s for s in warns), warns
+    assert any("1 dead letter; last error: HTTP 400" in s for s in warns), warns
 
 
 @pytest.fixture

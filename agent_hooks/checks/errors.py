@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_hooks.checks import OK, WARN, Check, Context, check
-from agent_hooks.cli.common import iso
-from agent_hooks.errorlog import plural, report
+from agent_hooks.cli.common import iso, plural
+from agent_hooks.errorlog import report
 
 
 @check("errors", order=50)

@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from agent_hooks.checks import OK, WARN, Check, Context, check
-from agent_hooks.cli.common import iso
+from agent_hooks.cli.common import iso, plural
 from agent_hooks.paths import Paths
 
 
@@ -37,7 +37,7 @@ def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], 
     stale_s = float(cfg["doctor"]["queue_stale_s"])
     checks = []
     if oldest and now - oldest > stale_s:
-        checks.append(Check("queue", WARN, f"{queued} events queued, the oldest for {int(now - oldest)} s: "
+        checks.append(Check("queue", WARN, f"{plural(queued, 'event')} queued, the oldest for {int(now - oldest)} s: "
                             "the queue is not draining", "check the ingest server line above; "
                             "the next hook call restarts the drainer", data))
     else:
@@ -47,6 +47,6 @@ def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], 
         if "last_error" in cols:
             row = conn.execute("SELECT last_error FROM outbox WHERE state LIKE '%dead%' ORDER BY id DESC LIMIT 1").fetchone()
             last = row[0] if row else None
-        checks.append(Check("queue", WARN, f"{dead} dead letters" + (f"; last error: {last}" if last else ""),
+        checks.append(Check("queue", WARN, plural(dead, "dead letter") + (f"; last error: {last}" if last else ""),
                             "inspect and retry them with agent-hook queue (see README)", data))
     return checks

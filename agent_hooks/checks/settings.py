@@ -7,7 +7,14 @@ import shutil
 from typing import Any
 
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.cli.settings import EVENT_OF, HOOKS, SettingsError, handler_words, is_ours, read_settings
+from agent_hooks.cli.settings import (
+    EVENT_OF,
+    HOOKS,
+    SettingsError,
+    handler_words,
+    is_ours,
+    read_settings,
+)
 
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 # Claude Code's timeouts are seconds, at most 600 by default: more looks like milliseconds.

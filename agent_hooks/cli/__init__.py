@@ -5,8 +5,20 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import (basics, configure, doctor, errors, identity, memory, queue, sessions, settings, status, summary,
-                             tasks)
+from agent_hooks.cli import (
+    basics,
+    configure,
+    doctor,
+    errors,
+    identity,
+    memory,
+    queue,
+    sessions,
+    settings,
+    status,
+    summary,
+    tasks,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

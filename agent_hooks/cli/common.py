@@ -83,3 +83,8 @@ def iso(ts: float | None) -> str | None:
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 error', '2 errors'."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"

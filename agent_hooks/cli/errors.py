@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agent_hooks import errorlog
-from agent_hooks.cli.common import echo_json, iso, open_store, paths, writing
+from agent_hooks.cli.common import echo_json, iso, open_store, paths, plural, writing
 
 
 @click.group(invoke_without_command=True)
@@ -34,7 +34,7 @@ def errors(ctx: click.Context, limit: int, as_json: bool) -> None:
     if not rep["unseen"]:
         click.echo(f"no errors{since}")
         return
-    click.echo(f"{errorlog.plural(rep['unseen'], 'error')}{since} (log: {rep['error_log']}):")
+    click.echo(f"{plural(rep['unseen'], 'error')}{since} (log: {rep['error_log']}):")
     for e in rep["recent"]:
         click.echo(f"  {e.get('at') or '-'}  {str(e.get('event') or '-'):18} {str(e.get('kind') or '-'):10} "
                    f"{str(e.get('message') or '')[:200]}")
@@ -51,7 +51,7 @@ def seen(as_json: bool) -> None:
     if as_json:
         echo_json({"marked_seen": before, "seen_at": iso(at)})
         return
-    click.echo(f"marked {errorlog.plural(before, 'error')} seen")
+    click.echo(f"marked {plural(before, 'error')} seen")
 
 
 COMMANDS = [errors]

@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from agent_hooks import errorlog
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths
+from agent_hooks.cli.common import (
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    paths,
+    plural,
+)
 from agent_hooks.cli.sessions import guard_fields
 from agent_hooks.features import heartbeat
 
@@ -81,7 +88,7 @@ def status(as_json: bool) -> None:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
         click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
     if data["errors"]:
-        click.echo(f"{errorlog.plural(data['errors'], 'error')} not yet marked seen: `agent-hook errors` lists them,"
+        click.echo(f"{plural(data['errors'], 'error')} not yet marked seen: `agent-hook errors` lists them,"
                    " `agent-hook errors seen` marks them seen")
     else:
         click.echo("errors: none" + (f" since {data['errors_seen_at']}" if data.get("errors_seen_at") else ""))

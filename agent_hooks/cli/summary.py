@@ -61,7 +61,7 @@ def search(query: str, limit: int, as_json: bool) -> None:
         click.echo("no matching session summaries")
         return
     for hit in hits:
-        click.echo(f"{hit['score']:8.3f}  {hit['name']}  {hit['at']}")
+        click.echo(f"{hit['score']:>8.3g}  {hit['name']}  {hit['at']}")
         click.echo(f"          {' '.join(hit['snippet'].split())}")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
 
@@ -278,7 +278,7 @@ def do_uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -
 def _cancel_text(result: dict[str, Any]) -> str:
     if result["task_id"]:
         if result["cancelled"]:
-            return f"task {result['task_id']}: cancelled ({result['task_sessions']} session(s) recorded)"
+            return f"task {result['task_id']}: cancelled ({plural(result['task_sessions'], 'session')} recorded)"
         return f"task {result['task_id']}: no longer cancelled"
     verb = "cancelled" if result["cancelled"] else "no longer cancelled"
     return "\n".join(f"session {sid}: {verb}" for sid in result["sessions"])
