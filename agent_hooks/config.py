@@ -200,6 +200,8 @@ DEFAULTS: dict[str, Any] = {
         # SessionEnd hooks share a 1.5 s budget unless a timeout raises it; 5 s lets the
         # 4 s internal deadline fit. A normal call is over in tens of ms, so exit is not slowed.
         "session_end_timeout_s": 5,
+        # settings.json.bak-agent-hooks-* backups kept beside a settings file we rewrite (the newest ones).
+        "keep_backups": 5,
     },
     "doctor": {
         # Per-call wall time of the synthetic run above which doctor warns (!). Over
