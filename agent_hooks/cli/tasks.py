@@ -170,11 +170,16 @@ def show(task_id: str, as_json: bool) -> None:
 
 def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
     """The `task list --json` items, most recently updated first."""
+    # A task named only by its sessions ($AGENT_HOOKS_TASK_ID) has no row yet: it is open.
     rows = conn.execute(
-        "SELECT t.task_id, t.state, t.description, t.progress, t.updated_at, t.cancel_reason,"
-        " (SELECT count(*) FROM sessions s WHERE s.task_id = t.task_id),"
-        " (SELECT count(*) FROM sessions s WHERE s.task_id = t.task_id AND s.state != 'ended')"
-        " FROM tasks t WHERE (? IS NULL OR t.state = ?) ORDER BY t.updated_at DESC LIMIT ?",
+        "WITH ids(task_id) AS (SELECT task_id FROM tasks UNION SELECT task_id FROM sessions WHERE task_id IS NOT NULL)"
+        " SELECT ids.task_id, coalesce(t.state, 'open') AS st, t.description, t.progress,"
+        " coalesce(t.updated_at, (SELECT max(last_seen_at) FROM sessions s WHERE s.task_id = ids.task_id)) AS upd,"
+        " t.cancel_reason,"
+        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id),"
+        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id AND s.state != 'ended')"
+        " FROM ids LEFT JOIN tasks t ON t.task_id = ids.task_id WHERE (? IS NULL OR coalesce(t.state, 'open') = ?)"
+        " ORDER BY upd DESC LIMIT ?",
         (state, state, limit),
     ).fetchall()
     return [{"task_id": r[0], "state": r[1], "cancelled": r[1] == "cancelled", "description": r[2],
