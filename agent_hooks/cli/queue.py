@@ -129,7 +129,7 @@ def drain(idle: float, give_up: float | None, as_json: bool) -> None:
         cfg["forward"]["give_up_after_s"] = give_up
     pending = collect()["depth"]
     say = (lambda text: click.echo(text, err=True)) if as_json else click.echo
-    if pending:
+    if pending and cfg["forward"]["enabled"]:
         say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
     drainer = Drainer(paths(), cfg, idle_exit_s=idle, echo=say)
     drainer.run()
