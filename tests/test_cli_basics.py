@@ -127,3 +127,18 @@ def test_config_init_writes_a_private_file(hooks_home: Path) -> None:
     assert tomllib.loads(path.read_text())["runtime"]["deadline_ms"] == 4000
     again = agent_hook("config", "init", check=False)
     assert again.returncode == 1 and "exists" in again.stderr
+
+
+def test_config_cache_is_private_whatever_the_umask(hooks_home: Path) -> None:
+    import os
+    import stat
+    import subprocess
+
+    from helpers import BIN
+
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text('[identity]\nagent = "ada"\n')
+    os.chmod(hooks_home / "config.toml", 0o600)
+    subprocess.run(["sh", "-c", f"umask 022 && {BIN / 'agent-hook'} config >/dev/null"], check=True, timeout=60)
+    cache = hooks_home / "config.cache.json"
+    assert cache.exists() and stat.S_IMODE(cache.stat().st_mode) == 0o600

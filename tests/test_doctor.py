@@ -326,13 +326,14 @@ def test_store_behind_loose_and_not_wal(env: Env) -> None:
 
 
 def test_invalid_configuration(healthy: Env) -> None:
-    (healthy.state / "config.toml").write_text('[runtime]\ndeadline_ms = "soon"\n[nonsense]\nx = 1\n')
+    (healthy.state / "config.toml").write_text('[runtime]\ndeadline_ms = "soon"\ndealine_ms = 1\n[nonsense]\nx = 1\n')
     os.chmod(healthy.state / "config.toml", 0o600)
     code, report, _ = healthy.doctor("--no-run")
     assert code == 1
     fails = lines(report, "fail", "config")
     assert any("runtime.deadline_ms must be int" in s for s in fails), fails
     assert any("unknown section [nonsense]" in s for s in fails), fails
+    assert "configuration: unknown setting runtime.dealine_ms (did you mean deadline_ms?)" in fails, fails
     (healthy.state / "config.toml").write_text("[runtime\n")
     code, report, _ = healthy.doctor("--no-run")
     assert code == 1 and any("configuration invalid" in s for s in lines(report, "fail", "config"))
