@@ -38,6 +38,11 @@ def test_status_escapes_control_characters_and_newlines(evil_session: str) -> No
     assert not any(line.startswith("FORGED-ROW") for line in out.splitlines())
 
 
+def test_lists_and_errors_escape(evil_session: str) -> None:
+    for args in (("session", "list"), ("task", "list"), ("errors",)):
+        _assert_safe(agent_hook(*args, check=False).stdout)
+
+
 def test_session_show_escapes(evil_session: str) -> None:
     out = agent_hook("session", "show", evil_session).stdout
     _assert_safe(out)

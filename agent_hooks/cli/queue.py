@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths, writing
+from agent_hooks.cli.common import (
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    paths,
+    plural,
+    writing,
+)
 from agent_hooks.cli.table import cell
 from agent_hooks.forward import eventmap, outbox
 from agent_hooks.forward.urls import url_problem
@@ -103,14 +111,19 @@ def queue(ctx: click.Context, as_json: bool) -> None:
 @queue.command()
 @click.option("--idle", type=float, default=0.0, show_default=True,
               help="Seconds to wait for new events once the queue is empty.")
+@click.option("--give-up-after", "give_up", type=click.FloatRange(0), default=None, metavar="SECONDS",
+              help="Stop waiting for an unreachable server after this long (default: forward.give_up_after_s).")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds to wait for a running drainer to empty the queue.")
-def drain(idle: float, timeout: float) -> None:
-    """Deliver the outbox now, in the foreground; exit 0 once it is empty.
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
+def drain(idle: float, give_up: float | None, timeout: float, as_json: bool) -> None:
+    """Deliver the outbox now, in the foreground (exits 0 once it is empty).
 
+    While the ingest server does not answer it says so, retries with backoff,
+    and gives up after forward.give_up_after_s (or --give-up-after); the events stay queued.
     When a drainer is already running (a hook started it), it is woken to retry at
-    once, and this command shows the queue going down until it is empty; if that
-    drainer goes away, this command takes over.
+    once and this command shows the queue going down until it is empty (at most
+    --timeout seconds); if that drainer goes away, this command takes over.
     """
     from agent_hooks.forward.drain import Drainer, wake
 
@@ -118,34 +131,46 @@ def drain(idle: float, timeout: float) -> None:
     store = open_store(write=True)  # creates / migrates the store
     if store is not None:
         store.close()
-    p, cfg = paths(), load_config()
+    cfg = load_config()
+    if give_up is not None:
+        cfg["forward"]["give_up_after_s"] = give_up
+    p = paths()
+    say = (lambda text: click.echo(text, err=True)) if as_json else click.echo
     delivered = dead = 0
     deadline = time.monotonic() + timeout
     shown: int | None = None
     while True:
         if not outbox.drainer_alive(p):
-            drainer = Drainer(p, cfg, idle_exit_s=idle, echo=click.echo)
-            if drainer.run_if_free():
-                delivered, dead = delivered + drainer.delivered, dead + drainer.dead
-                click.echo(f"delivered {delivered}, dead-lettered {dead}")
-                remaining = collect()["depth"]
-                if remaining:
-                    raise click.ClickException(f"{remaining} events still queued")
-                return
-            continue  # another drainer took the lock first: wait for it like the one before
+            pending = collect()["depth"]
+            if pending and cfg["forward"]["enabled"]:
+                say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
+            drainer = Drainer(p, cfg, idle_exit_s=idle, echo=say)
+            if not drainer.run_if_free():
+                continue  # another drainer took the lock first: wait for it like the one before
+            delivered, dead = delivered + drainer.delivered, dead + drainer.dead
+            break
         depth = collect()["depth"]
         if depth == 0:
-            click.echo(f"all delivered (by the running drainer); dead letters: {collect()['dead']}")
-            return
+            say("all delivered by the running drainer")
+            break
         if depth != shown:
             pid = _drainer_pid(p)
-            click.echo(f"waiting for the running drainer{f' (pid {pid})' if pid else ''}: {depth} queued")
+            say(f"waiting for the running drainer{f' (pid {pid})' if pid else ''}: {plural(depth, 'event')} queued")
             if shown is None:
                 wake(p)  # retry now: the server may just have come back
             shown = depth
         if time.monotonic() >= deadline:
-            raise click.ClickException(f"{depth} events still queued after {timeout:g} s (see `agent-hook queue`)")
+            raise click.ClickException(f"{plural(depth, 'event')} still queued after {timeout:g} s"
+                                       " (see `agent-hook queue`)")
         time.sleep(0.2)
+    remaining = collect()
+    if as_json:
+        echo_json({"delivered": delivered, "dead_lettered": dead, "remaining": remaining["depth"],
+                   "last_error": remaining["last_error"]})
+    else:
+        click.echo(f"delivered {delivered}, dead-lettered {dead}")
+    if remaining["depth"]:
+        raise click.ClickException(f"{plural(remaining['depth'], 'event')} still queued")
 
 
 def _drainer_pid(p: Any) -> int | None:
@@ -159,20 +184,27 @@ def _drainer_pid(p: Any) -> int | None:
 @queue.command()
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--all", "all_", is_flag=True, help="Every dead letter.")
-def retry(ids: tuple[int, ...], all_: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def retry(ids: tuple[int, ...], all_: bool, as_json: bool) -> None:
     """Put dead letters (by ID, or --all) back in the queue and start the drainer."""
     if not ids and not all_:
-        raise click.ClickException("name dead-letter IDs (see `agent-hook queue`) or pass --all")
+        raise click.UsageError("name dead-letter IDs (see `agent-hook queue`) or pass --all")
     with writing() as conn:
         where, args = ("state = 'dead'", []) if all_ else (
             f"state = 'dead' AND id IN ({','.join('?' * len(ids))})", list(ids))
-        n = conn.execute(
-            f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL WHERE {where}", args
-        ).rowcount
-    if ids and n < len(ids):
-        click.echo(f"warning: {len(ids) - n} of the IDs are not dead letters", err=True)
-    click.echo(f"requeued {n}")
-    if n and load_config()["forward"]["autostart"]:
+        requeued = [r[0] for r in conn.execute(f"SELECT id FROM outbox WHERE {where}", args)]
+        if requeued:
+            conn.execute(f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL"
+                         f" WHERE id IN ({','.join('?' * len(requeued))})", requeued)
+    not_dead = sorted(set(ids) - set(requeued))
+    if not_dead:
+        click.echo(f"warning: {len(not_dead)} of the IDs are not dead letters: "
+                   f"{', '.join(map(str, not_dead))}", err=True)
+    if as_json:
+        echo_json({"requeued": len(requeued), "ids": requeued, "not_dead_letters": not_dead})
+    else:
+        click.echo(f"requeued {len(requeued)}")
+    if requeued and load_config()["forward"]["autostart"]:
         outbox.maybe_start_drainer(paths(), os.environ, force=True)
 
 
@@ -180,14 +212,18 @@ def retry(ids: tuple[int, ...], all_: bool) -> None:
 @click.option("--dead", "which", flag_value="dead", default=True, help="Dead letters only (default).")
 @click.option("--all", "which", flag_value="all", help="Everything, queued events too.")
 @click.option("--yes", is_flag=True, help="Do not ask before dropping queued events.")
-def purge(which: str, yes: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def purge(which: str, yes: bool, as_json: bool) -> None:
     """Drop dead letters (--dead, the default) or the whole outbox (--all)."""
     if which == "all" and not yes:
         click.confirm("Drop every queued event too?", abort=True)
     with writing() as conn:
         where = "state = 'dead'" if which == "dead" else "1"
         n = conn.execute(f"DELETE FROM outbox WHERE {where}").rowcount
-    click.echo(f"purged {n}")
+    if as_json:
+        echo_json({"purged": n, "which": which})
+    else:
+        click.echo(f"purged {n}")
 
 
 COMMANDS = [queue]
