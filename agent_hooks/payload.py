@@ -226,7 +226,7 @@ def validate(raw: dict[str, Any], expected_event: str, notes: list[str] | None =
         raise PayloadError("missing hook_event_name")
     if event != expected_event:
         shown = event[:60].encode("ascii", "backslashreplace").decode("ascii")
-        raise PayloadError(f"this is the {expected_event} hook, but the payload is for {shown!r}")
+        raise PayloadError(f"this is the {expected_event} hook, but the payload is for {shown}")
     fields = EVENT_FIELDS.get(event, {})
     for spec in (_COMMON, fields):
         for name, (kind, required) in spec.items():
