@@ -107,7 +107,7 @@ def fuzz_in_process(home: Path, count: int) -> list[str]:
 def fuzz_subprocess(home: Path, count: int, offset: int) -> list[str]:
     import subprocess
 
-    env = dict(os.environ, **_env(home), AGENT_HOOKS_DEADLINE_MS="4000", AGENT_HOOKS_BUSY_TIMEOUT_MS="2500")
+    env = {**os.environ, **_env(home), "AGENT_HOOKS_DEADLINE_MS": "4000", "AGENT_HOOKS_BUSY_TIMEOUT_MS": "2500"}
     problems: list[str] = []
     all_cases = cases(offset + count, SEED)[offset:]
     for n, (event, data) in enumerate(all_cases, start=offset):
