@@ -100,6 +100,17 @@ def routes(state: ServerState) -> list[BaseRoute]:
     return [Route(local.HOOK_PATH, hook, methods=["POST"])]
 
 
+async def startup(state: ServerState) -> None:
+    """Open (and migrate) the store before the first hook call needs it."""
+    def warm() -> None:
+        try:
+            state.store()
+        except Exception as exc:  # noqa: BLE001 - each call will report it with its own trace
+            log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
+
+    await state.run_blocking(warm)
+
+
 def _record_timeout(state: ServerState, config: dict, call: Call, message: str) -> None:
     log_error(state.paths, call.event, "timeout", message, call.session_id)
     count_error(state.paths, config, call.event, "timeout", message, call.session_id, busy_timeout_ms=250)
