@@ -24,8 +24,10 @@ import click
 
 from agent_hooks import config as config_mod
 from agent_hooks.cli.common import iso, paths
-from agent_hooks.cli.settings import (EVENT_OF, EXECUTABLES, HOOKS, SettingsError, default_bin_dir,
-                                      handler_words, is_ours, read_settings)
+from agent_hooks.wiring.entries import handler_words, is_ours
+from agent_hooks.wiring.merge import SettingsError
+from agent_hooks.wiring.settings_file import default_bin_dir, read_settings
+from agent_hooks.wiring.table import EVENT_OF, EXECUTABLES, HOOKS
 from agent_hooks.paths import Paths
 from agent_hooks.store import SCHEMA_VERSION
 
