@@ -14,7 +14,7 @@ import click
 
 from agent_hooks.cli.common import load_config
 from agent_hooks.wiring.entries import PLACEHOLDER, handler_words, is_ours, recognise, template  # noqa: F401
-from agent_hooks.wiring.merge import SettingsError, merge_install, merge_uninstall  # noqa: F401
+from agent_hooks.wiring.merge import SettingsError
 from agent_hooks.wiring.settings_file import apply, default_bin_dir, read_settings, render  # noqa: F401
 from agent_hooks.wiring.table import EVENT_OF, EXECUTABLES, HOOKS  # noqa: F401
 

@@ -5,56 +5,52 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import shlex
 import stat
 import sys
 from typing import Any
 
 from agent_hooks.paths import Paths
-from agent_hooks.wiring.merge import SettingsError, _check_shape, merge_install, merge_uninstall
+from agent_hooks.wiring import jsontext, merge
+from agent_hooks.wiring.entries import our_groups
+from agent_hooks.wiring.merge import Change, SettingsError, parse_root
 
 
-def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
-    """(document, original text); ({}, None) when the file does not exist. Refuses invalid files."""
+BOM = "\ufeff"
+
+
+def read_text(path: str) -> str | None:
+    """The file's text (a byte-order mark kept), or None when it does not exist."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
     except FileNotFoundError:
-        return {}, None
+        return None
     except UnicodeDecodeError:
         raise SettingsError(f"{path} is not UTF-8 text; fix or move it, then re-run. "
                             "It was left untouched.") from None
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
-    if not text.strip():
+
+
+def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
+    """(document, original text); ({}, None) when the file does not exist. Refuses invalid files.
+
+    The document is what Claude Code sees: comments ignored, the last of duplicate keys.
+    """
+    text = read_text(path)
+    if text is None:
+        return {}, None
+    body = text.removeprefix(BOM)
+    if not body.strip():
         return {}, text
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SettingsError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix or move it, then re-run. It was left untouched."
-        ) from None
-    _check_shape(doc, path)
-    return doc, text
-
-
-def _indent_of(text: str | None) -> str | int:
-    if text:
-        m = re.search(r"\n([ \t]+)\"", text)
-        if m:
-            return m.group(1) if "\t" in m.group(1) else len(m.group(1))
-    return 2
+    root = parse_root(body, path)
+    return jsontext.value_of(body, root), text
 
 
 def render(doc: dict[str, Any], like: str | None = None) -> str:
-    """JSON text for ``doc``, indented like the file it replaces."""
-    return json.dumps(doc, indent=_indent_of(like), ensure_ascii=False) + "\n"
-
-
-def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=False) == json.dumps(b, sort_keys=False)
+    """JSON text for a whole new document (two-space indent, like the template)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_settings(path: str, text: str, original: str | None) -> str | None:
@@ -101,16 +97,53 @@ def write_settings(path: str, text: str, original: str | None) -> str | None:
     return backup
 
 
-def _lock(path: str) -> Any:
+def _state_file(kind: str, path: str, suffix: str) -> str:
+    """A file of ours about the settings file ``path``, in our state dir (so ~/.claude gets none)."""
     import hashlib
 
+    p = Paths(os.environ)
+    directory = p.lock_dir if kind == "lock" else os.path.join(p.state_dir, "wiring")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(f"cannot create {directory} (our state directory): {exc.strerror}; "
+                            "make it writable, or point AGENT_HOOKS_HOME at a directory you own") from None
+    name = hashlib.sha256(path.encode()).hexdigest()[:16]
+    return os.path.join(directory, f"settings-{name}{suffix}")
+
+
+def _lock(path: str) -> Any:
     from filelock import FileLock
 
-    p = Paths(os.environ)
-    os.makedirs(p.lock_dir, mode=0o700, exist_ok=True)
-    # One lock per settings file, kept in our state dir so ~/.claude gets no lock files.
-    name = hashlib.sha256(path.encode()).hexdigest()[:16]
-    return FileLock(os.path.join(p.lock_dir, f"settings-{name}.lock"), timeout=10)
+    # One lock per settings file; 0600 whatever the umask (mode= is applied with the umask cleared).
+    return FileLock(_state_file("lock", path, ".lock"), timeout=10, mode=0o600)
+
+
+def read_created(path: str) -> list[str] | None:
+    """What install created in the settings file ``path`` (None: no record, e.g. an older version)."""
+    try:
+        with open(_state_file("wiring", path, ".json"), encoding="utf-8") as f:
+            created = json.load(f).get("created")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(c) for c in created] if isinstance(created, list) else None
+
+
+def write_created(path: str, created: list[str] | None) -> None:
+    """Record (or, with None, forget) what install created in ``path``."""
+    record = _state_file("wiring", path, ".json")
+    try:
+        if created is None:
+            os.unlink(record)
+            return
+        fd = os.open(record + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"path": path, "created": created}, f)
+        os.replace(record + ".tmp", record)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SettingsError(f"cannot write {record}: {exc.strerror}") from None
 
 
 def default_bin_dir() -> str:
@@ -118,23 +151,44 @@ def default_bin_dir() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
+def resolve_target(path: str) -> str:
+    """The file to edit: a symlinked settings.json (dotfiles) is edited at its target, the link kept."""
+    real = os.path.realpath(path)
+    if os.path.islink(path) and not os.path.exists(real):
+        raise SettingsError(f"{path} is a symlink to {real}, which does not exist; fix the link "
+                            "(or remove it), then re-run. Nothing was written.")
+    return real
+
+
 def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
     """Install or uninstall in the file at ``path``; returns a report (also the --json shape).
 
-    With ``dry_run`` nothing is written and the report carries the unified ``diff``.
+    Only our entries change: the edits are spliced into the file's text. With
+    ``dry_run`` nothing is written and the report carries the unified ``diff``.
     """
-    real = os.path.realpath(path)  # a symlinked settings.json (dotfiles) keeps its link
+    real = resolve_target(path)
     with _lock(real):
-        doc, original = read_settings(real)
+        original = read_text(real)
+        bom = BOM if original and original.startswith(BOM) else ""
+        body = (original or "").removeprefix(BOM)
         if action == "install":
-            new, change = merge_install(doc, bin_dir, cfg)
+            groups = our_groups(bin_dir, cfg)
+            if not body.strip():
+                text, change = render({"hooks": {e: [g] for e, g in groups.items()}}), Change(added=len(groups))
+                change.created = ["hooks", *(f"hooks.{e}" for e in groups)]
+            else:
+                text, change = merge.install(body, real, groups, read_created(real))
         else:
-            new, change = merge_uninstall(doc)
+            created = read_created(real)
+            if not body.strip():
+                text, change = body, Change()
+            else:
+                text, change = merge.uninstall(body, real, created)
         report: dict[str, Any] = {"path": path, "action": action, "changed": False, "backup": None,
                                   "removed": change.removed, "added": change.added, "bin_dir": bin_dir}
-        if _same(new, doc) and (original is not None or action == "uninstall"):
+        text = bom + text
+        if text == original or (original is None and action == "uninstall"):
             return report
-        text = render(new, original)
         if dry_run:
             import difflib
 
@@ -143,4 +197,5 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
             return report
         report["backup"] = write_settings(real, text, original)
         report["changed"] = True
+        write_created(real, change.created if action == "install" else None)
         return report

@@ -19,7 +19,7 @@ class Hook(NamedTuple):
 
 # Matchers only where Claude Code takes them (reference §6.3); None = every value.
 HOOKS: tuple[Hook, ...] = (
-    Hook("SessionStart", "agent-hook-session-start", "startup|resume|clear|compact"),
+    Hook("SessionStart", "agent-hook-session-start", None),  # every source, new ones too (docs/settings.md)
     Hook("UserPromptSubmit", "agent-hook-user-prompt-submit", None),
     Hook("PreToolUse", "agent-hook-pre-tool-use", "*"),
     Hook("PostToolUse", "agent-hook-post-tool-use", "*"),
@@ -31,3 +31,6 @@ HOOKS: tuple[Hook, ...] = (
 )
 EXECUTABLES = [h.executable for h in HOOKS]
 EVENT_OF = {h.executable: h.event for h in HOOKS}
+# Executables we once shipped and no longer do: still ours, so install and uninstall take them out.
+RETIRED_EXECUTABLES: list[str] = []
+KNOWN_EXECUTABLES = frozenset(EXECUTABLES + RETIRED_EXECUTABLES)
