@@ -38,12 +38,15 @@ class Server:
         return json.loads(self.cli("status", "--json").stdout)
 
     def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None,
-             timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
-        """One hook call as Claude Code makes it: a new connection, JSON body."""
+             timeout: float = 30, event: str | None = None) -> tuple[int, dict[str, str], bytes]:
+        """One hook call as Claude Code makes it: a new connection, JSON body, to /hooks/<Event>
+        (the body's event unless ``event`` says otherwise; "" posts to /hooks)."""
         data = json.dumps(body).encode() if isinstance(body, dict) else body
+        if event is None:
+            event = body.get("hook_event_name", "") if isinstance(body, dict) else ""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            conn.request("POST", "/hooks", data, {"Content-Type": "application/json", **(headers or {})})
+            conn.request("POST", f"/hooks/{event}" if event else "/hooks", data, {"Content-Type": "application/json", **(headers or {})})
             resp = conn.getresponse()
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
         finally:

@@ -111,6 +111,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
     checks: list[Check] = []
     wired: dict[str, list[str]] = {}
     where: dict[str, list[str]] = {}
+    http_events: set[str] = set()  # events wired to our server (agent_hooks.server.checks looks at those)
     deadline_s = cfg["runtime"]["deadline_ms"] / 1000
     any_file = False
     for scope, path in settings_files(project_dir):
@@ -134,6 +135,10 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
                 if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
                     continue
                 for handler in group["hooks"]:
+                    if is_ours(handler) and handler.get("type") == "http":  # the server's checks look at it
+                        count += 1
+                        http_events.add(event)
+                        continue
                     if not is_ours(handler):
                         mine = mentions_ours(handler)
                         if mine:
@@ -165,7 +170,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
             checks.append(Check("settings", WARN, f"{event}: the same hook appears {len(where[event])} times "
                                 f"in the {where[event][0]} settings", "agent-hook settings install (keeps one)"))
     if wired:
-        missing = [event for event, _, _ in HOOKS if event not in wired]
+        missing = [event for event, _, _ in HOOKS if event not in wired and event not in http_events]
         if missing:
             checks.append(Check("settings", FAIL, f"not wired: {', '.join(missing)} (an entry was removed?)",
                                 "agent-hook settings install", {"missing_events": missing}))
@@ -630,6 +635,9 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
     try:
         checks += check_errors(p, conn, now)
         checks += check_server(cfg)
+        from agent_hooks.server.checks import server_checks  # the resident server's area (docs/server.md)
+
+        checks += server_checks(p, cfg, settings_files(project_dir))
         checks += check_queue(p, conn, cfg, now)
     finally:
         if conn is not None:
