@@ -87,8 +87,8 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     out = sh("--venv", "--http").stdout
     assert "server started" in out and "\n0 broken," in out, out
     doc = json.loads(settings.read_text())
-    urls = [h.get("url") for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-            for g in doc["hooks"][e] for h in g["hooks"]]
+    urls = [h["url"] for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+            for g in doc["hooks"][e] for h in g["hooks"] if "url" in h]
     assert urls == [f"http://127.0.0.1:{env['AGENT_HOOKS__SERVE__PORT']}/hooks/{e}"
                     for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")]
     assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
