@@ -300,6 +300,9 @@ DEFAULTS: dict[str, Any] = {
         "log_max_bytes": 1024 * 1024,
         # How long `agent-hook server start` (and SessionStart) waits for a new server to answer.
         "start_timeout_s": 10.0,
+        # With the http transport wired, SessionStart starts the server when it does not answer
+        # (and replaces a stale build). Off: only `agent-hook server start` does.
+        "autostart": True,
     },
 }
 

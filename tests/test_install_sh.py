@@ -84,7 +84,11 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
 
     # --http: the frequent events go to the resident server, which install.sh starts; --command undoes it.
-    out = sh("--venv", "--http").stdout
+    try:
+        out = sh("--venv", "--http").stdout
+    except BaseException:
+        subprocess.run([str(bin_dir / "agent-hook"), "server", "stop"], env=env, capture_output=True, timeout=60)
+        raise
     assert "server started" in out and "\n0 broken," in out, out
     doc = json.loads(settings.read_text())
     urls = [h["url"] for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")

@@ -507,6 +507,8 @@ def _scratch_env(scratch: str) -> dict[str, str]:
     # The scratch run must not send synthetic events to the user's command center.
     if "enabled" in config_mod.DEFAULTS.get("forward", {}):
         env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+    # Nor start a resident server for the scratch store (SessionStart --serve would).
+    env["AGENT_HOOKS__SERVE__AUTOSTART"] = "false"
     for var in ("AGENT_HOOKS_DEADLINE_MS", "AGENT_HOOKS_BUSY_TIMEOUT_MS"):
         if var in os.environ:
             env[var] = os.environ[var]

@@ -185,6 +185,8 @@ def ensure_for_hook(event: str, env: Any = None) -> str:
         from agent_hooks import config as config_mod
 
         config, _problems = config_mod.load_lenient(paths, env)
+        if not config["serve"]["autostart"]:
+            return "off"
         wait_s = min(float(config["serve"]["start_timeout_s"]), int(config["runtime"]["deadline_ms"]) / 1000)
         done = ensure(paths, config, env, wait_s)
         if done in ("starting", "port taken"):
