@@ -293,7 +293,8 @@ DEFAULTS: dict[str, Any] = {
     # The resident server (agent_hooks/server, docs/server.md): Claude Code's http hooks
     # and the command center. It listens on 127.0.0.1 only.
     "serve": {
-        "port": 47821,
+        # Below Linux's ephemeral range (32768-60999), so no outgoing connection can hold it.
+        "port": 24817,
         # Threads that run hook handlers; a slow one cannot hold the others' answers.
         "threads": 16,
         # The server's own log (logs/server.log) is rotated past this size, keeping one old file.
