@@ -28,7 +28,10 @@ from agent_hooks.wiring.table import HOOKS
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "settings"
 BIN = Path(sys.executable).parent
 SPECIAL = {"read-only.json", "symlink-target.json", "previous-version-0.1.0.json"}
-ROUND_TRIP = sorted(p.name for p in CORPUS.iterdir() if p.name not in SPECIAL)
+# JSONC: Claude Code ignores a settings file with comments or trailing commas (2.1.197 and 2.1.330
+# run none of its hooks), so install refuses one; uninstall edits it, comments kept.
+JSONC = sorted(p.name for p in CORPUS.iterdir() if p.suffix == ".jsonc")
+ROUND_TRIP = sorted(p.name for p in CORPUS.iterdir() if p.name not in SPECIAL and p.suffix != ".jsonc")
 
 
 class Env:
@@ -107,6 +110,25 @@ def test_install_then_uninstall_gives_back_the_file(env: Env, name: str) -> None
         assert final == original, difflib.unified_diff(text.splitlines(), final.decode().splitlines())
     else:
         assert effective(final.decode()) == {}
+
+
+@pytest.mark.parametrize("name", JSONC)
+def test_install_refuses_jsonc_clearly(env: Env, name: str) -> None:
+    original = env.place(name)
+    proc = env.cli("install")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "Claude Code ignores such a settings file" in proc.stderr and "left untouched" in proc.stderr
+    assert "comments" in proc.stderr and "trailing commas" in proc.stderr
+    assert env.settings.read_bytes() == original and env.backups() == []
+
+
+def test_uninstall_takes_ours_out_of_jsonc_and_keeps_the_comments(env: Env) -> None:
+    text = (CORPUS / "jsonc-with-ours.jsonc").read_text().replace("{{BIN}}", str(BIN))
+    env.settings.parent.mkdir()
+    env.settings.write_text(text)
+    proc = env.cli("uninstall")
+    assert proc.returncode == 0 and "removed 1 hooks" in proc.stdout, proc.stdout + proc.stderr
+    assert env.settings.read_bytes() == (CORPUS / "jsonc-comments.jsonc").read_bytes()
 
 
 def test_user_entries_that_run_our_cli_are_theirs(env: Env) -> None:
