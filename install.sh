@@ -140,7 +140,6 @@ do_uninstall() {
             say "kept the environment $bin (run ./install.sh --uninstall without --project/--settings to remove it)"
             return 0
         fi
-        "$bin/agent-hook" server stop | sed 's/^/install.sh: /' || true
         if [ -L "$link_dir/agent-hook" ] && [ "$(readlink "$link_dir/agent-hook")" = "$bin/agent-hook" ]; then
             rm -f "$link_dir/agent-hook"
             say "removed the link $link_dir/agent-hook"

@@ -103,7 +103,7 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
 
     # Uninstall: exactly our entries go, the server stops, then the environment; the store stays.
     out = sh("--uninstall").stdout
-    assert f"server stopped (pid {info['pid']})" in out
+    assert f"stopped the server (pid {info['pid']})" in out
     assert "removed 9 hooks of ours" in out
     assert json.loads(settings.read_text()) == OTHERS
     assert not (state / "venv").exists()

@@ -91,6 +91,14 @@ def test_install_http_then_command_keeps_the_users_entries(settings: Path, port:
     assert json.loads(settings.read_text()) == USERS
 
 
+def test_uninstall_stops_the_server(settings: Path, server: Server) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    server.cli("start")
+    pid = server.status()["pid"]
+    assert f"stopped the server (pid {pid})" in agent_hook("settings", "uninstall").stdout
+    assert not server.status()["up"]
+
+
 def test_an_older_http_entry_of_ours_is_replaced(settings: Path, port: int) -> None:
     doc = copy.deepcopy(USERS)
     old = {"type": "http", "url": "http://127.0.0.1:1234/hooks/PreToolUse", "timeout": 10}

@@ -128,9 +128,15 @@ def uninstall(settings_path: str | None, project: str | None, local: bool, as_js
         from agent_hooks.wiring.teardown import stop_drainer
 
         report["drainer_stopped"] = stop_drainer(Paths(os.environ))
+        # So would the resident server; a file still wired for http starts it again at SessionStart.
+        from agent_hooks.server.process import stop as stop_server
+
+        report["server_stopped"] = stop_server(Paths(os.environ), load_config())
     _say(report, as_json)
     if report.get("drainer_stopped") and not as_json:
         click.echo(f"stopped the drainer (pid {report['drainer_stopped']}); queued events stay in the store")
+    if report.get("server_stopped") and not as_json:
+        click.echo(f"stopped the server (pid {report['server_stopped']})")
 
 
 @settings.command(name="template")
