@@ -190,12 +190,13 @@ def ensure_for_hook(event: str, env: Any = None) -> str:
         wait_s = min(float(config["serve"]["start_timeout_s"]), int(config["runtime"]["deadline_ms"]) / 1000)
         done = ensure(paths, config, env, wait_s)
         if done in ("starting", "port taken"):
-            from agent_hooks.dispatch import log_error
+            from agent_hooks.dispatch import count_error, log_error
 
             message = (f"the server on port {config['serve']['port']} is not up yet after {wait_s:.1f} s"
                        if done == "starting" else
                        f"port {config['serve']['port']} answers, but not as this store's server")
             log_error(paths, event, "server", message)
+            count_error(paths, config, event, "server", message, None, busy_timeout_ms=250)
         return done
     except Exception as exc:  # noqa: BLE001 - the session goes on; the command hooks still guard it
         from agent_hooks.dispatch import log_error
