@@ -179,3 +179,17 @@ def test_a_stale_server_is_replaced_at_the_next_session_start(settings: Path, se
         os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns))
     # A clean replacement is no gap.
     assert not [e for e in error_log(server.home) if e["kind"] == "server"]
+
+
+def test_a_port_taken_by_another_program_is_named_not_fought(settings: Path, server: Server) -> None:
+    import socket
+
+    agent_hook("settings", "install", "--transport", "http")
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", server.port))
+        other.listen()
+        session_start(settings, "s-taken")
+        assert not server.status()["up"]
+    [entry] = [e for e in error_log(server.home) if e["kind"] == "server"]
+    assert f"port {server.port} answers, but not as this store's server" in entry["message"]
