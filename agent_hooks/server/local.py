@@ -187,7 +187,10 @@ def ensure_for_hook(event: str, env: Any = None) -> str:
         config, _problems = config_mod.load_lenient(paths, env)
         if not config["serve"]["autostart"]:
             return "off"
-        wait_s = min(float(config["serve"]["start_timeout_s"]), int(config["runtime"]["deadline_ms"]) / 1000)
+        # The handler's own deadline runs after this wait; both must fit in Claude Code's timeout
+        # for SessionStart (install.hook_timeout_s), with a second to spare.
+        budget = float(config["install"]["hook_timeout_s"]) - int(config["runtime"]["deadline_ms"]) / 1000 - 1
+        wait_s = max(1.0, min(float(config["serve"]["start_timeout_s"]), budget))
         done = ensure(paths, config, env, wait_s)
         if done in ("starting", "port taken"):
             from agent_hooks.dispatch import count_error, log_error
