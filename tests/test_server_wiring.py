@@ -193,3 +193,19 @@ def test_a_port_taken_by_another_program_is_named_not_fought(settings: Path, ser
         assert not server.status()["up"]
     [entry] = [e for e in error_log(server.home) if e["kind"] == "server"]
     assert f"port {server.port} answers, but not as this store's server" in entry["message"]
+
+
+def test_a_changed_port_moves_the_server(settings: Path, server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-old-port")
+    old = server.status()
+    new_port = free_port()
+    monkeypatch.setenv("AGENT_HOOKS__SERVE__PORT", str(new_port))
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-new-port")
+    moved = Server(server.home, new_port)
+    try:
+        st = moved.status()
+        assert st["up"] and st["port"] == new_port and st["pid"] != old["pid"], st
+    finally:
+        moved.cli("stop", check=False)

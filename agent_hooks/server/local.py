@@ -165,7 +165,8 @@ def ensure(paths: Paths, config: dict[str, Any], env: Any, wait_s: float) -> str
         return "running"
     if up and (not info or info.get("port") != port):
         return "port taken"
-    stale = up and bool(info)
+    # Ours, but of another build, or on another port (the configured one changed): replace it.
+    stale = bool(info) and (up or info.get("port") != port)
     spawn(env, replace=stale)
     end = time.monotonic() + wait_s
     while time.monotonic() < end:

@@ -41,8 +41,8 @@ def _hold_lock(paths: Paths) -> int:
     return fd
 
 
-def _take_over(paths: Paths, timeout: float) -> int:
-    """The lock, after stopping a server of another build that holds it (``--replace``)."""
+def _take_over(paths: Paths, timeout: float, port: int) -> int:
+    """The lock, after stopping a server of another build or port that holds it (``--replace``)."""
     from agent_hooks.server.local import build_id
 
     build = build_id()
@@ -53,8 +53,8 @@ def _take_over(paths: Paths, timeout: float) -> int:
             return _hold_lock(paths)
         except ServerError:
             info = local.read_info(paths) or {}
-            if info.get("build") == build:
-                raise ServerError("the current build already serves this store") from None
+            if info.get("build") == build and info.get("port") == port:
+                raise ServerError("the current build already serves this store on this port") from None
             pid = info.get("pid")
             if isinstance(pid, int) and pid not in signalled:
                 signalled.add(pid)
@@ -118,8 +118,8 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     from agent_hooks.server.app import create_app
 
     os.umask(0o077)
-    lock = _take_over(paths, float(config["serve"]["start_timeout_s"])) if replace else _hold_lock(paths)
     port = int(config["serve"]["port"])
+    lock = _take_over(paths, float(config["serve"]["start_timeout_s"]), port) if replace else _hold_lock(paths)
     sock = _bind(port)
     if log_file:
         _log_to_file(paths, config)
@@ -241,7 +241,7 @@ def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple
     """
     doc = health(paths, config)
     build = local.build_id()
-    if doc is not None and doc.get("build") == build:
+    if doc is not None and doc.get("build") == build and doc.get("port") == int(config["serve"]["port"]):
         return doc, "running"
     done = "started"
     if doc is not None or lock_held(paths):
