@@ -227,10 +227,15 @@ def _alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True
+    # A killed server whose parent has not reaped it yet is a zombie: dead all the same.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
         return True
 
 
