@@ -111,6 +111,12 @@ async def startup(state: ServerState) -> None:
             log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
 
     await state.run_blocking(warm)
+    # Everything loaded so far lives as long as the process: out of the collector's way, so a
+    # full collection in the middle of a request does not walk it (measured: 35 ms on a busy machine).
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _record_timeout(state: ServerState, config: dict[str, Any], call: Call, message: str) -> None:
