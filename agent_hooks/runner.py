@@ -1,22 +1,18 @@
-"""Every hook executable goes through :func:`run`.
+"""Every hook executable goes through :func:`run`: the stdin transport.
 
-It reads stdin, validates the payload, opens the store, calls the event's
-handler and prints its answer, under three promises:
-
-* a deadline: the work runs in a daemon thread; if it is not done in
-  ``runtime.deadline_ms`` the main thread gives the fail-open answer (nothing)
-  and exits 0, whatever the thread is stuck in (a locked store, a slow disk);
-* fail open, never silently: an internal error means exit 0 and no stdout, a
-  JSON line in the error log under the state dir and a row in ``errors``;
-* bad input (empty, not JSON, not an object, wrong types, too large, not UTF-8)
-  gets a one-line message on stderr, exit 0, and is logged the same way.
+It reads stdin and hands the bytes to :func:`agent_hooks.dispatch.dispatch`
+(payload, Context, handler, answer; bad input and internal errors fail open
+with a trace), under the deadline: the work runs in a daemon thread; if it is
+not done in ``runtime.deadline_ms`` the main thread gives the fail-open answer
+(nothing) and exits 0, whatever the thread is stuck in (a locked store, a slow
+disk). The resident server (agent_hooks.server.hooks) is the other transport
+over the same dispatch.
 
 Nothing here imports click, httpx, sqlite-utils or filelock.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
@@ -24,210 +20,51 @@ import time
 
 from agent_hooks import config as config_mod
 from agent_hooks import spool
-from agent_hooks.output import emit, render, warn
-from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.payload import Payload, PayloadError, parse
-from agent_hooks.store import Store, record_error
+from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report, save_to_spool
+from agent_hooks.output import emit, warn
+from agent_hooks.paths import Paths
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
-    from agent_hooks.output import Outcome
+    from agent_hooks.dispatch import Handler
 
-MAX_LOG_BYTES = 1024 * 1024
-MAX_LINE_CHARS = 2000
-
-
-class Context:
-    """What a handler works with: the payload, configuration, store and environment."""
-
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
-
-    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
-                 gate: spool.CommitGate | None = None) -> None:
-        self.payload = payload
-        self.config = config
-        self.paths = paths
-        self.env = env
-        self.started = time.time()
-        self._store: Store | None = None
-        self.gate = gate  # the write commits through it (see agent_hooks.spool)
-        self.replayed = False  # True when the spool replays a call answered fail-open earlier
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
-            self._store.gate = self.gate
-        return self._store
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-
-
-if TYPE_CHECKING:
-    Handler = Callable[[Context], "Outcome | None"]
-
-
-def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None, config: dict[str, Any] | None = None) -> None:
-    """Append one JSON line to the error log, rotated before it would pass ``errors.max_log_bytes``.
-
-    The message and traceback are clipped first, so one line cannot outgrow the
-    rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
-    """
-    try:
-        limits = (config or {}).get("errors") or {}
-        max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
-        max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
-        ensure_dir(paths.log_dir)
-        path = paths.error_log
-        entry = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "ts": time.time(),
-            "event": str(event)[:100],
-            "kind": kind,
-            "session_id": None if session_id is None else str(session_id)[:256],
-            "message": _clip(message, max_chars),
-            "pid": os.getpid(),
-        }
-        if trace:
-            entry["traceback"] = _clip(trace, 4 * max_chars, keep_end=True)
-        line = json.dumps(entry) + "\n"  # ASCII: a lone surrogate cannot fail the write
-        try:
-            if os.path.getsize(path) + len(line) > max_bytes:
-                os.replace(path, path + ".1")
-        except OSError:
-            pass
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(line)
-    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
-        pass
-
-
-def _clip(text: object, limit: int, keep_end: bool = False) -> str:
-    """At most ``limit`` chars; a traceback keeps its end, where the error is."""
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    note = f"[… {len(text) - limit} chars clipped]"
-    return note + text[-limit:] if keep_end else text[:limit] + note
-
-
-def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,
-                 session_id: str | None, busy_timeout_ms: int | None = None) -> None:
-    """Count the error in the store; if the store itself is the problem, the log has it."""
-    try:
-        import sqlite3
-
-        if not os.path.exists(paths.store):
-            return
-        timeout = (busy_timeout_ms or config["runtime"]["busy_timeout_ms"]) / 1000
-        conn = sqlite3.connect(paths.store, timeout=timeout, isolation_level=None)
-        limits = config.get("errors") or {}
-        try:
-            record_error(conn, event, kind, message, session_id, int(limits.get("keep_rows", 2000)),
-                         float(limits.get("keep_days", 30.0)))
-        finally:
-            conn.close()
-    except Exception:  # noqa: BLE001
-        pass
+# Context and log_error moved to dispatch; features and workers import them from here.
+__all__ = ["Context", "count_error", "load_config", "log_error", "run"]
 
 
 class _Result:
-    __slots__ = ("text", "done", "finished", "data", "started", "gate", "call_id")
+    __slots__ = ("call", "finished")
 
-    def __init__(self) -> None:
-        self.text: str | None = None
-        self.done = False
-        self.data: bytes | None = None  # the payload, once read: what a spool entry holds
-        self.started = time.time()
-        self.gate = spool.CommitGate()
-        # One id per call: the worker (store busy) and the main thread (deadline) may both
-        # spool it; the replay records an id once.
-        self.call_id = os.urandom(12).hex()
+    def __init__(self, event: str) -> None:
+        self.call = Call(event)
         # Held while the worker runs; the main thread waits on it with the deadline.
         self.finished = _thread.allocate_lock()
         self.finished.acquire()
 
 
-def _work(event: str, handler: Handler, env: Any, paths: Paths, config: dict[str, Any],
-          result: _Result, session_box: list[str | None]) -> None:
+def _work(handler: Handler, env: Any, paths: Paths, config: dict[str, Any], result: _Result) -> None:
     try:
-        _handle(event, handler, env, paths, config, result, session_box)
+        try:
+            data = sys.stdin.buffer.read()
+            result.call.data = data
+        except BaseException as exc:  # noqa: BLE001 - fail open on anything
+            report(paths, config, result.call, "error", f"{type(exc).__name__}: {exc}",
+                   said=f"internal error ({type(exc).__name__}: {exc}); the agent carries on")
+            result.call.done = True
+            return
+        # The store connection is left open on purpose: the process ends with
+        # os._exit, and a close would make this (the last) connection checkpoint
+        # the WAL and fsync on every hook call. Committed data is safe in the WAL.
+        dispatch(result.call, handler, data, env, paths, config)
     finally:
         result.finished.release()
 
 
-def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[str, Any],
-            result: _Result, session_box: list[str | None]) -> None:
-    try:
-        data = sys.stdin.buffer.read()
-        result.data = data
-        try:
-            payload = parse(data, event, int(config["runtime"]["max_payload_bytes"]))
-        except PayloadError as exc:
-            warn(f"{event}: {exc}")
-            log_error(paths, event, "bad_input", str(exc), config=config)
-            _count_error(paths, config, event, "bad_input", str(exc), None)
-            result.done = True
-            return
-        session_box[0] = payload.session_id
-        if payload.notes:
-            # Repaired bad input: said and logged now, counted once the store is free.
-            note = "; ".join(payload.notes)
-            warn(f"{event}: bad input, repaired: {note}")
-            log_error(paths, event, "bad_input", note, payload.session_id, config=config)
-        ctx = Context(payload, config, paths, env, result.gate)
-        ctx.started = result.started
-        # The connection is left open on purpose: the process ends with os._exit,
-        # and a close would make this (the last) connection checkpoint the WAL
-        # and fsync on every hook call. Committed data is safe in the WAL.
-        try:
-            outcome = handler(ctx)
-        finally:
-            if payload.notes:
-                _count_error(paths, config, event, "bad_input", note, payload.session_id)
-        if outcome is not None:
-            result.text = render(event, outcome)
-        result.done = True
-    except BaseException as exc:  # noqa: BLE001 - fail open on anything
-        if isinstance(exc, spool.Abandoned):
-            return  # the main thread answered at the deadline and spooled this work
-        if spool.transient(exc) and result.data is not None and _spool(event, paths, config, env, result,
-                                                                     f"store busy ({exc})", session_box[0]):
-            result.text = None
-            result.done = True
-            return
-        import traceback
-
-        message = f"{type(exc).__name__}: {exc}"
-        warn(f"{event}: internal error ({message}); the agent carries on")
-        log_error(paths, event, "error", message, session_box[0], traceback.format_exc(), config)
-        _count_error(paths, config, event, "error", message, session_box[0], busy_timeout_ms=250)
-        result.text = None
-        result.done = True
-
-
-def _spool(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result, why: str,
-           session_id: str | None) -> bool:
-    """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
-    problem = spool.save(paths, config, event, result.data or b"", result.started, env, call_id=result.call_id)
-    if problem is None:
-        warn(f"{event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
-        log_error(paths, event, "spooled", why, session_id, config=config)
-        return True
-    log_error(paths, event, "error", f"{why}; the call could not be spooled: {problem}", session_id, config=config)
-    return False
-
-
-def _at_deadline(event: str, paths: Paths, config: dict[str, Any], env: Any, result: _Result,
-                 session_id: str | None, deadline_ms: int, left_s: float) -> str:
+def _at_deadline(env: Any, paths: Paths, config: dict[str, Any], call: Call, deadline_ms: int,
+                 left_s: float) -> str:
     """The spool point passed (``left_s`` before the deadline): keep the work, committed or spooled.
 
     The gate is closed first, so a worker that has not committed yet never will:
@@ -235,29 +72,22 @@ def _at_deadline(event: str, paths: Paths, config: dict[str, Any], env: Any, res
     to keep) or "lost" (the spool refused it, or a commit outlived every wait).
     """
     wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
-    committed = result.gate.abandon(left_s)
+    committed = call.gate.abandon(left_s)
     if committed is None:
         # A commit under way at the deadline: letting it finish beats losing the call.
         waited = time.monotonic()
-        committed = result.gate.abandon(wait_s)
-        warn(f"{event}: answered {int((time.monotonic() - waited) * 1000)} ms past the deadline:"
+        committed = call.gate.abandon(wait_s)
+        warn(f"{call.event}: answered {int((time.monotonic() - waited) * 1000)} ms past the deadline:"
              f" a commit was under way")
     if committed:
         return "committed"
     if committed is None:
         return "lost"
-    if result.data is None:
+    if call.data is None:
         return "unread"
-    if _spool(event, paths, config, env, result, f"deadline of {deadline_ms} ms passed before the write", session_id):
+    if save_to_spool(paths, config, env, call, f"deadline of {deadline_ms} ms passed before the write"):
         return "spooled"
     return "lost"
-
-
-def _kick_replayer(paths: Paths, config: dict[str, Any], env: Any, event: str) -> None:
-    try:
-        spool.kick(paths, env)
-    except Exception as exc:  # noqa: BLE001 - the spool stays; the next call tries again
-        log_error(paths, event, "error", f"starting the spool replayer: {exc}", config=config)
 
 
 def load_config(paths: Paths, env: Any, event: str) -> dict[str, Any]:
@@ -326,34 +156,37 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
     paths = Paths(env)
     config = load_config(paths, env, event)
-    result = _Result()
-    session_box: list[str | None] = [None]
-    _thread.start_new_thread(_work, (event, handler, env, paths, config, result, session_box))
+    result = _Result(event)
+    _thread.start_new_thread(_work, (handler, env, paths, config, result))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
+    call = result.call
     # The spool point comes a little before the deadline: a commit under way then can still land in time.
     margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
     began = time.monotonic()
-    if not result.finished.acquire(timeout=deadline - margin) or not result.done:
-        kept = _at_deadline(event, paths, config, env, result, session_box[0], int(deadline * 1000),
+    if not result.finished.acquire(timeout=deadline - margin) or not call.done:
+        kept = _at_deadline(env, paths, config, call, int(deadline * 1000),
                             max(0.001, deadline - (time.monotonic() - began)))
         left = deadline - (time.monotonic() - began)
-        if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and result.done:
+        if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and call.done:
             pass  # the work is in and the answer came in time after all: give it
         else:
             if kept in ("unread", "lost"):
                 unread = " before the payload was read" if kept == "unread" else ""
                 message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
                 warn(f"{event}: {message}")
-                log_error(paths, event, "timeout", message, session_box[0], config=config)
+                log_error(paths, event, "timeout", message, call.session_id, config=config)
                 # Counted only if the store is free at once: the answer is due now.
-                _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=1)
+                count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
             _exit_now()  # the worker may still hold the store: do not wait for it
     try:
-        emit(result.text)
+        emit(call.text)
     except (OSError, ValueError) as exc:
-        log_error(paths, event, "error", f"could not write the answer: {exc}", session_box[0])
-    if spool.has_work(paths):  # after the answer; one stat when there is nothing owed
-        _kick_replayer(paths, config, env, event)
+        log_error(paths, event, "error", f"could not write the answer: {exc}", call.session_id)
+    if spool.has_work(paths):  # after the answer; one listing when there is nothing owed
+        try:
+            spool.kick(paths, env)
+        except Exception as exc:  # noqa: BLE001 - the spool stays; the next call tries again
+            log_error(paths, event, "error", f"starting the spool replayer: {exc}", config=config)
     if not fast_exit:
         return 0
     # Skip interpreter finalization: nothing is left to clean up, and it costs

@@ -338,7 +338,17 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m007_identity_workspaces(db: sqlite_utils.Database) -> None:
+def m007_lineage(db: sqlite_utils.Database) -> None:
+    # Forks (issue 19): when a session started as a fork, and the session it was forked from.
+    sessions = db["sessions"]
+    if "forked_at" not in sessions.columns_dict:
+        sessions.add_column("forked_at", float)
+    if "parent_session_id" not in sessions.columns_dict:
+        sessions.add_column("parent_session_id", str)
+
+
+@migration
+def m008_identity_workspaces(db: sqlite_utils.Database) -> None:
     # The workspace SessionStart wrote identity files into, by device and inode: Stop and
     # SessionEnd refuse to sync from a workspace replaced since (features/workspace_check.py).
     db["identity_workspaces"].create(
@@ -351,7 +361,7 @@ def m007_identity_workspaces(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m008_spool(db: sqlite_utils.Database) -> None:
+def m009_spool(db: sqlite_utils.Database) -> None:
     # Calls replayed from the spool (agent_hooks/spool.py), keyed by the call's id and
     # inserted in the same transaction as its work: a line replayed twice counts once.
     db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)

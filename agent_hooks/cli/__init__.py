@@ -13,6 +13,7 @@ from agent_hooks.cli import (
     identity,
     memory,
     queue,
+    server,
     sessions,
     settings,
     status,
@@ -27,7 +28,8 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
+               server):
     for command in module.COMMANDS:
         cli.add_command(command)
 
