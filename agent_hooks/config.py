@@ -290,6 +290,25 @@ DEFAULTS: dict[str, Any] = {
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
     },
+    "handlers": {
+        # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
+        "enabled": True,
+        # More sources, between bundled and managed in precedence: a directory of handler
+        # directories, a handler directory itself, or a pack (hooks-pack.json). `hooks install --link` adds here.
+        "extra_dirs": [],
+        # Workspaces (absolute paths) whose <workspace>/.agent-hooks/hooks may run code; a
+        # repository must not run code just by being opened. `hooks enable NAME` adds the workspace.
+        "trusted_workspaces": [],
+        # Per-handler settings by name: enabled (overrides HOOK.md), env (executables), and the
+        # handler's own keys, given to it as event["config"]. `hooks enable|disable NAME` writes here.
+        "entries": {},
+        # A handler's timeout when its HOOK.md gives none; every handler also stops at the hook's deadline.
+        "default_timeout_ms": 1000,
+        # Time kept back from the hook's deadline (runtime.deadline_ms) for the answer itself.
+        "deadline_margin_ms": 300,
+        # Characters the handlers' contexts may take together, per hook call.
+        "context_budget_chars": 4000,
+    },
 }
 
 # Environment variables that override one setting each.

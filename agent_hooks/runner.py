@@ -42,7 +42,7 @@ MAX_LOG_BYTES = 1024 * 1024
 class Context:
     """What a handler works with: the payload, configuration, store and environment."""
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "stdout_protocol")
 
     def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any) -> None:
         self.payload = payload
@@ -51,6 +51,8 @@ class Context:
         self.env = env
         self.started = time.time()
         self._store: Store | None = None
+        # True in the command transport: fd 1 is the answer's pipe (user handlers are kept off it).
+        self.stdout_protocol = False
 
     @property
     def store(self) -> Store:
@@ -147,6 +149,7 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             return
         session_box[0] = payload.session_id
         ctx = Context(payload, config, paths, env)
+        ctx.stdout_protocol = True
         # The connection is left open on purpose: the process ends with os._exit,
         # and a close would make this (the last) connection checkpoint the WAL
         # and fsync on every hook call. Committed data is safe in the WAL.

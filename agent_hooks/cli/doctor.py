@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from agent_hooks import config as config_mod
+from agent_hooks.cli import hooks as hooks_cli
 from agent_hooks.cli.common import iso, paths
 from agent_hooks.cli.settings import (EVENT_OF, EXECUTABLES, HOOKS, SettingsError, default_bin_dir,
                                       handler_words, is_ours, read_settings)
@@ -599,6 +600,7 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
     finally:
         if conn is not None:
             conn.close()
+    checks += [Check("handlers", *row) for row in hooks_cli.check_rows(project_dir, cfg)]
     if synthetic:
         checks += check_synthetic(wired, bin_dir, cfg)
     return checks
