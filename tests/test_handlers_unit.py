@@ -281,3 +281,40 @@ def test_bundled_handlers_are_all_off_by_default_and_valid() -> None:
     for h in found:
         assert h["errors"] == [] and h["warnings"] == [] and h["enabled"] is False and h["kind"] == "python"
     assert os.path.isdir(discovery.BUNDLED_DIR)
+
+
+# -- a long-lived process (the http transport) ---------------------------------------------------
+
+def test_a_long_lived_process_loads_once_and_reloads_on_change(hooks_home: Path) -> None:
+    from agent_hooks.handlers import hook, run
+    from agent_hooks.paths import Paths
+    from agent_hooks.payload import validate
+    from agent_hooks.runner import Context
+
+    env = dict(os.environ)
+    paths = Paths(env)
+    d = write_handler(Path(paths.config_dir) / "hooks", "ctx", code="def handle(event):\n    return {'context': 'v1'}\n")
+    old_mtimes(Path(paths.config_dir))
+
+    def call(n: int) -> list[str]:
+        raw = {"session_id": "s-long", "hook_event_name": "PreToolUse", "cwd": "/tmp", "tool_name": "Bash",
+               "tool_input": {"command": "ls"}, "tool_use_id": f"t{n}"}
+        cfg, _ = config_mod.load_lenient(paths, env)
+        ctx = Context(validate(raw, "PreToolUse"), cfg, paths, env)  # stdout_protocol False, as in a server
+        try:
+            merged = hook.run_due(ctx, "PreToolUse")
+            return merged.contexts if merged else []
+        finally:
+            ctx.close()
+
+    assert call(1) == ["v1"]
+    loaded = run._MODULES[str(d / "handler.py")]
+    assert call(2) == ["v1"] and run._MODULES[str(d / "handler.py")] is loaded  # not compiled again
+    (d / "handler.py").write_text("def handle(event):\n    return {'context': 'v2, a longer answer'}\n")
+    assert call(3) == ["v2, a longer answer"]
+    write_handler(Path(paths.config_dir) / "hooks", "another", code="def handle(event):\n    return {'context': 'new'}\n")
+    assert call(4) == ["new", "v2, a longer answer"]  # same priority: by name
+    import shutil
+
+    shutil.rmtree(d)
+    assert call(5) == ["new"]

@@ -7,6 +7,8 @@ counted, and the hook carries on as if there were no handlers (fail open).
 
 from __future__ import annotations
 
+import os
+
 # Annotations only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,9 +19,25 @@ if TYPE_CHECKING:
 DENY = "deny"
 
 
+def maybe_any(config: dict, config_dir: str) -> bool:
+    """False when no handler can be due, decided without importing the registry: handlers off;
+    no managed dir, no extra dir, no trusted workspace, and no bundled handler enabled."""
+    hcfg = config.get("handlers") or {}
+    if not hcfg.get("enabled", True):
+        return False
+    if hcfg.get("trusted_workspaces") or os.path.isdir(os.path.join(config_dir, "hooks")):
+        return True
+    entries = hcfg.get("entries")
+    if isinstance(entries, dict) and any(isinstance(e, dict) and e.get("enabled") is True for e in entries.values()):
+        return True
+    return any(isinstance(d, str) and d and os.path.isdir(os.path.expanduser(d)) for d in hcfg.get("extra_dirs") or [])
+
+
 def run_due(ctx: Context, event: str) -> Merged | None:
     """The merged result of the handlers due for this call; None when none is due (or on an internal error)."""
     try:
+        if not maybe_any(ctx.config, ctx.paths.config_dir):
+            return None
         from agent_hooks.handlers import registry
 
         p = ctx.payload

@@ -153,36 +153,20 @@ def _load(h: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
     return fn
 
 
-def call_python(h: dict[str, Any], event: dict[str, Any], timeout_s: float, out: _Stdout) -> tuple[Any, str | None]:
-    """(result, error) of an in-process handler, run in a thread that is abandoned on timeout."""
-    box: list[Any] = [None, None]
-    done = _thread.allocate_lock()
-    done.acquire()
-    printed: list[str] = []
+def call_python(h: dict[str, Any], event: dict[str, Any], printed: list[str]) -> tuple[Any, str | None]:
+    """(result, error) of an in-process handler, called on this thread (the run's worker)."""
+    try:
+        result = _load(h)(event)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
+        import traceback
 
-    def work() -> None:
-        out.owners[_thread.get_ident()] = printed  # stays registered: a late print is caught too
-        try:
-            box[0] = _load(h)(event)
-        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
-            import traceback
-
-            box[1] = f"raised {type(exc).__name__}: {exc}"
-            tb = traceback.format_exc().strip().splitlines()
-            box[1] += f" ({tb[-3].strip() if len(tb) >= 3 else ''})"
-        finally:
-            done.release()
-
-    _thread.start_new_thread(work, ())
-    if not done.acquire(timeout=max(0.001, timeout_s)):
-        return None, f"timed out after {int(timeout_s * 1000)} ms (left running; its result will be ignored)"
-    if box[1]:
-        return None, box[1]
+        tb = traceback.format_exc().strip().splitlines()
+        return None, f"raised {type(exc).__name__}: {exc}" + (f" ({tb[-3].strip()})" if len(tb) >= 3 else "")
     if printed:
         text = "".join(printed)
         return None, (f"wrote {len(text)} characters to stdout, which is the hook protocol"
                       f" (use the result's context, or stderr): {text[:120]!r}")
-    return box[0], None
+    return result, None
 
 
 def call_exec(h: dict[str, Any], event: dict[str, Any], timeout_s: float, env: Any, cwd: str | None) -> tuple[Any, str | None]:
@@ -269,41 +253,78 @@ def budget_s(ctx: Context) -> float:
     return ctx.started + deadline - margin - time.time()
 
 
-def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
-    """Run ``handlers`` (already due, in priority order) for this call and merge their results."""
-    merged = Merged()
-    out = guard_stdout(bool(getattr(ctx, "stdout_protocol", False)))
-    payload = ctx.payload.raw
-    session = session_info(ctx)
-    default_ms = int(ctx.config["handlers"].get("default_timeout_ms", 1000))
-    for h in handlers:
-        left = budget_s(ctx)
-        if left <= 0.005:
-            _fail(ctx, event, h["name"], "not run: the hook's deadline is reached")
-            merged.failed.append(h["name"])
-            continue
-        timeout_s = min(left, (h["timeout_ms"] or default_ms) / 1000)
-        ev = event_for(ctx, event, h, payload, session)
-        if h["kind"] == "python":
-            # A copy: one handler cannot change what the next is given, nor our own records.
-            ev = json.loads(json.dumps(ev))
-            result, error = call_python(h, ev, timeout_s, out)
-        else:
-            result, error = call_exec(h, ev, timeout_s, ctx.env, ctx.payload.cwd)
-        if error is None:
-            result, error = validate(result, event)
-        if error is not None:
-            _fail(ctx, event, h["name"], error)
-            merged.failed.append(h["name"])
-            continue
+class _Run:
+    """One hook call's handlers. The loop runs on one worker thread (one thread start and one
+    wake-up per call, whatever the number of handlers); the caller's thread watches the clock
+    and, when a handler overruns, abandons that worker and starts another at the next handler."""
+
+    def __init__(self, ctx: Context, event: str, handlers: list[dict[str, Any]], out: _Stdout) -> None:
+        self.ctx, self.event, self.handlers, self.out = ctx, event, handlers, out
+        self.lock = _thread.allocate_lock()  # guards everything below
+        self.merged = Merged()
+        self.payload: dict[str, Any] = ctx.payload.raw
+        self.session = session_info(ctx)
+        self.default_ms = int(ctx.config["handlers"].get("default_timeout_ms", 1000))
+        self.next = 0
+        self.gen = 0
+        self.current: tuple[str, float, int] | None = None  # running handler: name, monotonic deadline, timeout ms
+        self.failures: list[tuple[str, str]] = []
+        self.finished = _thread.allocate_lock()
+
+    def start_worker(self) -> None:
+        self.gen += 1
+        self.finished = done = _thread.allocate_lock()
+        done.acquire()
+        _thread.start_new_thread(self.work, (self.gen, done))
+
+    def work(self, gen: int, done: Any) -> None:
+        printed: list[str] = []
+        self.out.owners[_thread.get_ident()] = printed  # stays registered: a late print is caught too
+        try:
+            while True:
+                with self.lock:
+                    if gen != self.gen or self.next >= len(self.handlers) or self.merged.decision == DENY:
+                        return  # all run, abandoned, or a deny ended the run
+                    h = self.handlers[self.next]
+                    self.next += 1
+                    left = budget_s(self.ctx)
+                    if left <= 0.005:
+                        self.failures.append((h["name"], "not run: the hook's deadline is reached"))
+                        continue
+                    timeout_s = min(left, (h["timeout_ms"] or self.default_ms) / 1000)
+                    grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
+                    self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
+                    payload = self.payload
+                ev = event_for(self.ctx, self.event, h, payload, self.session)
+                del printed[:]
+                if h["kind"] == "python":
+                    # A copy: one handler cannot change what the next is given, nor our own records.
+                    result, error = call_python(h, json.loads(json.dumps(ev)), printed)
+                else:
+                    result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
+                if error is None:
+                    result, error = validate(result, self.event)
+                with self.lock:
+                    if gen != self.gen:
+                        return  # timed out meanwhile: its result is ignored
+                    self.current = None
+                    if error is not None:
+                        self.failures.append((h["name"], error))
+                    else:
+                        self.apply(h, result)
+        finally:
+            done.release()
+
+    def apply(self, h: dict[str, Any], result: dict[str, Any] | None) -> None:
+        merged = self.merged
         merged.ran.append(h["name"])
         if result is None:
-            continue
+            return
         updated = result["updated_input"]
-        if updated is not None and event == "PreToolUse":
-            tool_input = {**(payload.get("tool_input") or {}), **updated}
+        if updated is not None and self.event == "PreToolUse":
+            tool_input = {**(self.payload.get("tool_input") or {}), **updated}
             tool_input = {k: v for k, v in tool_input.items() if v is not None}  # null removes a key
-            payload = {**payload, "tool_input": tool_input}
+            self.payload = {**self.payload, "tool_input": tool_input}
             merged.tool_input = tool_input
         decision = result["decision"]
         text = result["context"]
@@ -315,8 +336,38 @@ def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
             merged.decision = DENY if decision == "block" else decision
             merged.reason = result["reason"] or f"{decision} by handler {h['name']}"
             merged.rule = f"handler:{h['name']}"
-        if merged.decision == DENY:
-            break  # nothing later can undo a deny
+
+    def watch(self) -> Merged:
+        self.start_worker()
+        while True:
+            with self.lock:
+                current, finished = self.current, self.finished
+            now = time.monotonic()
+            # No handler started yet (or between two): look again shortly, then wait for its deadline.
+            wait = current[1] - now if current else 0.005
+            if finished.acquire(timeout=max(0.001, wait)):
+                break
+            with self.lock:
+                current = self.current
+                if current is None or time.monotonic() < current[1]:
+                    continue
+                self.failures.append((current[0], f"timed out after {current[2]} ms"
+                                                  " (left running; its result will be ignored)"))
+                self.current = None
+                self.start_worker()
+        return self.merged
+
+
+def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
+    """Run ``handlers`` (already due, in priority order) for this call and merge their results."""
+    out = guard_stdout(bool(getattr(ctx, "stdout_protocol", False)))
+    state = _Run(ctx, event, handlers, out)
+    merged = state.watch()
+    with state.lock:
+        failures = list(state.failures)
+    for name, message in failures:  # here, on the caller's thread: the store's connection is its own
+        _fail(ctx, event, name, message)
+        merged.failed.append(name)
     merged.contexts = clip_contexts(merged.contexts, int(ctx.config["handlers"].get("context_budget_chars", 4000)))
     return merged
 
