@@ -56,8 +56,9 @@ def test_priority_order_strongest_decision_and_budgeted_contexts(managed: Path, 
     write_handler(managed, "d-allow", priority=40, code="def handle(event):\n    return {'decision': 'allow'}\n")
     ctx = specific(run_hook(pre_payload("ls")))["additionalContext"]
     assert ctx == "first\n\nsecond\n\ncareful: third\nctx3"
+    # A handler's warning is not the loop guard's: the row keeps the guards' decision.
     (row,) = store_rows(hooks_home, "SELECT decision, rule, reason FROM tool_calls")
-    assert tuple(row) == ("warn", "handler:b-third", "careful: third")
+    assert tuple(row) == ("allow", None, None)
     # A deny wins over the warning before it, and ends the run.
     write_handler(managed, "e-deny", priority=35, code="def handle(event):\n    return {'decision': 'block'}\n")
     write_handler(managed, "f-never", priority=50, code="def handle(event):\n    open('/nonexistent/x', 'w')\n")

@@ -600,7 +600,7 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
     finally:
         if conn is not None:
             conn.close()
-    checks += [Check("handlers", *row) for row in hooks_cli.check_rows(project_dir, cfg)]
+    checks += [Check("handlers", *row) for row in hooks_cli.doctor_rows(project_dir, cfg)]
     if synthetic:
         checks += check_synthetic(wired, bin_dir, cfg)
     return checks

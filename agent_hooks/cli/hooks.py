@@ -171,6 +171,19 @@ def check_rows(workspace: str | None = None, cfg: dict[str, Any] | None = None) 
     return rows
 
 
+def doctor_rows(project_dir: str, cfg: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``check_rows`` for doctor (area "handlers"); a failure to look is itself a row."""
+    try:
+        rows = check_rows(project_dir, cfg)
+    except Exception as exc:  # noqa: BLE001 - doctor reports, it does not crash
+        return [("fail", f"handlers could not be listed: {type(exc).__name__}: {exc}", "agent-hook hooks list -v")]
+    off = [r[1].split(" ")[0] for r in rows if r[0] == "ok" and r[1].endswith(": off")]
+    rows = [r for r in rows if not (r[0] == "ok" and r[1].endswith(": off"))]
+    if off:
+        rows.append(("ok", f"{len(off)} handler(s) off: {', '.join(off)}", ""))
+    return rows
+
+
 @hooks.command()
 @workspace_option
 def check(workspace: str | None) -> None:

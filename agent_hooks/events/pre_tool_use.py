@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
-from agent_hooks.features.verdict import ALLOW, DENY, combine
+from agent_hooks.features.verdict import DENY, combine
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.hashing import digest
@@ -48,10 +48,9 @@ def handle(ctx: Context) -> Outcome:
     # User handlers (docs/handlers.md), by priority, outside the store's write lock.
     merged = user_handlers.run_due(ctx, EVENT)
     if merged is not None:
-        if merged.decision != ALLOW:  # on the call's row too: a denied call leaves the loop history
+        if merged.decision == DENY:  # on the call's row too: a denied call leaves the loop history
             with ctx.store.write() as conn:
                 toolcalls.redecide(conn, p, merged.decision, merged.rule, merged.reason)
-        if merged.decision == DENY:
             out.deny(merged.reason or "blocked by a handler")
             return out
         for text in merged.contexts:

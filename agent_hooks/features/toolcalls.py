@@ -53,9 +53,9 @@ def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[st
 
 def redecide(conn: sqlite3.Connection, payload: Payload, decision: str, rule: str | None,
              reason: str | None) -> None:
-    """A user handler's verdict on a call the guards let through (its row, opened by :func:`start`).
-
-    A deny marks the row denied, so the loop history leaves it out like a guard's deny."""
+    """A user handler's deny of a call the guards let through (its row, opened by :func:`start`):
+    the row is marked denied, so the loop history leaves it out like a guard's deny. (A handler's
+    warning is not recorded: the loop guard reads ``warn`` rows as "this loop was warned about".)"""
     conn.execute(
         "UPDATE tool_calls SET decision = ?, rule = ?, reason = ?,"
         " outcome = CASE WHEN ? = 'deny' THEN 'denied' ELSE outcome END"
