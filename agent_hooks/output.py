@@ -16,6 +16,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# True in the command transport (runner.run): fd 1 is the pipe the answer goes out on, so
+# user handlers are kept off it (handlers/run.py). The resident server leaves it False.
+STDOUT_IS_PROTOCOL = False
+
 # Claude Code replaces longer strings with a file path and a preview.
 MAX_CONTEXT_CHARS = 9500
 

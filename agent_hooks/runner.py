@@ -23,6 +23,7 @@ import _thread  # threading's import costs ~1 ms per call; a lock and a thread a
 import time
 
 from agent_hooks import config as config_mod
+from agent_hooks import output
 from agent_hooks.output import emit, render, warn
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.payload import Payload, PayloadError, parse
@@ -42,7 +43,7 @@ MAX_LOG_BYTES = 1024 * 1024
 class Context:
     """What a handler works with: the payload, configuration, store and environment."""
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "stdout_protocol")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store")
 
     def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any) -> None:
         self.payload = payload
@@ -51,8 +52,6 @@ class Context:
         self.env = env
         self.started = time.time()
         self._store: Store | None = None
-        # True in the command transport: fd 1 is the answer's pipe (user handlers are kept off it).
-        self.stdout_protocol = False
 
     @property
     def store(self) -> Store:
@@ -149,7 +148,6 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
             return
         session_box[0] = payload.session_id
         ctx = Context(payload, config, paths, env)
-        ctx.stdout_protocol = True
         # The connection is left open on purpose: the process ends with os._exit,
         # and a close would make this (the last) connection checkpoint the WAL
         # and fsync on every hook call. Committed data is safe in the WAL.
@@ -210,6 +208,8 @@ def _exit_now() -> None:
 
 def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
+    # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
+    output.STDOUT_IS_PROTOCOL = fast_exit
     paths = Paths(env)
     config = load_config(paths, env, event)
     result = _Result()

@@ -300,7 +300,7 @@ def test_a_long_lived_process_loads_once_and_reloads_on_change(hooks_home: Path)
         raw = {"session_id": "s-long", "hook_event_name": "PreToolUse", "cwd": "/tmp", "tool_name": "Bash",
                "tool_input": {"command": "ls"}, "tool_use_id": f"t{n}"}
         cfg, _ = config_mod.load_lenient(paths, env)
-        ctx = Context(validate(raw, "PreToolUse"), cfg, paths, env)  # stdout_protocol False, as in a server
+        ctx = Context(validate(raw, "PreToolUse"), cfg, paths, env)  # output.STDOUT_IS_PROTOCOL stays False, as in a server
         try:
             merged = hook.run_due(ctx, "PreToolUse")
             return merged.contexts if merged else []

@@ -360,7 +360,9 @@ class _Run:
 
 def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
     """Run ``handlers`` (already due, in priority order) for this call and merge their results."""
-    out = guard_stdout(bool(getattr(ctx, "stdout_protocol", False)))
+    from agent_hooks import output
+
+    out = guard_stdout(output.STDOUT_IS_PROTOCOL)
     state = _Run(ctx, event, handlers, out)
     merged = state.watch()
     with state.lock:
