@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -341,3 +342,23 @@ def test_hook_with_handlers_prints_exactly_the_protocol(managed: Path) -> None:
     start = {"session_id": "s-p", "hook_event_name": "SessionStart", "cwd": "/tmp", "source": "startup"}
     proc = run_exe("agent-hook-session-start", start)
     assert proc.returncode == 0 and proc.stdout == b""
+
+
+def test_a_steady_state_hook_with_handlers_imports_no_yaml_nor_the_cli(managed: Path, hooks_home: Path) -> None:
+    from helpers import BIN
+
+    from handlers_support import old_mtimes
+
+    write_handler(managed, "ctx", code=context_handler("hello"))
+    write_handler(managed, "exe", executable="#!/bin/sh\n")
+    old_mtimes(managed)
+    first = run_hook(pre_payload("ls"))  # builds the registry (PyYAML) once
+    assert specific(first)["additionalContext"] == "hello"
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    proc = subprocess.run([str(BIN / "agent-hook-pre-tool-use")], input=json.dumps(pre_payload("ls", tool_use_id="t2")).encode(),
+                          capture_output=True, env=env, timeout=30)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    assert "agent_hooks.handlers.run" in imported and "agent_hooks.handlers.registry" in imported
+    heavy = {m for m in imported if m.split(".")[0] in ("yaml", "click", "httpx", "sqlite_utils", "filelock",
+                                                        "agent_hooks.handlers.discovery")}
+    assert not heavy and "agent_hooks.handlers.discovery" not in imported, sorted(heavy)

@@ -19,22 +19,21 @@ import json
 import os
 import re
 import stat
-import sys
 
 from agent_hooks.handlers import API_VERSION
+# The source list is in registry.py (every hook call needs it; this module only rebuilds).
+from agent_hooks.handlers.registry import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
+                                           WORKSPACE, WORKSPACE_SUBDIR, Source, is_trusted, managed_dir,
+                                           platform, sources, stamp, workspace_dir)
 
 # Annotations only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-BUNDLED, EXTRA, MANAGED, WORKSPACE = "bundled", "extra", "managed", "workspace"
-PRECEDENCE = (BUNDLED, EXTRA, MANAGED, WORKSPACE)  # lowest first
 HOOK_MD = "HOOK.md"
 PY_ENTRY, EXEC_ENTRY = "handler.py", "handler"
 PACK_MANIFEST = "hooks-pack.json"
-WORKSPACE_SUBDIR = os.path.join(".agent-hooks", "hooks")
-BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
 MAX_HOOK_MD_BYTES = 256 * 1024
 
 # The events a handler may name: the ones our executables handle.
@@ -48,60 +47,7 @@ REQUIRE_KEYS = ("bins", "anyBins", "env", "config")
 DEFAULT_PRIORITY = 100
 
 
-class Source:
-    """One place handlers are found: its kind and its directory (as configured)."""
-
-    __slots__ = ("kind", "path", "trusted")
-
-    def __init__(self, kind: str, path: str, trusted: bool = True) -> None:
-        self.kind = kind
-        self.path = path
-        self.trusted = trusted  # False: an untrusted workspace (listed, never run, shadows nothing)
-
-    def as_list(self) -> list[Any]:
-        return [self.kind, self.path, self.trusted]
-
-
-def managed_dir(config_dir: str) -> str:
-    """``<config dir>/hooks``: where ``hooks install`` and ``hooks new`` put handlers."""
-    return os.path.join(config_dir, "hooks")
-
-
-def workspace_dir(workspace: str) -> str:
-    return os.path.join(workspace, WORKSPACE_SUBDIR)
-
-
-def is_trusted(workspace: str, trusted: list[Any]) -> bool:
-    """True when the resolved ``workspace`` is one the operator listed in ``handlers.trusted_workspaces``."""
-    real = os.path.realpath(workspace)
-    return any(isinstance(t, str) and t and os.path.realpath(os.path.expanduser(t)) == real for t in trusted)
-
-
-def sources(hcfg: dict[str, Any], config_dir: str, workspace: str | None, include_bundled: bool = True,
-            include_untrusted: bool = False) -> list[Source]:
-    """The sources to scan, lowest precedence first (see module docstring)."""
-    out = [Source(BUNDLED, BUNDLED_DIR)] if include_bundled else []
-    for d in hcfg.get("extra_dirs") or []:
-        if isinstance(d, str) and d:
-            out.append(Source(EXTRA, os.path.abspath(os.path.expanduser(d))))
-    out.append(Source(MANAGED, managed_dir(config_dir)))
-    if workspace:
-        trusted = is_trusted(workspace, hcfg.get("trusted_workspaces") or [])
-        if trusted or include_untrusted:
-            out.append(Source(WORKSPACE, workspace_dir(workspace), trusted))
-    return out
-
-
 # -- path safety -------------------------------------------------------------------------------
-
-def stamp(path: str) -> list[int] | None:
-    """What must stay the same for a compiled registry to stay valid: inode, mtime, size (None: absent)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_ino, st.st_mtime_ns, st.st_size]
-
 
 def _mark(stamped: dict[str, Any], path: str) -> None:
     # Stamped before it is read: a change made while we read shows as a newer stamp next call.
@@ -391,8 +337,3 @@ def discover(srcs: list[Source]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 record["shadows"] = previous["shadows"] + [f"{previous['source']}:{previous['dir']}"]
             winners[name] = record
     return [winners[n] for n in sorted(winners)], stamped
-
-
-def platform() -> str:
-    """The OS name HOOK.md's ``os`` is compared with: linux, darwin, win32."""
-    return sys.platform

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from agent_hooks.handlers import API_VERSION, discovery
+from agent_hooks.handlers import API_VERSION, registry
 
 # Annotations only.
 TYPE_CHECKING = False
@@ -134,15 +134,44 @@ def event_for(ctx: Context, event: str, h: dict[str, Any], payload: dict[str, An
 
 # -- calling one handler -----------------------------------------------------------------------
 
-def _load(h: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
+def _code(entry: str, stamp: Any, state_dir: str) -> Any:
+    """handler.py compiled, from a marshal cache keyed by its stamp: a process's first
+    compile() costs ~2 ms of CPU, a marshal load ~0.06 ms (what a .pyc does for a module)."""
+    import marshal
+
+    from agent_hooks.hashing import sha256
+
+    key = sha256(entry.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    path = os.path.join(state_dir, "cache", "code", f"{key}.bin")
+    header = json.dumps([entry, stamp, sys.implementation.cache_tag]).encode() + b"\n"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(header):
+            return marshal.loads(data[len(header):])
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    with open(entry, encoding="utf-8") as f:
+        code = compile(f.read(), entry, "exec")
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(header + marshal.dumps(code))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no cache: compiled again next call
+    return code
+
+
+def _load(h: dict[str, Any], state_dir: str) -> Callable[[dict[str, Any]], Any]:
     entry = h["entry"]
-    stamp = discovery.stamp(entry)
+    stamp = registry.stamp(entry)
     memo = _MODULES.get(entry)
     if memo is not None and memo[0] == stamp:
         return memo[1]
-    with open(entry, encoding="utf-8") as f:
-        source = f.read()
-    code = compile(source, entry, "exec")
+    code = _code(entry, stamp, state_dir)
     namespace: dict[str, Any] = {"__name__": f"agent_hooks_handler_{h['name'].replace('-', '_')}",
                                  "__file__": entry, "__builtins__": __builtins__}
     exec(code, namespace)  # noqa: S102 - the operator installed and enabled this handler
@@ -153,10 +182,10 @@ def _load(h: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
     return fn
 
 
-def call_python(h: dict[str, Any], event: dict[str, Any], printed: list[str]) -> tuple[Any, str | None]:
+def call_python(h: dict[str, Any], event: dict[str, Any], printed: list[str], state_dir: str) -> tuple[Any, str | None]:
     """(result, error) of an in-process handler, called on this thread (the run's worker)."""
     try:
-        result = _load(h)(event)
+        result = _load(h, state_dir)(event)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
         import traceback
 
@@ -299,7 +328,7 @@ class _Run:
                 del printed[:]
                 if h["kind"] == "python":
                     # A copy: one handler cannot change what the next is given, nor our own records.
-                    result, error = call_python(h, json.loads(json.dumps(ev)), printed)
+                    result, error = call_python(h, json.loads(json.dumps(ev)), printed, self.ctx.paths.state_dir)
                 else:
                     result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
                 if error is None:
