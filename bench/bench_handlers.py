@@ -170,12 +170,17 @@ def http_transport(envs: dict[str, dict[str, str]], runs: int) -> None:
     import http.client
 
     print(f"\n[http transport] POST /hooks/PreToolUse, {runs} runs each (median wall ms)")
+    import socket
+
     for case in CASES:
-        env = envs[case]
+        with socket.socket() as probe:  # a free port: the default one may be another user's server
+            probe.bind((local.HOST, 0))
+            free = probe.getsockname()[1]
+        env = {**envs[case], "AGENT_HOOKS__SERVE__PORT": str(free)}
         subprocess.run([str(BIN / "agent-hook"), "server", "start"], env=env, check=True, stdout=subprocess.DEVNULL)
         try:
             info = local.read_info(Paths(env)) or {}
-            port = int(info["port"])
+            port = int(info.get("port") or free)
             samples = []
             sid = str(uuid.uuid4())
             for i in range(runs + 3):
