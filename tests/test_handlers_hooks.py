@@ -233,8 +233,8 @@ def test_enable_keeps_the_operators_file_and_refuses_what_it_cannot_edit(managed
     proc = agent_hook("hooks", "disable", "x", check=False)
     assert proc.returncode == 1 and "add this under [handlers.entries.x]" in proc.stderr
     assert cfg.read_text() == "handlers = { entries = { x = { enabled = true } } }\n"
-    assert agent_hook("hooks", "enable", "nope", check=False).stderr.strip() == \
-        "Error: no handler named 'nope' (see: agent-hook hooks list)"
+    nope = agent_hook("hooks", "enable", "nope", check=False)
+    assert nope.returncode == 3 and nope.stderr.strip() == "Error: no handler named 'nope' (see: agent-hook hooks list)"
 
 
 def test_list_info_check(managed: Path, hooks_home: Path) -> None:

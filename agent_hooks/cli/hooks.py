@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, load_config, paths
+from agent_hooks.cli.common import NotFound, echo_json, load_config, paths
 from agent_hooks.handlers import config_edit, discovery, eligibility, registry
 from agent_hooks.handlers.discovery import EVENTS, WORKSPACE
 
@@ -47,7 +47,7 @@ def _find(name: str, workspace: str, cfg: dict[str, Any] | None = None) -> dict[
     for h in inventory(workspace, cfg):
         if h["name"] == name:
             return h
-    raise click.ClickException(f"no handler named {name!r} (see: agent-hook hooks list)")
+    raise NotFound(f"no handler named {name!r} (see: agent-hook hooks list)")
 
 
 def _events_text(h: dict[str, Any]) -> str:
@@ -208,8 +208,9 @@ def _edit(fn: Any, *args: Any) -> Any:
 
 @hooks.command()
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the handler's new state as JSON.")
 @workspace_option
-def enable(name: str, workspace: str | None) -> None:
+def enable(name: str, as_json: bool, workspace: str | None) -> None:
     """Switch a handler on in the config (effective on the next hook call).
 
     For a workspace handler this also trusts the workspace: its .agent-hooks/hooks may then run code.
@@ -217,11 +218,16 @@ def enable(name: str, workspace: str | None) -> None:
     ws = _workspace(workspace)
     h = _find(name, ws)
     cfg_file = paths().config_file
-    if h["source"] == WORKSPACE and not h["trusted"]:
+    trusted = h["source"] == WORKSPACE and not h["trusted"]
+    if trusted:
         _edit(config_edit.add_to_list, cfg_file, "trusted_workspaces", ws)
-        click.echo(f"trusted workspace {ws}: its .agent-hooks/hooks handlers may run once enabled")
     _edit(config_edit.set_enabled, cfg_file, name, True)
     h = _find(name, ws)
+    if as_json:
+        echo_json({**_public(h), "trusted_workspace": ws if trusted else None})
+        return
+    if trusted:
+        click.echo(f"trusted workspace {ws}: its .agent-hooks/hooks handlers may run once enabled")
     click.echo(f"enabled {name} ({h['source']}), effective on the next hook call")
     if h["status"] != eligibility.READY:
         click.echo(f"note: it will not run yet ({h['status']}): {'; '.join(h['reasons'])}", err=True)
@@ -229,11 +235,16 @@ def enable(name: str, workspace: str | None) -> None:
 
 @hooks.command()
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the handler's new state as JSON.")
 @workspace_option
-def disable(name: str, workspace: str | None) -> None:
+def disable(name: str, as_json: bool, workspace: str | None) -> None:
     """Switch a handler off in the config (effective on the next hook call)."""
-    _find(name, _workspace(workspace))
+    ws = _workspace(workspace)
+    _find(name, ws)
     _edit(config_edit.set_enabled, paths().config_file, name, False)
+    if as_json:
+        echo_json(_public(_find(name, ws)))
+        return
     click.echo(f"disabled {name}, effective on the next hook call")
 
 
