@@ -331,7 +331,7 @@ def test_a_broken_registry_fails_open(managed: Path, hooks_home: Path) -> None:
     write_handler(managed, "fine", code=context_handler("fine"))
     cache_dir = hooks_home / "cache"
     run_hook(pre_payload("ls"))
-    (cache := next(cache_dir.iterdir())).write_text("{not json")
+    (cache := next(cache_dir.glob("handlers-*.json"))).write_text("{not json")
     assert specific(run_hook(pre_payload("ls", tool_use_id="t2")))["additionalContext"] == "fine"  # rebuilt
     assert json.loads(cache.read_text())["version"] == 1
 

@@ -10,4 +10,4 @@ def handlers(ctx: Context) -> list[Check]:
     """A broken handler that is switched on is ✗; one that will not run here, or has warnings, is !."""
     from agent_hooks.cli.hooks import doctor_rows
 
-    return [Check("handlers", *row) for row in doctor_rows(ctx.project_dir, ctx.cfg)]
+    return [Check("handlers", *row) for row in doctor_rows(ctx.project_dir, ctx.cfg, ctx.paths)]

@@ -13,16 +13,17 @@ import click
 from agent_hooks.cli.common import NotFound, echo_json, load_config, paths
 from agent_hooks.handlers import config_edit, discovery, eligibility, registry
 from agent_hooks.handlers.discovery import EVENTS, WORKSPACE
+from agent_hooks.paths import Paths
 
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
 
 
 # -- the inventory -----------------------------------------------------------------------------
 
-def inventory(workspace: str | None, cfg: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def inventory(workspace: str | None, cfg: dict[str, Any] | None = None, p: Paths | None = None) -> list[dict[str, Any]]:
     """Every handler of every source (untrusted workspaces included), with status and reasons."""
     cfg = cfg if cfg is not None else load_config()
-    p = paths()
+    p = p or paths()
     srcs = registry.current_sources(cfg, p.config_dir, workspace)
     handlers, _ = registry.compile_sources(srcs, p.state_dir)
     env = os.environ
@@ -149,12 +150,13 @@ def static_problems(h: dict[str, Any]) -> list[str]:
     return []
 
 
-def check_rows(workspace: str | None = None, cfg: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+def check_rows(workspace: str | None = None, cfg: dict[str, Any] | None = None,
+               p: Paths | None = None) -> list[tuple[str, str, str]]:
     """(status ok|warn|fail, summary, fix) per handler, for ``hooks check`` and doctor.
 
     Fail: a handler that is switched on and broken. Warn: switched on but not eligible here, or warnings."""
     rows = []
-    for h in inventory(workspace, cfg):
+    for h in inventory(workspace, cfg, p):
         problems = list(h["errors"]) + static_problems(h)
         on = h["switched_on"]
         label = f"{h['name']} ({h['source']})"
@@ -171,10 +173,10 @@ def check_rows(workspace: str | None = None, cfg: dict[str, Any] | None = None) 
     return rows
 
 
-def doctor_rows(project_dir: str, cfg: dict[str, Any]) -> list[tuple[str, str, str]]:
+def doctor_rows(project_dir: str, cfg: dict[str, Any], p: Paths | None = None) -> list[tuple[str, str, str]]:
     """``check_rows`` for doctor (area "handlers"); a failure to look is itself a row."""
     try:
-        rows = check_rows(project_dir, cfg)
+        rows = check_rows(project_dir, cfg, p)
     except Exception as exc:  # noqa: BLE001 - doctor reports, it does not crash
         return [("fail", f"handlers could not be listed: {type(exc).__name__}: {exc}", "agent-hook hooks list -v")]
     off = [r[1].split(" ")[0] for r in rows if r[0] == "ok" and r[1].endswith(": off")]
