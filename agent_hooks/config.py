@@ -290,6 +290,17 @@ DEFAULTS: dict[str, Any] = {
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
     },
+    # The resident server (agent_hooks/server, docs/server.md): Claude Code's http hooks
+    # and the command center. It listens on 127.0.0.1 only.
+    "serve": {
+        "port": 47821,
+        # Threads that run hook handlers; a slow one cannot hold the others' answers.
+        "threads": 16,
+        # The server's own log (logs/server.log) is rotated past this size, keeping one old file.
+        "log_max_bytes": 1024 * 1024,
+        # How long `agent-hook server start` (and SessionStart) waits for a new server to answer.
+        "start_timeout_s": 10.0,
+    },
 }
 
 # Environment variables that override one setting each.

@@ -1,0 +1,105 @@
+"""``POST /hooks``: Claude Code's http hooks, answered by the same handlers as the executables.
+
+The body is what a command hook reads on stdin; the event comes from its
+``hook_event_name``. The session's variables arrive as headers (local.SESSION_ENV).
+The request goes through agent_hooks.dispatch on the thread pool, under the
+same promises as the executables:
+
+* deadline (``runtime.deadline_ms``): a call not done by then is answered with
+  no decision; its thread carries on and commits its work (nothing lost), and
+  the other requests are served by the other threads meanwhile;
+* bad input, an unknown event, an internal error: 200 with an empty body (the
+  tool proceeds, no decision), the one-line message in the
+  ``X-Agent-Hooks-Problem`` header, the error log and the ``errors`` table;
+* a caller who is not the server's user: 401, nothing read or written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from agent_hooks.dispatch import Call, count_error, dispatch, log_error
+from agent_hooks.server import local
+from agent_hooks.server.app import ServerState, unauthorized
+
+# The event modules behind the hooks (each has EVENT and handle).
+EVENT_MODULES = (
+    "session_start", "pre_tool_use", "post_tool_use", "post_tool_use_failure", "pre_compact",
+    "user_prompt_submit", "stop", "session_end", "notification",
+)
+
+
+def handlers() -> dict[str, object]:
+    """Event name -> handler, from agent_hooks.events."""
+    table = {}
+    for name in EVENT_MODULES:
+        module = importlib.import_module(f"agent_hooks.events.{name}")
+        table[module.EVENT] = module.handle
+    return table
+
+
+def event_of(data: bytes) -> str:
+    """The body's hook_event_name, or "unknown" (dispatch then says what is wrong)."""
+    import json
+
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return "unknown"
+    event = doc.get("hook_event_name") if isinstance(doc, dict) else None
+    return event if isinstance(event, str) and event else "unknown"
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    table = handlers()
+
+    def work(call: Call, data: bytes, env: dict[str, str]) -> Call:
+        config = state.config
+        handler = table.get(call.event)
+        store = None
+        if handler is not None:
+            try:
+                store = state.store()
+            except Exception:  # noqa: BLE001 - dispatch opens it again and reports the failure
+                store = None
+        dispatch(call, handler, data, env, state.paths, config, store)
+        return call
+
+    async def hook(request: Request) -> Response:
+        started = time.perf_counter()
+        if not state.caller_allowed(request):
+            state.stats.count("unauthorized")
+            return unauthorized()
+        data = await request.body()
+        call = Call(event_of(data))
+        env = local.request_env(state.env, request.headers)
+        config = state.config
+        deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
+        future = asyncio.wrap_future(state.pool.submit(work, call, data, env))
+        try:
+            # shield: on timeout the work goes on (queued or running) and commits.
+            await asyncio.wait_for(asyncio.shield(future), deadline)
+        except TimeoutError:
+            message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
+            state.stats.count("timeout", (time.perf_counter() - started) * 1000)
+            await asyncio.to_thread(_record_timeout, state, config, call, message)
+            return Response(b"", media_type="application/json", headers={"X-Agent-Hooks-Problem": message})
+        headers = {}
+        if call.problem:
+            headers["X-Agent-Hooks-Problem"] = call.problem[:500].encode("ascii", "replace").decode()
+            state.stats.count("problem")
+        state.stats.count("answered", (time.perf_counter() - started) * 1000)
+        return Response(call.text.encode() if call.text else b"", media_type="application/json", headers=headers)
+
+    return [Route(local.HOOK_PATH, hook, methods=["POST"])]
+
+
+def _record_timeout(state: ServerState, config: dict, call: Call, message: str) -> None:
+    log_error(state.paths, call.event, "timeout", message, call.session_id)
+    count_error(state.paths, config, call.event, "timeout", message, call.session_id, busy_timeout_ms=250)
