@@ -362,6 +362,7 @@ def m007_command_center(db: sqlite_utils.Database) -> None:
             "tool_events": int,
             "cancelled_at": float,  # a cancel issued here for an ingested session
             "cancel_reason": str,
+            "cancel_seq": int,  # its control's sequence number (delivered once the host confirms it)
             "created_at": float,
             "updated_at": float,
         },
