@@ -24,8 +24,10 @@ import click
 
 from agent_hooks import config as config_mod
 from agent_hooks.cli.common import iso, paths
-from agent_hooks.cli.settings import (EVENT_OF, EXECUTABLES, HOOKS, SettingsError, default_bin_dir,
-                                      handler_words, is_ours, read_settings)
+from agent_hooks.wiring.entries import LAUNCHER_MARK, handler_words, is_ours, mentions_ours
+from agent_hooks.wiring.merge import SettingsError
+from agent_hooks.wiring.settings_file import default_bin_dir, read_settings
+from agent_hooks.wiring.table import EVENT_OF, EXECUTABLES, HOOKS
 from agent_hooks.paths import Paths
 from agent_hooks.store import SCHEMA_VERSION
 
@@ -34,6 +36,9 @@ MARK = {OK: "✓", WARN: "!", FAIL: "✗"}
 LAST_CHECK_KEY = "doctor.last_check_at"
 MIN_PYTHON = (3, 11)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+# Every source the newest client sends on events whose matcher filters by source (issue 19):
+# a matcher of ours that drops one of these leaves those sessions unhooked.
+MATCHED_SOURCES = {"SessionStart": ("startup", "resume", "clear", "compact", "fork")}
 # Claude Code's timeouts are seconds, at most 600 by default: more looks like milliseconds.
 MAX_SANE_TIMEOUT_S = 600
 
@@ -106,6 +111,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
     checks: list[Check] = []
     wired: dict[str, list[str]] = {}
     where: dict[str, list[str]] = {}
+    http_events: set[str] = set()  # events wired to our server (agent_hooks.server.checks looks at those)
     deadline_s = cfg["runtime"]["deadline_ms"] / 1000
     any_file = False
     for scope, path in settings_files(project_dir):
@@ -129,7 +135,16 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
                 if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
                     continue
                 for handler in group["hooks"]:
+                    if is_ours(handler) and handler.get("type") == "http":  # the server's checks look at it
+                        count += 1
+                        http_events.add(event)
+                        continue
                     if not is_ours(handler):
+                        mine = mentions_ours(handler)
+                        if mine:
+                            checks.append(Check("settings", WARN, f"{label}: {event}: a hand-written entry runs "
+                                                f"{mine} (settings install leaves it alone, so it may run twice)",
+                                                "remove it if `agent-hook settings install` wires the same hook"))
                         continue
                     count += 1
                     checks.extend(_check_handler(label, event, group, handler, project_dir, bin_dir, deadline_s))
@@ -155,7 +170,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
             checks.append(Check("settings", WARN, f"{event}: the same hook appears {len(where[event])} times "
                                 f"in the {where[event][0]} settings", "agent-hook settings install (keeps one)"))
     if wired:
-        missing = [event for event, _, _ in HOOKS if event not in wired]
+        missing = [event for event, _, _ in HOOKS if event not in wired and event not in http_events]
         if missing:
             checks.append(Check("settings", FAIL, f"not wired: {', '.join(missing)} (an entry was removed?)",
                                 "agent-hook settings install", {"missing_events": missing}))
@@ -185,7 +200,9 @@ def _check_handler(label: str, event: str, group: dict[str, Any], handler: dict[
         out.append(Check("settings", WARN, f"{name} uses the old form `{' '.join(words[:3])}`", fix))
     exe, how = _resolve(words, project_dir)
     if exe is None:
-        out.append(Check("settings", FAIL, f"{name}: {words[0]} does not exist (stale path)", fix))
+        # The installation was removed or moved (the launcher lets these calls pass, and logs them).
+        out.append(Check("settings", FAIL, f"{name}: {words[0]} does not exist (stale path)",
+                         "re-run install.sh (or, to unwire: agent-hook settings uninstall)"))
     elif how == "PATH":
         out.append(Check("settings", WARN, f"{name}: {words[0]} found only on PATH ({exe}); "
                          "Claude Code's PATH may differ", fix + " (absolute paths)"))
@@ -201,10 +218,33 @@ def _check_handler(label: str, event: str, group: dict[str, Any], handler: dict[
                              f"{deadline_s:g} s deadline; Claude Code may kill the hook first", fix))
     elif timeout is not None:
         out.append(Check("settings", FAIL, f"{name}: timeout {timeout!r} is not a number of seconds", fix))
+    if isinstance(handler.get("command"), str) and not handler["command"].endswith(LAUNCHER_MARK):
+        out.append(Check("settings", WARN, f"{name}: wired without our launcher (an older version's entry): "
+                         "if the installation goes, every call shows a hook error", fix))
     matcher = group.get("matcher")
     if event in TOOL_EVENTS and matcher not in (None, "", "*"):
         out.append(Check("settings", WARN, f"{name}: matcher {matcher!r} limits our hook to some tools", fix))
+    dropped = dropped_sources(event, matcher)
+    if dropped:
+        out.append(Check("settings", FAIL, f"{name}: matcher {matcher!r} drops source {', '.join(dropped)}: "
+                         "those sessions start without registration, identity or a start event", fix,
+                         {"dropped_sources": dropped}))
     return out
+
+
+def dropped_sources(event: str, matcher: Any) -> list[str]:
+    """The sources the client sends for ``event`` that ``matcher`` lets through to no hook of ours."""
+    sources = MATCHED_SOURCES.get(event)
+    if not sources or matcher in (None, "", "*"):
+        return []
+    import re
+
+    try:
+        pattern = re.compile(str(matcher))
+    except re.error:
+        return list(sources)
+    # Claude Code matches a source against the matcher as a regex (an exact word or a|b list alike).
+    return [s for s in sources if not pattern.fullmatch(s)]
 
 
 # -- store -------------------------------------------------------------------------------------
@@ -595,6 +635,9 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
     try:
         checks += check_errors(p, conn, now)
         checks += check_server(cfg)
+        from agent_hooks.server.checks import server_checks  # the resident server's area (docs/server.md)
+
+        checks += server_checks(p, cfg, settings_files(project_dir))
         checks += check_queue(p, conn, cfg, now)
     finally:
         if conn is not None:

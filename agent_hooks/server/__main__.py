@@ -1,4 +1,5 @@
-"""``python -m agent_hooks.server [--log-file]``: serve in the foreground (what `start` spawns)."""
+"""``python -m agent_hooks.server [--log-file] [--replace]``: serve in the foreground (what
+`start` and SessionStart spawn); ``--replace`` stops a server of another build first."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"agent-hooks server: configuration: {problem}", file=sys.stderr)
     try:
-        run(paths, config, os.environ, log_file="--log-file" in args)
+        run(paths, config, os.environ, log_file="--log-file" in args, replace="--replace" in args)
     except ServerError as exc:
         print(f"agent-hooks server: {exc}", file=sys.stderr)
         return 1

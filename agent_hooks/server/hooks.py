@@ -1,7 +1,8 @@
-"""``POST /hooks``: Claude Code's http hooks, answered by the same handlers as the executables.
+"""``POST /hooks/<Event>``: Claude Code's http hooks, answered by the same handlers as the executables.
 
-The body is what a command hook reads on stdin; the event comes from its
-``hook_event_name``. The session's variables arrive as headers (local.SESSION_ENV).
+The body is what a command hook reads on stdin; its ``hook_event_name`` must
+be the route's event, as the executables check theirs (``POST /hooks`` takes
+the event from the body). The session's variables arrive as headers (local.SESSION_ENV).
 The request goes through agent_hooks.dispatch on the thread pool, under the
 same promises as the executables:
 
@@ -77,7 +78,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
             state.stats.count("unauthorized")
             return unauthorized()
         data = await request.body()
-        call = Call(event_of(data))
+        call = Call(request.path_params.get("event") or event_of(data))
         env = local.request_env(state.env, request.headers)
         config = state.config
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
@@ -97,7 +98,19 @@ def routes(state: ServerState) -> list[BaseRoute]:
         state.stats.count("answered", (time.perf_counter() - started) * 1000)
         return Response(call.text.encode() if call.text else b"", media_type="application/json", headers=headers)
 
-    return [Route(local.HOOK_PATH, hook, methods=["POST"])]
+    return [Route(local.HOOK_PATH + "{event}", hook, methods=["POST"]),
+            Route(local.HOOK_PATH.rstrip("/"), hook, methods=["POST"])]
+
+
+async def startup(state: ServerState) -> None:
+    """Open (and migrate) the store before the first hook call needs it."""
+    def warm() -> None:
+        try:
+            state.store()
+        except Exception as exc:  # noqa: BLE001 - each call will report it with its own trace
+            log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
+
+    await state.run_blocking(warm)
 
 
 def _record_timeout(state: ServerState, config: dict, call: Call, message: str) -> None:

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 HOST = "127.0.0.1"
-# The route Claude Code's http hooks POST to (the event is read from the body).
-HOOK_PATH = "/hooks"
+# Claude Code's http hooks POST to HOOK_PATH + "<Event>" (agent_hooks.wiring.http).
+HOOK_PATH = "/hooks/"
 
 # Variables the executables read from the session's environment. Over http they
 # travel as headers (the hook entry's `headers` + `allowedEnvVars`); an empty
@@ -111,3 +111,92 @@ def build_id() -> str:
                 st = e.stat()
                 parts.append(f"{e.path[len(root):]}:{st.st_size}:{st.st_mtime_ns}")
     return f"{__version__}+{zlib.crc32(chr(10).join(parts).encode()):08x}"
+
+
+def server_env(env: Any) -> dict[str, str]:
+    """The environment a background server starts with: the caller's, less every
+    session variable (a server outlives the session that started it)."""
+    child = {k: v for k, v in env.items() if k not in SESSION_ENV}
+    if child.get("AGENT_HOOKS_HOME"):
+        # The server runs from / : a relative state directory must not move.
+        child["AGENT_HOOKS_HOME"] = os.path.abspath(os.path.expanduser(child["AGENT_HOOKS_HOME"]))
+    return child
+
+
+def spawn(env: Any, replace: bool = False) -> int:
+    """Start ``python -m agent_hooks.server`` detached, its output in server.log; its pid.
+
+    With ``replace`` it stops a server of another build first (see process.run).
+    """
+    import subprocess
+    import sys
+
+    child_env = server_env(env)
+    paths = Paths(child_env)
+    os.makedirs(paths.log_dir, mode=0o700, exist_ok=True)
+    # Early failures (port taken, lock held) and tracebacks land in the log too.
+    err = os.open(log_file(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_hooks.server", "--log-file", *(["--replace"] if replace else [])],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True, close_fds=True, cwd="/", env=child_env)
+    finally:
+        os.close(err)
+    return proc.pid
+
+
+def ensure(paths: Paths, config: dict[str, Any], env: Any, wait_s: float) -> str:
+    """SessionStart's part with the http transport: the current build must serve this store.
+
+    When the port answers and the server file names the current build, nothing
+    more is done ("running"). A stale build is replaced, a missing server
+    started, then this waits up to ``wait_s`` for it to answer ("replaced",
+    "started"; "starting" when it was not up in time). A port that answers for
+    someone else is left alone ("port taken").
+    """
+    import time
+
+    port = int(config["serve"]["port"])
+    info = read_info(paths)
+    build = build_id()
+    up = answers(port)
+    if up and info and info.get("port") == port and info.get("build") == build:
+        return "running"
+    if up and (not info or info.get("port") != port):
+        return "port taken"
+    stale = up and bool(info)
+    spawn(env, replace=stale)
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        time.sleep(0.02)
+        info = read_info(paths)
+        if info and info.get("build") == build and answers(port):
+            return "replaced" if stale else "started"
+    return "starting"
+
+
+def ensure_for_hook(event: str, env: Any = None) -> str:
+    """:func:`ensure` from a hook executable: bounded by the hook's deadline, never raises;
+    a server that cannot be started is in the error log (doctor shows it)."""
+    env = os.environ if env is None else env
+    paths = Paths(env)
+    try:
+        from agent_hooks import config as config_mod
+
+        config, _problems = config_mod.load_lenient(paths, env)
+        wait_s = min(float(config["serve"]["start_timeout_s"]), int(config["runtime"]["deadline_ms"]) / 1000)
+        done = ensure(paths, config, env, wait_s)
+        if done in ("starting", "port taken"):
+            from agent_hooks.dispatch import log_error
+
+            message = (f"the server on port {config['serve']['port']} is not up yet after {wait_s:.1f} s"
+                       if done == "starting" else
+                       f"port {config['serve']['port']} answers, but not as this store's server")
+            log_error(paths, event, "server", message)
+        return done
+    except Exception as exc:  # noqa: BLE001 - the session goes on; the command hooks still guard it
+        from agent_hooks.dispatch import log_error
+
+        log_error(paths, event, "server", f"could not start the server: {type(exc).__name__}: {exc}")
+        return "error"

@@ -15,8 +15,6 @@ import logging.handlers
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +39,32 @@ def _hold_lock(paths: Paths) -> int:
         raise ServerError(f"a server already runs for {paths.store}"
                           f" (pid {info.get('pid', '?')}, port {info.get('port', '?')})") from None
     return fd
+
+
+def _take_over(paths: Paths, timeout: float) -> int:
+    """The lock, after stopping a server of another build that holds it (``--replace``)."""
+    from agent_hooks.server.local import build_id
+
+    build = build_id()
+    end = time.monotonic() + timeout
+    signalled: set[int] = set()
+    while True:
+        try:
+            return _hold_lock(paths)
+        except ServerError:
+            info = local.read_info(paths) or {}
+            if info.get("build") == build:
+                raise ServerError("the current build already serves this store") from None
+            pid = info.get("pid")
+            if isinstance(pid, int) and pid not in signalled:
+                signalled.add(pid)
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
 
 
 def lock_held(paths: Paths) -> bool:
@@ -83,14 +107,18 @@ def _log_to_file(paths: Paths, config: dict[str, Any]) -> None:
     root.setLevel(logging.INFO)
 
 
-def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: bool = False) -> None:
-    """Serve in this process until SIGTERM/SIGINT (``agent-hook server run``)."""
+def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: bool = False,
+        replace: bool = False) -> None:
+    """Serve in this process until SIGTERM/SIGINT (``agent-hook server run``).
+
+    ``replace``: a server of another build holding the lock is stopped first.
+    """
     import uvicorn
 
     from agent_hooks.server.app import create_app
 
     os.umask(0o077)
-    lock = _hold_lock(paths)
+    lock = _take_over(paths, float(config["serve"]["start_timeout_s"])) if replace else _hold_lock(paths)
     port = int(config["serve"]["port"])
     sock = _bind(port)
     if log_file:
@@ -102,6 +130,7 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
             except OSError:
                 pass
 
+    _note_unclean_end(paths, config)
     app = create_app(paths, config, env, port=port, on_stop=forget)
     state = app.state.server
     info = {k: v for k, v in state.info().items() if k != "uptime_s"}
@@ -120,6 +149,23 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
         forget()
         sock.close()
         os.close(lock)
+
+
+def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
+    """A server file left by a dead pid means the last server died without stopping:
+    tool calls ran unguarded from then until now. Say so where doctor looks."""
+    from agent_hooks.dispatch import count_error, log_error
+
+    info = local.read_info(paths)
+    pid = info.get("pid") if info else None
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or _alive(pid):
+        return
+    started = info.get("started")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if isinstance(started, (int, float)) else "?"
+    message = (f"the previous server (pid {info.get('pid')}, started {when}) died without stopping;"
+               " http hooks did not run until this start")
+    log_error(paths, "server", "server", message)
+    count_error(paths, config, "server", "server", message, None)
 
 
 def fetch(port: int, path: str, timeout: float = 2.0) -> dict[str, Any] | None:
@@ -152,30 +198,9 @@ def health(paths: Paths, config: dict[str, Any]) -> dict[str, Any] | None:
     return doc
 
 
-def server_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment a background server starts with: the caller's, less every
-    session variable (a server outlives the session that started it)."""
-    child = {k: v for k, v in env.items() if k not in local.SESSION_ENV}
-    if child.get("AGENT_HOOKS_HOME"):
-        child["AGENT_HOOKS_HOME"] = os.path.abspath(os.path.expanduser(child["AGENT_HOOKS_HOME"]))
-    return child
-
-
-def spawn(env: Mapping[str, str]) -> int:
-    """Start ``python -m agent_hooks.server`` detached (its log is server.log); its pid."""
-    child_env = server_env(env)
-    paths = Paths(child_env)
-    ensure_dir(paths.log_dir)
-    # Early failures (port taken, lock held) and tracebacks land in the log too.
-    err = os.open(local.log_file(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_hooks.server", "--log-file"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            start_new_session=True, close_fds=True, cwd="/", env=child_env)
-    finally:
-        os.close(err)
-    return proc.pid
+def spawn(env: Mapping[str, str], replace: bool = False) -> int:
+    """Start a background server (see local.spawn); its pid."""
+    return local.spawn(env, replace)
 
 
 def wait_up(paths: Paths, config: dict[str, Any], pid: int | None, timeout: float) -> dict[str, Any] | None:
@@ -198,6 +223,8 @@ def wait_up(paths: Paths, config: dict[str, Any], pid: int | None, timeout: floa
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # kill(0 or -1, ...) would address process groups
+        return False
     try:
         os.kill(pid, 0)
         return True
