@@ -6,6 +6,7 @@ import click
 
 from agent_hooks import __version__
 from agent_hooks.cli import basics, doctor, identity, memory, queue, server, sessions, settings, status, summary, tasks
+from agent_hooks.cli import fleet as fleet_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +15,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, identity, memory, summary, tasks, sessions, queue, server):
+for module in (basics, status, settings, doctor, identity, memory, summary, tasks, sessions, queue, server, fleet_cli):
     for command in module.COMMANDS:
         cli.add_command(command)
 

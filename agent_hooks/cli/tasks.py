@@ -149,6 +149,9 @@ def show(task_id: str, as_json: bool) -> None:
 
 
 def _selector_options(fn: Any) -> Any:
+    fn = click.option("--server", default=None, metavar="URL",
+                      help="Send it to this command center (agent-hook server) instead of this host's store.")(fn)
+    fn = click.option("--host", default=None, metavar="NAME", help="With --server and --tmux: the host of that tmux session.")(fn)
     fn = click.option("--tmux", "tmux", default=None, metavar="NAME", help="The live sessions in this tmux session.")(fn)
     fn = click.option("--task", "task_id", default=None, metavar="TASK_ID", help="A task: all its sessions, present and future.")(fn)
     return click.argument("session_id", required=False)(fn)
@@ -172,13 +175,20 @@ def _tmux_sessions(conn: sqlite3.Connection, name: str) -> list[str]:
 @click.command()
 @_selector_options
 @click.option("--reason", required=True, help="Why: the agent reads it, so say what to do instead if anything.")
-def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str) -> None:
+def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str, server: str | None,
+           host: str | None) -> None:
     """Cancel a session, a task, or the sessions of a tmux session.
 
     From its next hook call the agent's tool calls are denied and new prompts
-    are blocked, with REASON; `agent-hook uncancel` lifts it.
+    are blocked, with REASON; `agent-hook uncancel` lifts it. With --server, the
+    command center marks it and the session's own host applies it (within 2 s).
     """
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "cancel", session_id, task_id, tmux, reason, host)))
+        return
     now = time.time()
     with writing() as conn:
         if task_id:
@@ -204,9 +214,15 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
 
 @click.command()
 @_selector_options
-def uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -> None:
-    """Lift a cancellation (same selectors as `cancel`)."""
+def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, server: str | None,
+             host: str | None) -> None:
+    """Lift a cancellation (same selectors as `cancel`, --server too)."""
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "uncancel", session_id, task_id, tmux, None, host)))
+        return
     now = time.time()
     with writing() as conn:
         if task_id:

@@ -321,8 +321,9 @@ class Subscriber:
         async with httpx.AsyncClient(timeout=httpx.Timeout(wait + 10, connect=2.0), trust_env=False,
                                      headers=headers) as client:
             while True:
+                # After a (re)connect, one quick poll first: it proves the link and catches up at once.
                 params = {"host": fleet.host_name(self.state.config), "after": str(cursor.get("seq") or 0),
-                          "epoch": str(cursor.get("epoch") or ""), "wait": str(wait)}
+                          "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0)}
                 try:
                     response = await client.get(self.base + "/api/fleet/controls", params=params)
                 except httpx.HTTPError as exc:
