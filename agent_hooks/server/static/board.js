@@ -101,7 +101,8 @@ function matches(card) {
 
 function cardNode(card) {
   const b = card.badges || {};
-  const who = [card.agent, card.role, card.tmux_session && `tmux ${card.tmux_session}`].filter(Boolean).join(" · ");
+  const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
+  const who = [card.agent, card.role, tmux].filter(Boolean).join(" · ");
   const badges = [];
   if (b.cancelled) badges.push(el("span", {class: "badge cancelled", title: b.cancel_reason || ""},
     b.cancelled_by === "task" ? "task cancelled" : "cancelled",
