@@ -69,6 +69,7 @@ class Fleet:
         self._data_version: int | None = None
         self._last_full = 0.0
         self._writes = 0
+        self._touched: set[str] = set()
         # Loop-side: what clients are told on connect.
         self.cards: dict[str, dict[str, Any]] = {}
         self.seq = 0
@@ -94,14 +95,17 @@ class Fleet:
             await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 5)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(conn, *args)`` on the writer thread; its result (an Outcome is published)."""
+        """Run ``fn(conn, *args)`` on the writer thread (a read, or a write that holds its own transaction)."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.jobs.put((fn, args, fut))
+        self.jobs.put((False, fn, args, fut))
         return asyncio.wrap_future(fut)
 
     def write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(conn, *args)`` on the writer thread inside one write transaction."""
-        return self.submit(_in_transaction, fn, *args)
+        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; an Outcome it
+        returns is published (transitions at once, after the commit; cards soon after)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.put((True, fn, args, fut))
+        return asyncio.wrap_future(fut)
 
     # -- the writer thread -------------------------------------------------------
 
@@ -120,21 +124,38 @@ class Fleet:
             ready.set_exception(exc)
             return
         ready.set_result(None)
+        interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
+        next_tick = time.monotonic() + interval
+        last_flush = 0.0
         while not self.stopping:
-            interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
             try:
-                job = self.jobs.get(timeout=interval)
+                job = self.jobs.get(timeout=max(0.0, next_tick - time.monotonic()))
             except queue.Empty:
                 job = False
             if job is None:
                 break
             if job:
-                self._do(*job)
-                # Refresh the touched cards once the burst is over (or every 50 writes under load).
-                if self._dirty and (self.jobs.empty() or self._writes % 50 == 0):
-                    self._flush()
-            else:
+                # Group commit: the writes waiting now go in one transaction (a savepoint each).
+                batch = [job]
+                while len(batch) < 200:
+                    try:
+                        more = self.jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        self.stopping = True
+                        break
+                    batch.append(more)
+                self._batch(batch)
+                now = time.monotonic()
+                # Cards touched by writes: refreshed when the burst is over, at least every 50 ms under load.
+                if self._dirty and now - last_flush > (0.01 if self.jobs.empty() else 0.05):
+                    self._guarded(self._flush)
+                    last_flush = now
+            if time.monotonic() >= next_tick:
                 self._guarded(self._tick)
+                interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
+                next_tick = time.monotonic() + interval
         self.store.close()
 
     def _guarded(self, fn: Callable[[], Any]) -> None:
@@ -148,19 +169,62 @@ class Fleet:
             except Exception:  # noqa: BLE001
                 pass
 
-    def _do(self, fn: Callable[..., Any], args: tuple[Any, ...], fut: concurrent.futures.Future[Any]) -> None:
-        if not fut.set_running_or_notify_cancel():
+    def _batch(self, batch: list[tuple[bool, Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]]) -> None:
+        """Run jobs in order; consecutive writes share one transaction, each in its own savepoint."""
+        done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
+        conn = self.conn
+        for is_write, fn, args, fut in batch:
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if not is_write:
+                self._commit(done)
+                try:
+                    done.append((fut, fn(conn, *args), None))
+                except Exception as exc:  # noqa: BLE001 - handed to the awaiting request
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    done.append((fut, None, exc))
+                self._commit(done)
+                continue
+            try:
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = fn(conn, *args)
+                except Exception:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    raise
+                conn.execute("RELEASE job")
+                done.append((fut, result, None))
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiting request
+                done.append((fut, None, exc))
+        self._commit(done)
+
+    def _commit(self, done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]]) -> None:
+        """Commit, then answer the requests and publish their outcomes, in order."""
+        if not done:
             return
-        try:
-            result = fn(self.conn, *args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting request
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            fut.set_exception(exc)
-            return
-        if isinstance(result, fleetdb.Outcome):
-            self._outcome(result)
-        fut.set_result(result)
+        error: BaseException | None = None
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("COMMIT")
+            except Exception as exc:  # noqa: BLE001 - every job of the batch gets the error
+                error = exc
+                try:
+                    self.conn.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001
+                    pass
+        for fut, result, exc in done:
+            exc = exc or error
+            if exc is not None:
+                fut.set_exception(exc)
+                continue
+            if isinstance(result, fleetdb.Outcome):
+                self._outcome(result)
+            fut.set_result(result)
+        done.clear()
 
     def _outcome(self, out: fleetdb.Outcome) -> None:
         self._writes += 1
@@ -172,11 +236,14 @@ class Fleet:
                 self._published.pop(cid, None)
                 self._dirty.discard(cid)
             self._publish([{"type": "removed", "id": cid} for cid in out.removed])
+        self._touched |= out.changed
         if self._writes % PRUNE_EVERY == 0:
+            # Each card keeps its newest board.events_kept events (and their idempotency keys).
             keep = int(self.state.config["board"]["events_kept"])
             with self.store.write() as conn:  # type: ignore[union-attr]
-                for cid in out.changed:
+                for cid in self._touched:
                     fleetdb.prune_events(conn, cid, keep)
+            self._touched = set()
 
     def _flush(self) -> None:
         ids, self._dirty = sorted(self._dirty), set()
@@ -241,17 +308,6 @@ class Fleet:
 
     def hello(self) -> dict[str, Any]:
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": list(self.cards.values())}
-
-
-def _in_transaction(conn: Any, fn: Callable[..., Any], *args: Any) -> Any:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(conn, *args)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-    return result
 
 
 def fleet_of(state: ServerState) -> Fleet:
