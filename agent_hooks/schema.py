@@ -338,7 +338,17 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m007_command_center(db: sqlite_utils.Database) -> None:
+def m007_lineage(db: sqlite_utils.Database) -> None:
+    # Forks (issue 19): when a session started as a fork, and the session it was forked from.
+    sessions = db["sessions"]
+    if "forked_at" not in sessions.columns_dict:
+        sessions.add_column("forked_at", float)
+    if "parent_session_id" not in sessions.columns_dict:
+        sessions.add_column("parent_session_id", str)
+
+
+@migration
+def m008_command_center(db: sqlite_utils.Database) -> None:
     # The command center (agent_hooks/server, docs/command-center.md). One row per
     # board card: this host's sessions (local = 1: their details stay in `sessions`,
     # this row holds only the contract state) and other hosts' sessions, which

@@ -354,3 +354,15 @@ def test_ingest_server(healthy: Env, server: str) -> None:
     code, report, _ = healthy.doctor("--no-run")
     if not lines(report, "ok", "forward"):  # unless a command center really listens there
         assert any("does not answer" in s for s in lines(report, "warn", "forward"))
+
+
+def test_a_settings_file_the_client_ignores(healthy: Env) -> None:
+    """Comments or trailing commas: Claude Code (2.1.197, 2.1.330) runs no hook from the file."""
+    text = healthy.settings.read_text()
+    healthy.settings.write_text("// my hooks\n" + text)
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 1
+    assert any("has comments: Claude Code ignores this whole file" in s for s in lines(report, "fail", "settings"))
+    healthy.settings.write_text("\ufeff" + text)  # a byte-order mark is fine for the client
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 0, lines(report, "fail")

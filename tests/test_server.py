@@ -123,6 +123,19 @@ def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, server
     assert server.answer(fixture_payload("PreToolUse-Bash.json")) is None
 
 
+@pytest.mark.parametrize("route,body,says", [
+    ("PreToolUse", b"{nope", "not JSON"),
+    ("PostToolUse", json.dumps(fixture_payload("PreToolUse-Bash.json")).encode(), "payload is for PreToolUse"),
+    ("MadeUpEvent", json.dumps({"hook_event_name": "MadeUpEvent", "session_id": "s"}).encode(), "no handler"),
+])
+def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, server: Server) -> None:
+    agent_hook("init", env=server.env)
+    status, headers, data = server.post(body, event=route)
+    assert status == 200 and data == b"" and says in headers["x-agent-hooks-problem"]
+    assert [tuple(r) for r in store_rows(server.home, "SELECT kind, event FROM errors")] == [("bad_input", route)]
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+
+
 def _as_nobody(port: int, body: bytes, path: str = "/hooks") -> str:
     runner = shutil.which("setpriv")
     if os.geteuid() != 0 or runner is None:
@@ -180,7 +193,8 @@ def test_deadline_answers_fail_open_and_loses_nothing(hooks_home: Path) -> None:
             time.sleep(0.1)
         assert n == 6
         assert sum(1 for e in error_log(hooks_home) if e["kind"] == "timeout") == 6
-        assert srv.status()["requests"]["timeout"] == 6
+        st = srv.status()
+        assert st["requests"]["timeout"] == 6 and st["errors"] == 6
     finally:
         srv.cli("stop")
 

@@ -26,7 +26,7 @@ from agent_hooks import config as config_mod
 from agent_hooks.cli.common import iso, paths
 from agent_hooks.wiring.entries import LAUNCHER_MARK, handler_words, is_ours, mentions_ours
 from agent_hooks.wiring.merge import SettingsError
-from agent_hooks.wiring.settings_file import default_bin_dir, read_settings
+from agent_hooks.wiring.settings_file import default_bin_dir, jsonc_extensions, read_settings
 from agent_hooks.wiring.table import EVENT_OF, EXECUTABLES, HOOKS
 from agent_hooks.paths import Paths
 from agent_hooks.store import SCHEMA_VERSION
@@ -120,12 +120,17 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
         any_file = True
         label = f"{scope} settings {path}"
         try:
-            doc, _ = read_settings(path)
+            doc, text = read_settings(path)
         except SettingsError as exc:
             checks.append(Check("settings", FAIL, f"{label}: {exc.message}",
                                 "fix the file (Claude Code ignores an invalid one), then agent-hook settings install"))
             continue
         problems_before = len(checks)
+        jsonc = jsonc_extensions(text.removeprefix("\ufeff"), path) if text and text.strip() else set()
+        if jsonc:
+            checks.append(Check("settings", FAIL, f"{label}: has {' and '.join(sorted(jsonc))}: Claude Code "
+                                "ignores this whole file, so no hook in it runs",
+                                "make it plain JSON (remove the comments and trailing commas)"))
         if doc.get("disableAllHooks") is True:
             checks.append(Check("settings", FAIL, f"{label}: disableAllHooks is true, no hook runs",
                                 f"remove \"disableAllHooks\" from {path}"))
@@ -507,6 +512,8 @@ def _scratch_env(scratch: str) -> dict[str, str]:
     # The scratch run must not send synthetic events to the user's command center.
     if "enabled" in config_mod.DEFAULTS.get("forward", {}):
         env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+    # Nor start a resident server for the scratch store (SessionStart --serve would).
+    env["AGENT_HOOKS__SERVE__AUTOSTART"] = "false"
     for var in ("AGENT_HOOKS_DEADLINE_MS", "AGENT_HOOKS_BUSY_TIMEOUT_MS"):
         if var in os.environ:
             env[var] = os.environ[var]

@@ -69,7 +69,7 @@ def status(as_json: bool) -> None:
         click.echo(f"server: down on port {st['port']}{held}")
         return
     counts = st.get("requests") or {}
-    errors = sum(counts.get(k, 0) for k in ("problem", "timeout"))
+    errors = st.get("errors", 0)
     click.echo(f"server: up, pid {st['pid']}, http://127.0.0.1:{st['port']}, version {st['version']}"
                f" (build {st['build']}{', STALE: installed ' + st['installed_build'] if st['stale'] else ''})")
     click.echo(f"  since {iso(st.get('started'))}, uptime {_duration(st.get('uptime_s') or 0)}")

@@ -120,7 +120,23 @@ def install(settings_path: str | None, project: str | None, local: bool, bin_dir
 def uninstall(settings_path: str | None, project: str | None, local: bool, as_json: bool, dry_run: bool) -> None:
     """Remove exactly our hooks (any path or older form); keep everything else."""
     path = target_path(settings_path, project, local)
-    _say(_apply(path, "uninstall", default_bin_dir(), dry_run), as_json)
+    report = _apply(path, "uninstall", default_bin_dir(), dry_run)
+    if not dry_run:
+        # The drainer would outlive a removed installation (it is detached); it restarts on the
+        # next hook call of any file still wired, and its queue waits in the store meanwhile.
+        from agent_hooks.paths import Paths
+        from agent_hooks.wiring.teardown import stop_drainer
+
+        report["drainer_stopped"] = stop_drainer(Paths(os.environ))
+        # So would the resident server; a file still wired for http starts it again at SessionStart.
+        from agent_hooks.server.process import stop as stop_server
+
+        report["server_stopped"] = stop_server(Paths(os.environ), load_config())
+    _say(report, as_json)
+    if report.get("drainer_stopped") and not as_json:
+        click.echo(f"stopped the drainer (pid {report['drainer_stopped']}); queued events stay in the store")
+    if report.get("server_stopped") and not as_json:
+        click.echo(f"stopped the server (pid {report['server_stopped']})")
 
 
 @settings.command(name="template")

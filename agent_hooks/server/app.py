@@ -33,7 +33,7 @@ from agent_hooks import __version__
 from agent_hooks import config as config_mod
 from agent_hooks.paths import Paths
 from agent_hooks.server import local, peer
-from agent_hooks.store import Store
+from agent_hooks.store import Store, Transaction
 
 T = TypeVar("T")
 
@@ -78,6 +78,47 @@ class Stats:
         return {"counts": counts, "answered": len(times), "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
 
 
+class _SerialTransaction(Transaction):
+    """``BEGIN IMMEDIATE ... COMMIT`` under the process's write lock.
+
+    The server's threads would otherwise meet on SQLite's lock, whose busy
+    handler sleeps in steps of up to 100 ms; a Python lock hands the write
+    over as soon as it is free. Other processes (the executables, the CLI)
+    still meet on SQLite's lock with the busy timeout.
+    """
+
+    __slots__ = ("lock",)
+
+    def __init__(self, conn: Any, lock: threading.Lock) -> None:
+        super().__init__(conn)
+        self.lock = lock
+
+    def __enter__(self) -> Any:
+        self.lock.acquire()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self.lock.release()
+
+
+class _ServerStore(Store):
+    """A worker thread's connection whose write transactions take the process's write lock."""
+
+    def __init__(self, path: str, busy_timeout_ms: int, lock: threading.Lock) -> None:
+        super().__init__(path, busy_timeout_ms)
+        self.write_lock = lock
+
+    def write(self) -> Transaction:
+        return _SerialTransaction(self.conn, self.write_lock)
+
+
 class ServerState:
     """What every route module gets: where the store is, the configuration, the
     process's environment, a thread pool for blocking work, its counters."""
@@ -96,6 +137,8 @@ class ServerState:
         self._config = config
         self._config_stamp = self._stamp()
         self._local = threading.local()
+        # One writer at a time among this process's threads (see _SerialTransaction).
+        self.write_lock = threading.Lock()
 
     # Configuration: re-read when the file changes, as the executables would see it.
     def _stamp(self) -> tuple[int, int] | None:
@@ -120,7 +163,7 @@ class ServerState:
         """
         store = getattr(self._local, "store", None)
         if store is None:
-            store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
+            store = _ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
             self._local.store = store
         return store
 

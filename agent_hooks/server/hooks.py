@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,19 +29,18 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks.dispatch import Call, count_error, dispatch, log_error
 from agent_hooks.server import local
 from agent_hooks.server.app import ServerState, unauthorized
+from agent_hooks.wiring.table import HOOKS
 
-# The event modules behind the hooks (each has EVENT and handle).
-EVENT_MODULES = (
-    "session_start", "pre_tool_use", "post_tool_use", "post_tool_use_failure", "pre_compact",
-    "user_prompt_submit", "stop", "session_end", "notification",
-)
+if TYPE_CHECKING:
+    from agent_hooks.dispatch import Handler
 
 
-def handlers() -> dict[str, object]:
-    """Event name -> handler, from agent_hooks.events."""
-    table = {}
-    for name in EVENT_MODULES:
-        module = importlib.import_module(f"agent_hooks.events.{name}")
+def handlers() -> dict[str, Handler]:
+    """Event name -> handler: the event module behind each executable of the wiring table."""
+    table: dict[str, Handler] = {}
+    for hook in HOOKS:
+        module = importlib.import_module("agent_hooks.events." + hook.executable.removeprefix("agent-hook-")
+                                         .replace("-", "_"))
         table[module.EVENT] = module.handle
     return table
 
@@ -113,6 +113,6 @@ async def startup(state: ServerState) -> None:
     await state.run_blocking(warm)
 
 
-def _record_timeout(state: ServerState, config: dict, call: Call, message: str) -> None:
+def _record_timeout(state: ServerState, config: dict[str, Any], call: Call, message: str) -> None:
     log_error(state.paths, call.event, "timeout", message, call.session_id)
     count_error(state.paths, config, call.event, "timeout", message, call.session_id, busy_timeout_ms=250)

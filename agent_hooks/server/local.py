@@ -185,15 +185,21 @@ def ensure_for_hook(event: str, env: Any = None) -> str:
         from agent_hooks import config as config_mod
 
         config, _problems = config_mod.load_lenient(paths, env)
-        wait_s = min(float(config["serve"]["start_timeout_s"]), int(config["runtime"]["deadline_ms"]) / 1000)
+        if not config["serve"]["autostart"]:
+            return "off"
+        # The handler's own deadline runs after this wait; both must fit in Claude Code's timeout
+        # for SessionStart (install.hook_timeout_s), with a second to spare.
+        budget = float(config["install"]["hook_timeout_s"]) - int(config["runtime"]["deadline_ms"]) / 1000 - 1
+        wait_s = max(1.0, min(float(config["serve"]["start_timeout_s"]), budget))
         done = ensure(paths, config, env, wait_s)
         if done in ("starting", "port taken"):
-            from agent_hooks.dispatch import log_error
+            from agent_hooks.dispatch import count_error, log_error
 
             message = (f"the server on port {config['serve']['port']} is not up yet after {wait_s:.1f} s"
                        if done == "starting" else
                        f"port {config['serve']['port']} answers, but not as this store's server")
             log_error(paths, event, "server", message)
+            count_error(paths, config, event, "server", message, None, busy_timeout_ms=250)
         return done
     except Exception as exc:  # noqa: BLE001 - the session goes on; the command hooks still guard it
         from agent_hooks.dispatch import log_error

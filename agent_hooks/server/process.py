@@ -292,6 +292,8 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out.update({k: doc.get(k) for k in ("pid", "version", "build", "uptime_s", "started")})
     out["stale"] = doc.get("build") != out["installed_build"]
     out["requests"] = stats.get("counts", {})
+    # Calls that failed open: bad input or an internal error, or past the deadline.
+    out["errors"] = sum(out["requests"].get(k, 0) for k in ("problem", "timeout"))
     out["p50_ms"] = stats.get("p50_ms")
     out["p99_ms"] = stats.get("p99_ms")
     # How fast it answers right now, from here: one /health round trip.

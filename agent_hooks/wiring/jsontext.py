@@ -6,8 +6,10 @@ duplicate keys collapse, comments are lost. Here every value keeps its span in
 the original text, and an edit replaces only the characters of the value it
 changes; everything else stays byte-for-byte.
 
-Accepted beyond strict JSON, because people's settings files have them and we
-keep what they wrote: ``//`` and ``/* */`` comments and trailing commas (JSONC).
+Accepted beyond strict JSON, so that such a file can be read and our entries
+taken out of it with the rest kept: ``//`` and ``/* */`` comments and trailing
+commas (JSONC). The root node's ``extensions`` names those it met; the caller
+decides (Claude Code ignores such a settings file, so install refuses it).
 A byte-order mark is the caller's business (see ``settings_file``).
 """
 
@@ -52,6 +54,7 @@ class Node:
     end: int
     members: list[Member] = field(default_factory=list)  # object
     items: list[Node] = field(default_factory=list)  # array
+    extensions: set[str] = field(default_factory=set)  # root only: "comments", "trailing commas"
 
     def get(self, key: str) -> Node | None:
         """The value of the last member named ``key`` (JSON.parse keeps the last duplicate)."""
@@ -66,6 +69,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.extensions: set[str] = set()
 
     def fail(self, msg: str, pos: int | None = None) -> JSONTextError:
         return JSONTextError(msg, self.text, self.pos if pos is None else pos)
@@ -78,9 +82,11 @@ class _Parser:
             if c in " \t\r\n":
                 self.pos += 1
             elif text.startswith("//", self.pos):
+                self.extensions.add("comments")
                 nl = text.find("\n", self.pos)
                 self.pos = n if nl < 0 else nl + 1
             elif text.startswith("/*", self.pos):
+                self.extensions.add("comments")
                 close = text.find("*/", self.pos + 2)
                 if close < 0:
                     raise self.fail("unterminated /* comment")
@@ -119,9 +125,12 @@ class _Parser:
     def container(self, depth: int, kind: str, close: str) -> Node:
         node = Node(kind, self.pos, -1)
         self.pos += 1
+        after_comma = False
         while True:
             self.skip()
             if self.text.startswith(close, self.pos):
+                if after_comma:
+                    self.extensions.add("trailing commas")
                 self.pos += 1
                 node.end = self.pos
                 return node
@@ -138,7 +147,8 @@ class _Parser:
             else:
                 node.items.append(self.value(depth + 1))
             self.skip()
-            if self.text.startswith(",", self.pos):
+            after_comma = self.text.startswith(",", self.pos)
+            if after_comma:
                 self.pos += 1
             elif not self.text.startswith(close, self.pos):
                 raise self.fail(f"expected ',' or {close!r}")
@@ -151,13 +161,8 @@ def parse(text: str) -> Node:
     p.skip()
     if p.pos != len(text):
         raise p.fail("extra text after the value")
+    node.extensions = p.extensions
     return node
-
-
-def has_comments(text: str) -> bool:
-    """True when ``text`` holds a comment outside its strings (JSONC rather than JSON)."""
-    stripped = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
-    return "//" in stripped or "/*" in stripped
 
 
 def value_of(text: str, node: Node, pairs: bool = False) -> Any:

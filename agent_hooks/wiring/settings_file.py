@@ -151,6 +151,25 @@ def default_bin_dir() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
+def refuse_jsonc(body: str, path: str) -> None:
+    """Install refuses a file Claude Code would ignore: our hooks would never run from it.
+
+    Claude Code 2.1.197 and 2.1.330 run no hook from a settings.json with comments or
+    trailing commas (they ignore the whole file, silently); a byte-order mark is fine.
+    Uninstall still edits such a file (taking ours out, the comments kept).
+    """
+    found = jsonc_extensions(body, path)
+    if found:
+        raise SettingsError(f"{path} has {' and '.join(sorted(found))}: Claude Code ignores such a settings file, "
+                            "so our hooks would never run from it. Make it plain JSON (or wire another file "
+                            "with --settings/--project), then re-run. It was left untouched.")
+
+
+def jsonc_extensions(body: str, path: str) -> set[str]:
+    """What of JSONC (comments, trailing commas) the text uses: Claude Code reads none of it."""
+    return parse_root(body, path).extensions
+
+
 def resolve_target(path: str) -> str:
     """The file to edit: a symlinked settings.json (dotfiles) is edited at its target, the link kept."""
     real = os.path.realpath(path)
@@ -174,6 +193,8 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
         body = (original or "").removeprefix(BOM)
         if action == "install":
             groups = our_groups(bin_dir, cfg, transport)
+            if body.strip():
+                refuse_jsonc(body, real)
             if not body.strip():
                 text, change = render({"hooks": {e: [g] for e, g in groups.items()}}), Change(added=len(groups))
                 change.created = ["hooks", *(f"hooks.{e}" for e in groups)]

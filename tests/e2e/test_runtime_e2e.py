@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from agent_hooks.hashing import digest
-from harness import E2E, HOOK_EXECUTABLES, generated_settings, hook_commands, hook_settings
+import pytest
+
+from harness import E2E, HOOK_EXECUTABLES, TRANSPORTS, generated_settings, hook_commands, hook_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -21,6 +23,7 @@ def test_settings_wire_every_event_to_our_executables(e2e: E2E) -> None:
             assert Path(command.split()[0]).is_file(), command
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 def test_session_with_tool_calls_is_recorded(e2e: E2E) -> None:
     notes = e2e.workspace / "notes.txt"
     e2e.server.set_script([
