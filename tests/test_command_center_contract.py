@@ -5,6 +5,7 @@ WebSocket's broadcasts, and this host's hook calls reaching the board."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from center_support import Center, messages
-from helpers import run_hook
+from helpers import BIN, run_hook
 from test_command_center_units import SEED, STATES
 
 def payload(event: str, sid: str, cwd: str, **extra: object) -> dict[str, object]:
@@ -224,3 +225,15 @@ def test_browser_rules_cross_site_and_rebinding(center: Center) -> None:
     r = center.http.get("/api/board", headers={"Host": "evil.example:80"})
     assert r.status_code == 403 and "rebinding" in r.json()["error"]
     assert center.ingest(body, headers={"Origin": center.base}).status_code == 200
+
+
+def test_doctor_checks_the_board(center: Center) -> None:
+    proc = subprocess.run([str(BIN / "agent-hook"), "doctor", "--json", "--no-run"], capture_output=True, text=True,
+                          env={**center.env}, timeout=120)
+    board = [c for c in json.loads(proc.stdout)["checks"] if c["area"] == "board"]
+    assert any(c["status"] == "ok" and f"board at {center.base}/" in c["summary"] for c in board), board
+
+
+def test_server_start_prints_the_board_url(center: Center) -> None:
+    out = center.cli("start").stdout
+    assert f"board: {center.base}/" in out

@@ -645,6 +645,9 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
         from agent_hooks.server.checks import server_checks  # the resident server's area (docs/server.md)
 
         checks += server_checks(p, cfg, settings_files(project_dir))
+        from agent_hooks.server.center_checks import board_checks  # the command center (docs/command-center.md)
+
+        checks += board_checks(p, cfg)
         checks += check_queue(p, conn, cfg, now)
     finally:
         if conn is not None:
