@@ -167,7 +167,8 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
     print(f"  server's own answer time  p50 {st['p50_ms']:.2f} ms   p99 {st['p99_ms']:.2f} ms   (target p99 <= 5 ms)")
     print(f"  round trip from a client  p50 {rtts[n // 2] * 1000:.2f} ms   p99 {rtts[int(n * 0.99)] * 1000:.2f} ms"
           f"   (new connection per request, {sessions} client threads on this 2-core machine)")
-    print(f"  errors {st['requests'].get('problem', 0)}, past the deadline {st['requests'].get('timeout', 0)}")
+    print(f"  errors {st['requests'].get('problem', 0)}, past the deadline {st['requests'].get('timeout', 0)};"
+          f" load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 def main() -> int:
@@ -223,6 +224,7 @@ def main() -> int:
                   f" (target <= 2x), {ours / cmd:.3f} of our command transport (target <= 0.2)"
                   if nothing > 0 and cmd > 0 else "\n(overheads too small to compare on this run)")
             st = json.loads(server_cmd(our_env, "status", "--json").stdout)
+            print(f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             print(f"our server during the client runs: {st['requests'].get('answered', 0)} answers,"
                   f" p50 {st['p50_ms']} ms, p99 {st['p99_ms']} ms")
         concurrent_sessions(root, args.sessions, args.pairs, args.tool_ms / 1000, args.think_ms / 1000)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.wiring.entries import handler_words
 from server_support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,11 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     out = sh("--venv").stdout
     bin_dir = state / "venv" / "bin"
     assert f"created the environment {state / 'venv'}" in out
+    # The ~10 s pip step shows progress: an announcement, its steps, and how long it took.
+    assert "pip: installing" in out and "about 10 s" in out
+    assert "install.sh: pip: Collecting" in out and "install.sh: pip: Successfully installed" in out
+    assert "install.sh: pip: done in" in out
+    assert oct((state / "install-pip.log").stat().st_mode & 0o777) == "0o600"
     assert f"wired 9 hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
     assert "✓ run         the scratch store shows the session: 10 hook calls, ended" in out
@@ -52,11 +58,13 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
     commands = [h["command"] for groups in doc["hooks"].values() for g in groups for h in g["hooks"]]
     ours = [c for c in commands if "agent-hook-" in c]
-    assert len(ours) == 9 and all(f"h={bin_dir}/agent-hook-" in c for c in ours)
+    # Through the launcher (docs/settings.md): each runs an executable of this venv.
+    targets = [handler_words({"command": c})[0] for c in ours]
+    assert len(ours) == 9 and all(t.startswith(f"{bin_dir}/agent-hook-") for t in targets)
     assert (home / ".local" / "bin" / "agent-hook").resolve() == (bin_dir / "agent-hook").resolve()
 
     # What Claude Code does with the wiring: `sh -c COMMAND` with the payload on stdin.
-    start = next(c for c in ours if "/agent-hook-session-start;" in c)
+    start = next(c for c in ours if handler_words({"command": c})[0].endswith("agent-hook-session-start"))
     payload = {"session_id": "install-sh-1", "hook_event_name": "SessionStart", "source": "startup",
                "cwd": str(tmp_path), "transcript_path": str(tmp_path / "t.jsonl")}
     proc = subprocess.run(["sh", "-c", start], input=json.dumps(payload), capture_output=True, text=True,

@@ -5,7 +5,21 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, doctor, identity, memory, queue, server, sessions, settings, status, summary, tasks
+from agent_hooks.cli import (
+    basics,
+    configure,
+    doctor,
+    errors,
+    identity,
+    memory,
+    queue,
+    server,
+    sessions,
+    settings,
+    status,
+    summary,
+    tasks,
+)
 from agent_hooks.cli import fleet as fleet_cli
 
 
@@ -15,7 +29,8 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, identity, memory, summary, tasks, sessions, queue, server, fleet_cli):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
+               server, fleet_cli):
     for command in module.COMMANDS:
         cli.add_command(command)
 

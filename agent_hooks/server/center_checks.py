@@ -28,7 +28,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     """The command center's lines for doctor."""
     import json
 
-    from agent_hooks.cli.doctor import FAIL, OK, WARN, Check
+    from agent_hooks.checks import FAIL, OK, WARN, Check
     from agent_hooks.server import local, process
 
     checks: list[Any] = []

@@ -1,6 +1,6 @@
 """Doctor's checks of the resident server: wired or not, up, stale, reachable by us, how fast.
 
-``server_checks`` is the area's one entry (cli/doctor.py calls it). It reads
+``server_checks`` is the area's one entry (agent_hooks/checks/server.py registers it). It reads
 only loopback and the settings files; nothing is posted to the hook route,
 so running doctor changes nothing in the store.
 """
@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any
 
+from agent_hooks.checks import FAIL, OK, WARN, Check
 from agent_hooks.paths import Paths
 from agent_hooks.server import local
 
@@ -57,16 +58,15 @@ def _last_server_error(paths: Paths) -> dict[str, Any] | None:
     return None
 
 
-def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]]) -> list[Any]:
+def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]]) -> list[Check]:
     """The server area's lines for doctor."""
-    from agent_hooks.cli.doctor import FAIL, OK, WARN, Check
     from agent_hooks.server import process
     from agent_hooks.wiring.http import port_of
 
     entries = http_entries(files)
     port = int(cfg["serve"]["port"])
     st = process.status(paths, cfg)
-    checks: list[Any] = []
+    checks: list[Check] = []
     if not entries:
         state = f"up on port {st['port']}" if st["up"] else "not running"
         checks.append(Check("server", OK, f"http transport not wired (the executables answer); server {state}"))

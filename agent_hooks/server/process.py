@@ -274,9 +274,16 @@ def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple
 
 def stop(paths: Paths, config: dict[str, Any], timeout: float = 10.0) -> int | None:
     """Stop this store's server (SIGTERM, then SIGKILL); the pid stopped, or None if none ran."""
+    if not lock_held(paths):
+        return None
+    # A server that holds the lock writes its file right after binding: wait for it briefly.
+    end = time.monotonic() + timeout
     info = local.read_info(paths) or {}
+    while not isinstance(info.get("pid"), int) and time.monotonic() < end and lock_held(paths):
+        time.sleep(0.05)
+        info = local.read_info(paths) or {}
     pid = info.get("pid")
-    if not isinstance(pid, int) or not lock_held(paths):
+    if not isinstance(pid, int):
         return None
     try:
         os.kill(pid, signal.SIGTERM)
