@@ -36,6 +36,8 @@ LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 def is_loopback(host: str | None) -> bool:
     if not host:
         return False
+    if host.startswith("127.") or host == "::1":  # the common case, without ipaddress's parser
+        return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -49,7 +51,7 @@ _NL_LOCK = threading.Lock()
 
 
 def _packed(host: str) -> bytes:
-    raw = ipaddress.ip_address(host).packed
+    raw = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
     return raw + b"\0" * (16 - len(raw))
 
 
