@@ -14,12 +14,14 @@ from agent_hooks.cli import (
     identity,
     memory,
     queue,
+    server,
     sessions,
     settings,
     status,
     summary,
     tasks,
 )
+from agent_hooks.cli import fleet as fleet_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,7 +31,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
-               hooks):
+               server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)
 
