@@ -19,7 +19,7 @@ import _thread  # threading's import costs ~1 ms per call; a lock and a thread a
 import time
 
 from agent_hooks import config as config_mod
-from agent_hooks import spool
+from agent_hooks import output, spool
 from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report, save_to_spool
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
@@ -154,6 +154,8 @@ def _exit_now() -> None:
 
 def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
+    # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
+    output.STDOUT_IS_PROTOCOL = fast_exit
     paths = Paths(env)
     config = load_config(paths, env, event)
     result = _Result(event)
