@@ -337,6 +337,38 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
     db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
 
 
+
+@migration
+def m007_persist(db: sqlite_utils.Database) -> None:
+    # Persistence (features/persist.py): a task may hold its workers at Stop. persist NULL
+    # means "as [persist] default says"; continuations counts the Stop blocks the task cost.
+    tasks = db["tasks"]
+    for name, kind in (("persist", int), ("max_continuations", int), ("done_note", str), ("done_at", float),
+                       ("blocked_reason", str), ("blocked_at", float), ("last_bypass", str),
+                       ("last_bypass_at", float)):
+        if name not in tasks.columns_dict:
+            tasks.add_column(name, kind)
+    if "continuations" not in tasks.columns_dict:
+        tasks.add_column("continuations", int, not_null_default=0)
+    # Per session: consecutive holds (the chain stop_hook_active reports), the last persist
+    # decision with its reason, the context-pressure notice, and what the session waits on
+    # (issue 19: needs_input / error / awaiting, the tool asked about or the error's kind).
+    sessions = db["sessions"]
+    for name, kind in (("persist_chain", int), ("persist_last", str), ("persist_last_at", float),
+                       ("context_pct", float), ("pressure_noticed_at", float), ("waiting_on", str),
+                       ("waiting_detail", str), ("waiting_since", float)):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, kind)
+    # SubagentStart / SubagentStop: a session's running and finished subagents.
+    db["subagents"].create(
+        {"session_id": str, "agent_id": str, "agent_type": str, "started_at": float, "stopped_at": float,
+         "last_message": str},
+        pk=("session_id", "agent_id"),
+        not_null=["session_id", "agent_id"],
+        if_not_exists=True,
+    )
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

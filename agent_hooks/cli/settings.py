@@ -40,6 +40,13 @@ HOOKS: list[tuple[str, str, str | None]] = [
     ("PreCompact", "agent-hook-pre-compact", None),
     ("Stop", "agent-hook-stop", None),
     ("SessionEnd", "agent-hook-session-end", None),
+    # Newer clients (2.1.330): subagents, the waiting states, compaction done.
+    ("SubagentStart", "agent-hook-subagent-start", None),
+    ("SubagentStop", "agent-hook-subagent-stop", None),
+    ("StopFailure", "agent-hook-stop-failure", None),
+    ("PermissionRequest", "agent-hook-permission-request", "*"),
+    ("PermissionDenied", "agent-hook-permission-denied", "*"),
+    ("PostCompact", "agent-hook-post-compact", None),
 ]
 EXECUTABLES = [exe for _, exe, _ in HOOKS]
 EVENT_OF = {exe: event for event, exe, _ in HOOKS}

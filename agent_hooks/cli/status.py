@@ -9,10 +9,12 @@ import click
 
 from agent_hooks.cli.common import echo_json, iso, load_config, open_store
 from agent_hooks.cli.sessions import guard_fields
-from agent_hooks.features import heartbeat
+from agent_hooks.features import heartbeat, subagents
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
-                   "task_id", "compactions")
+                   "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
+# Shown states, in the order the summary line counts them.
+STATES = ("live", "needs_input", "error", "awaiting", "stalled", "ended")
 
 
 def collect() -> dict[str, Any]:
@@ -28,6 +30,7 @@ def collect() -> dict[str, Any]:
         ).fetchall()
         errors = store.conn.execute("SELECT count(*) FROM errors").fetchone()[0]
         guards = guard_fields(store.conn)
+        subs = subagents.counts(store.conn)
     finally:
         store.close()
     sessions = []
@@ -44,6 +47,12 @@ def collect() -> dict[str, Any]:
         )
         # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
+        # What it waits on (needs_input: the tool asked about; error: the error's kind), the last
+        # persistence decision, and its subagents.
+        running, finished = subs.get(rec["session_id"], (0, 0))
+        sessions[-1].update(waiting_on=rec["waiting_on"], waiting_detail=rec["waiting_detail"],
+                            waiting_since=iso(rec["waiting_since"]), persist=rec["persist_last"],
+                            subagents_running=running, subagents_finished=finished)
     return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s}
 
 
@@ -52,8 +61,10 @@ def collect() -> dict[str, Any]:
 def status(as_json: bool) -> None:
     """Show sessions with their state, tool calls and last activity, and the error count.
 
-    State is live, awaiting (stopped, waiting for input), ended, or stalled: live
-    but without any hook call for heartbeat.stalled_after_s seconds.
+    State is live, needs_input (a permission dialog is open: the tool is shown),
+    error (the turn ended on an API error: its kind is shown), awaiting (stopped,
+    waiting for a prompt), ended, or stalled: live but without any hook call for
+    heartbeat.stalled_after_s seconds (a session waiting on a person never is).
     """
     data = collect()
     if as_json:
@@ -69,11 +80,26 @@ def status(as_json: bool) -> None:
                 f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
                 f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {_guards(s):12} {s['cwd'] or '-'}"
             )
+            for note in _notes(s):
+                click.echo(f"    {note}")
         counts: dict[str, int] = {}
         for s in data["sessions"]:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
-        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
+        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in STATES))
     click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
+
+
+def _notes(s: dict[str, Any]) -> list[str]:
+    """Lines under a session: what it waits on, its persistence, its subagents."""
+    notes = []
+    if s.get("waiting_on") in ("needs_input", "error"):
+        what = "needs input" if s["waiting_on"] == "needs_input" else "error"
+        notes.append(f"{what}: {s.get('waiting_detail') or '-'} (since {s.get('waiting_since') or '-'})")
+    if s.get("persist"):
+        notes.append(f"persist: {s['persist']}")
+    if s.get("subagents_running") or s.get("subagents_finished"):
+        notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")
+    return notes
 
 
 def _guards(s: dict[str, Any]) -> str:

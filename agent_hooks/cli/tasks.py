@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked (issue 17)
 from agent_hooks.cli.common import echo_json, iso, open_store, writing
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
@@ -44,15 +45,21 @@ def task() -> None:
 @task.command(name="create")
 @click.argument("task_id")
 @click.option("--description", "-d", default=None, help="What the task is.")
-def create(task_id: str, description: str | None) -> None:
+@persist_cli.create_options
+def create(task_id: str, description: str | None, persist_on: bool = False,
+           max_continuations: int | None = None) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
+    if max_continuations is not None and not persist_on:
+        raise click.ClickException("--max-continuations goes with --persist")
     with writing() as conn:
         if not ensure_task(conn, task_id, time.time()):
             raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
         if description is not None:
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
-    click.echo(f"task {task_id}: created")
+        if persist_on:
+            persist_cli.set_persist(conn, task_id, True, max_continuations)
+    click.echo(f"task {task_id}: created" + (" (persists)" if persist_on else ""))
 
 
 @task.command(name="describe")
@@ -115,6 +122,8 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
     for key in ("cancelled_at", "created_at", "updated_at"):
         rec[key] = iso(rec.get(key))
     rec["cancelled"] = rec.get("state") == "cancelled"
+    if row:
+        rec.update(persist_cli.persist_fields(conn, task_id))
     rec["sessions"] = [
         {"session_id": sid, "state": state, "cancelled": at is not None, "cancel_reason": reason,
          "last_activity_at": iso(seen), "tmux_session": tmux, "agent": agent}
@@ -140,9 +149,14 @@ def show(task_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at"):
+    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at",
+                "done_note", "blocked_reason"):
         if data.get(key) is not None or key in ("task_id", "state"):
             click.echo(f"{key:14} {data.get(key)}")
+    if data.get("persists"):
+        click.echo(f"{'persists':14} yes, continuations {data['continuations']} of {data['max_continuations']}")
+    if data.get("last_bypass"):
+        click.echo(f"{'let go':14} {data['last_bypass']} ({data.get('last_bypass_at')})")
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
         click.echo(f"  session {s['session_id']}  {s['state']}  {s['last_activity_at'] or '-'}{mark}")
@@ -233,5 +247,8 @@ def uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -> N
             message = "\n".join(f"session {sid}: no longer cancelled" for sid in targets)
     click.echo(message)
 
+
+for _command in persist_cli.TASK_COMMANDS:
+    task.add_command(_command)
 
 COMMANDS = [task, cancel, uncancel]
