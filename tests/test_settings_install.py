@@ -66,8 +66,8 @@ OLDER: dict[str, Any] = {
         "SessionEnd": [
             {"hooks": [{"type": "command", "command": "/usr/bin/python3.11", "args": ["-m", "agent_hooks", "hook", "session-end"]}]},
         ],
-        "SubagentStop": [
-            {"hooks": [{"type": "command", "command": "'/path with space/bin/agent-hook-subagent-stop'"}]},
+        "TeammateIdle": [
+            {"hooks": [{"type": "command", "command": "'/path with space/bin/agent-hook-teammate-idle'"}]},
         ],
     },
 }
@@ -240,7 +240,7 @@ def test_install_keeps_other_tools_hooks_and_keys(home: Path) -> None:
     (backup,) = backups(path)
     assert backup.read_bytes() == original
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
-    assert "wired 9 hooks" in result.output and str(backup) in result.output
+    assert f"wired {len(HOOKS)} hooks" in result.output and str(backup) in result.output
 
     # Idempotent: byte-identical, no new backup.
     installed = path.read_bytes()
@@ -267,7 +267,7 @@ def test_install_replaces_older_entries_of_ours(home: Path) -> None:
     doc = json.loads(text)
     assert_wired(doc)
     assert "replaced 6 older entries" in result.output
-    assert "SubagentStop" not in doc["hooks"], "an entry of ours for an event we no longer hook goes"
+    assert "TeammateIdle" not in doc["hooks"], "an entry of ours for an event we no longer hook goes"
     # Our replacements sit where the old entries of ours were.
     assert [g["hooks"][0]["command"] for g in doc["hooks"]["PreToolUse"]] == [
         "python3 ~/.claude/hooks/bash_guard.py", f"{BIN}/agent-hook-pre-tool-use"]
@@ -324,7 +324,7 @@ def test_install_moves_to_a_new_bin_dir(home: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(path.read_text())
     found = ours_by_event(doc)
-    assert all(len(v) == 1 for v in found.values()) and len(found) == 9
+    assert all(len(v) == 1 for v in found.values()) and len(found) == len(HOOKS)
     # A path with a space is quoted for `sh -c`, and still recognised as ours.
     assert found["Stop"][0]["handler"]["command"] == f"'{other}/agent-hook-stop'"
 
@@ -404,7 +404,7 @@ def test_install_is_a_pure_merge() -> None:
         frozen = json.dumps(doc)
         new, change = merge_install(doc, "/b", cfg)
         assert json.dumps(doc) == frozen, "the input is not modified"
-        assert change.added == 9
+        assert change.added == len(HOOKS)
         again, _ = merge_install(new, "/b", cfg)
         assert json.dumps(again) == json.dumps(new)
         back, _ = merge_uninstall(new)

@@ -14,7 +14,7 @@ from agent_hooks.features import heartbeat, subagents
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
                    "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
 # Shown states, in the order the summary line counts them.
-STATES = ("live", "needs_input", "error", "awaiting", "stalled", "ended")
+STATES = ("live", "awaiting", "stalled", "ended", "needs_input", "error")
 
 
 def collect() -> dict[str, Any]:
@@ -85,7 +85,9 @@ def status(as_json: bool) -> None:
         counts: dict[str, int] = {}
         for s in data["sessions"]:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
-        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in STATES))
+        # The waiting states are counted after the classic four, and only when present.
+        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in STATES
+                             if k in ("live", "awaiting", "stalled", "ended") or counts.get(k)))
     click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
 
 
