@@ -176,3 +176,48 @@ def test_context_pressure_notice_once(hooks_home: Path):
     assert post().strip() == b""  # once
     run_hook(payload("PostCompact", "S8", hooks_home, trigger="auto", compact_summary="s"), env)
     assert b"task progress" in post()  # a new crossing after compaction
+
+
+HEAVY = ("click", "httpx", "sqlite_utils", "filelock", "starlette", "uvicorn", "yaml")
+
+
+def _imports(exe: str, data: dict[str, Any], env: dict[str, str]) -> set[str]:
+    import subprocess
+
+    from helpers import BIN
+
+    full = dict(os.environ, PYTHONPROFILEIMPORTTIME="1", **env)
+    proc = subprocess.run([str(BIN / exe)], input=json.dumps(data).encode(), capture_output=True, env=full,
+                          timeout=30)
+    assert proc.returncode == 0
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+
+
+def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_home: Path):
+    from helpers import EXECUTABLES, FIXTURES_330
+
+    env = start("S9", hooks_home)
+    agent_hook("task", "create", "T-1", "--persist")
+    write_transcript("S9", 180_000)  # PostToolUse gives the pressure notice, reading the transcript
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("agent-hook-post-tool-use", payload("PostToolUse", "S9", hooks_home, tool_name="Bash",
+                                             tool_input={"command": "ls"}, tool_response={}, tool_use_id="t9")),
+        ("agent-hook-stop", payload("Stop", "S9", hooks_home, stop_hook_active=False)),  # held
+    ]
+    for name in ("subagent_start.json", "subagent_stop.json", "stop_failure_rate_limit.json",
+                 "permission_request_bash.json"):
+        data = json.loads((FIXTURES_330 / name).read_text())
+        data["session_id"] = "S9"
+        calls.append((EXECUTABLES[data["hook_event_name"]], data))
+    calls.append(("agent-hook-permission-denied", payload("PermissionDenied", "S9", hooks_home, tool_name="Bash",
+                                                          tool_input={"command": "ls"})))
+    for exe, data in calls:
+        imported = _imports(exe, data, env)
+        assert "agent_hooks.runner" in imported
+        heavy = {m for m in imported if m.split(".")[0] in HEAVY}
+        assert not heavy, f"{exe} loaded {sorted(heavy)}"
+    assert "held 1/5" in store_rows(hooks_home, "SELECT persist_last FROM sessions WHERE session_id='S9'")[0][0]
+    assert store_rows(hooks_home, "SELECT pressure_noticed_at FROM sessions WHERE session_id='S9'")[0][0]
+    compact = json.loads((FIXTURES_330 / "post_compact_manual.json").read_text())
+    compact["session_id"] = "S9"
+    assert not {m for m in _imports("agent-hook-post-compact", compact, env) if m.split(".")[0] in HEAVY}
