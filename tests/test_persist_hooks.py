@@ -68,6 +68,8 @@ def test_stop_holds_until_task_done(hooks_home: Path):
     status = json.loads(agent_hook("status", "--json").stdout)
     s1 = next(s for s in status["sessions"] if s["session_id"] == "S1")
     assert s1["state"] == "awaiting" and s1["persist"].startswith("bypass done")
+    assert s1["task_state"] == "done" and s1["task_continuations"] == 1
+    assert "task T-1: done, 1 continuation(s)" in agent_hook("status").stdout
     assert "bypass done" in agent_hook("task", "show", "T-1").stdout
 
 

@@ -67,7 +67,9 @@ def test_bypass_stop_hook_active_beyond_the_chain_limit():
     assert d.kind == persist.STOP_HOOK_ACTIVE and "7" in d.reason
     assert run(snap(max_continuations=20, continuations=6, chain=6), active=True).hold
     # Not active: the chain starts afresh.
-    assert run(s, active=False).hold
+    fresh = run(s, active=False)
+    assert fresh.hold and fresh.chain == 1
+    assert run(snap(chain=2), active=True).chain == 3
     # A raised client cap raises the chain limit; 0 means the client has none.
     assert run(s, env={"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "12"}, active=True).hold
     assert run(s, env={"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "0"}, active=True).hold

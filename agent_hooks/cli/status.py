@@ -31,6 +31,8 @@ def collect() -> dict[str, Any]:
         errors = store.conn.execute("SELECT count(*) FROM errors").fetchone()[0]
         guards = guard_fields(store.conn)
         subs = subagents.counts(store.conn)
+        tasks = {tid: (state, used) for tid, state, used in store.conn.execute(
+            "SELECT task_id, state, coalesce(continuations, 0) FROM tasks")}
     finally:
         store.close()
     sessions = []
@@ -53,6 +55,9 @@ def collect() -> dict[str, Any]:
         sessions[-1].update(waiting_on=rec["waiting_on"], waiting_detail=rec["waiting_detail"],
                             waiting_since=iso(rec["waiting_since"]), persist=rec["persist_last"],
                             subagents_running=running, subagents_finished=finished)
+        # The task's state (open, done, blocked, cancelled) and the continuations it cost.
+        state, used = tasks.get(rec["task_id"], (None, 0))
+        sessions[-1].update(task_state=state, task_continuations=used)
     return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s}
 
 
@@ -98,7 +103,8 @@ def _notes(s: dict[str, Any]) -> list[str]:
         what = "needs input" if s["waiting_on"] == "needs_input" else "error"
         notes.append(f"{what}: {s.get('waiting_detail') or '-'} (since {s.get('waiting_since') or '-'})")
     if s.get("persist"):
-        notes.append(f"persist: {s['persist']}")
+        notes.append(f"persist: {s['persist']} (task {s.get('task_id')}: {s.get('task_state') or '-'},"
+                     f" {s.get('task_continuations', 0)} continuation(s))")
     if s.get("subagents_running") or s.get("subagents_finished"):
         notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")
     return notes

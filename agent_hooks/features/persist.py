@@ -72,13 +72,14 @@ class Snapshot:
 class Decision:
     """``kind`` is HOLD or a bypass; ``reason`` is the model's instruction (hold) or the record (bypass)."""
 
-    __slots__ = ("kind", "reason", "used", "budget")
+    __slots__ = ("kind", "reason", "used", "budget", "chain")
 
-    def __init__(self, kind: str, reason: str, used: int = 0, budget: int = 0) -> None:
+    def __init__(self, kind: str, reason: str, used: int = 0, budget: int = 0, chain: int = 0) -> None:
         self.kind = kind
         self.reason = reason
         self.used = used
         self.budget = budget
+        self.chain = chain  # consecutive holds of the session after this decision
 
     @property
     def hold(self) -> bool:
@@ -193,7 +194,7 @@ def decide(snap: Snapshot, config: dict[str, Any], env: Any, now: float, stop_ho
                              f" (> {int(stale_after)} s)")
     if (snap.role or "") == "lead":
         return let_go(LEAD, "a lead's session is never held")
-    return Decision(HOLD, hold_reason(snap, used + 1, budget), used + 1, budget)
+    return Decision(HOLD, hold_reason(snap, used + 1, budget), used + 1, budget, chain + 1)
 
 
 def hold_reason(snap: Snapshot, n: int, budget: int) -> str:
@@ -218,14 +219,12 @@ def record(conn: sqlite3.Connection, snap: Snapshot, decision: Decision, at: flo
         conn.execute("UPDATE tasks SET continuations = coalesce(continuations, 0) + 1 WHERE task_id = ?",
                      (snap.task_id,))
         text = f"held {decision.used}/{decision.budget}"
-        chain = (snap.chain or 0) + 1
     else:
         text = f"bypass {decision.kind}: {decision.reason}"
-        chain = 0
         conn.execute("UPDATE tasks SET last_bypass = ?, last_bypass_at = ? WHERE task_id = ?",
                      (text, at, snap.task_id))
     conn.execute("UPDATE sessions SET persist_chain = ?, persist_last = ?, persist_last_at = ? WHERE session_id = ?",
-                 (chain, text, at, snap.session_id))
+                 (decision.chain, text, at, snap.session_id))
     conn.execute("INSERT INTO session_events (session_id, event, detail, at) VALUES (?, 'Stop', ?, ?)",
                  (snap.session_id, f"persist.{decision.kind}: {one_line(decision.reason, 300)}", at))
 
