@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.cli.doctor import sample_payloads
+from agent_hooks.cli.settings import HOOKS
+
 REPO = Path(__file__).resolve().parent.parent
 
 OTHERS = {
@@ -41,16 +44,17 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     out = sh("--venv").stdout
     bin_dir = state / "venv" / "bin"
     assert f"created the environment {state / 'venv'}" in out
-    assert f"wired 9 hooks to {bin_dir}" in out
+    assert f"wired {len(HOOKS)} hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
-    assert "✓ run         the scratch store shows the session: 10 hook calls, ended" in out
+    calls = len(sample_payloads("s", "/"))
+    assert f"✓ run         the scratch store shows the session: {calls} hook calls, ended" in out
 
     doc = json.loads(settings.read_text())
     assert doc["model"] == "opus" and doc["permissions"] == OTHERS["permissions"]
     assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
     commands = [h["command"] for groups in doc["hooks"].values() for g in groups for h in g["hooks"]]
     ours = [c for c in commands if "agent-hook-" in c]
-    assert len(ours) == 9 and all(c.startswith(f"{bin_dir}/agent-hook-") for c in ours)
+    assert len(ours) == len(HOOKS) and all(c.startswith(f"{bin_dir}/agent-hook-") for c in ours)
     assert (home / ".local" / "bin" / "agent-hook").resolve() == (bin_dir / "agent-hook").resolve()
 
     # What Claude Code does with the wiring: `sh -c COMMAND` with the payload on stdin.
@@ -76,14 +80,14 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()
     sh("--venv", "--no-doctor", "--project", str(project))
-    assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == 9
+    assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == len(HOOKS)
     out = sh("--uninstall", "--project", str(project)).stdout
     assert "kept the environment" in out and bin_dir.exists()
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
 
     # Uninstall: exactly our entries go, then the environment; the store stays.
     out = sh("--uninstall").stdout
-    assert "removed 9 hooks of ours" in out
+    assert f"removed {len(HOOKS)} hooks of ours" in out
     assert json.loads(settings.read_text()) == OTHERS
     assert not (state / "venv").exists()
     assert not (home / ".local" / "bin" / "agent-hook").exists()
