@@ -5,7 +5,21 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, doctor, identity, memory, persist, queue, sessions, settings, status, summary, tasks
+from agent_hooks.cli import (
+    basics,
+    configure,
+    doctor,
+    errors,
+    identity,
+    memory,
+    persist,
+    queue,
+    sessions,
+    settings,
+    status,
+    summary,
+    tasks,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +28,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue):
     for command in module.COMMANDS:
         cli.add_command(command)
 
