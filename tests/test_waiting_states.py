@@ -135,3 +135,12 @@ def test_forwarded_events_name_the_waiting_state():
     assert metadata(Payload(fixture("stop_failure_rate_limit.json")), cfg) == "error: rate_limit"
     assert metadata(Payload(fixture("notification_permission_prompt.json")), cfg) == "needs input: permission prompt"
     assert metadata(Payload(fixture("notification_idle_prompt.json")), cfg) == "awaiting: idle prompt"
+
+
+def test_an_error_after_the_end_is_kept_and_the_session_stays_ended(hooks_home: Path):
+    """The client does not wait for StopFailure's hook before SessionEnd's: either order is recorded."""
+    _start("W10")
+    run_hook({"session_id": "W10", "hook_event_name": "SessionEnd", "reason": "other"})
+    run_hook(fixture("stop_failure_rate_limit.json", "W10"))
+    s = status_of("W10")
+    assert s["state"] == "ended" and (s["waiting_on"], s["waiting_detail"]) == ("error", "rate_limit")

@@ -55,12 +55,14 @@ def tool_asked(payload: Payload) -> str:
 def mark(conn: sqlite3.Connection, session_id: str, state: str, detail: str | None, at: float) -> None:
     """Put the session in ``state`` waiting on ``detail``; a permission_prompt after a
     PermissionRequest keeps the fuller detail the request gave."""
+    # An ended session stays ended but still records it: the client does not wait for StopFailure's
+    # hook before SessionEnd's, so under load the end may be recorded first.
     conn.execute(
-        "UPDATE sessions SET state = :state, waiting_on = :state,"
+        "UPDATE sessions SET state = CASE WHEN state = 'ended' THEN state ELSE :state END, waiting_on = :state,"
         " waiting_detail = CASE WHEN waiting_on = :state AND waiting_detail IS NOT NULL AND (:detail IS NULL"
         "  OR substr(waiting_detail, 1, length(:detail)) = :detail) THEN waiting_detail ELSE :detail END,"
         " waiting_since = CASE WHEN waiting_on = :state THEN coalesce(waiting_since, :at) ELSE :at END"
-        " WHERE session_id = :sid AND state != 'ended'",
+        " WHERE session_id = :sid",
         {"state": state, "detail": detail, "at": at, "sid": session_id},
     )
 

@@ -140,8 +140,11 @@ def test_interrupt_no_block(e2e: E2E) -> None:
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "c", "Enter"], check=True)
         wait_for("Do you want to proceed?")
-        session = e2e.query("SELECT state, waiting_detail FROM sessions")
-        assert session == [{"state": "needs_input", "waiting_detail": "Bash: touch asked.txt"}], session
+        wanted = [{"state": "needs_input", "waiting_detail": "Bash: touch asked.txt"}]
+        end = time.monotonic() + 10
+        while (session := e2e.query("SELECT state, waiting_detail FROM sessions")) != wanted:
+            assert time.monotonic() < end, session  # PermissionRequest's hook runs as the dialog opens
+            time.sleep(0.2)
         subprocess.run(tmux + ["send-keys", "-t", "c", "Escape"], check=True)
         wait_for("Interrupted")
         time.sleep(3)  # time for a wrongful continuation to reach the model
