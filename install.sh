@@ -5,6 +5,7 @@
 #   ./install.sh --project DIR        wire DIR/.claude/settings.json instead (--local: settings.local.json)
 #   ./install.sh --version 0.2.0      install that release from the package index instead of the checkout
 #   ./install.sh --spec SPEC          install any pip requirement (a path, a wheel, git+https://...)
+#   ./install.sh --http               PreToolUse/PostToolUse(Failure) as http hooks to the resident server
 #   ./install.sh --uninstall          take our hooks out of the settings and remove the environment
 #
 # Safe to re-run: the environment is reused and upgraded, the settings are rewritten only when
@@ -22,13 +23,14 @@ action=install
 spec=""
 manager=""
 target_args=()
+transport=command
 run_doctor=1
 
 say() { printf '%s\n' "install.sh: $*"; }
 die() { printf '%s\n' "install.sh: error: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     cat <<'EOF'
 
 Options:
@@ -39,6 +41,8 @@ Options:
   --spec SPEC      install this pip requirement instead of the checkout
   --venv           use a plain venv even when uv or pipx is present
   --python PY      the Python (3.11+) to build the environment with
+  --http           wire the frequent events as http hooks to the resident server (docs/server.md),
+                   and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
   --uninstall      remove our hooks from the settings file and remove the environment
 EOF
@@ -55,6 +59,8 @@ while [ $# -gt 0 ]; do
         --spec) [ $# -ge 2 ] || die "--spec needs a requirement"; spec="$2"; shift 2 ;;
         --venv) manager=venv; shift ;;
         --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON="$2"; shift 2 ;;
+        --http) transport=http; shift ;;
+        --command) transport=command; shift ;;
         --no-doctor) run_doctor=0; shift ;;
         --uninstall) action=uninstall; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -106,6 +112,25 @@ link_cli() {
     esac
 }
 
+# The drainer is detached and outlives its venv: stop it by its pid file, checking that the pid
+# is a drainer (/proc) so a recycled pid is never signalled. Its queue stays in the store.
+stop_drainer() {
+    local lock_dir pid
+    lock_dir="${AGENT_HOOKS_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/agent-hooks}/locks"
+    [ -f "$lock_dir/drain.pid" ] || return 0
+    pid="$(cat "$lock_dir/drain.pid" 2>/dev/null || true)"
+    case "$pid" in ''|*[!0-9]*) return 0 ;; esac
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'agent_hooks.forward.drain'; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        say "stopped the drainer (pid $pid); queued events stay in the store"
+    fi
+}
+
 do_uninstall() {
     local bin
     if bin="$(installed_bin)"; then
@@ -128,6 +153,7 @@ do_uninstall() {
     else
         say "no installation found (looked in $venv and pipx); nothing to remove"
     fi
+    stop_drainer
     say "kept the store and logs under $state_dir; delete that directory to remove them too"
     say "projects wired with --project keep their entries: unwire them first with ./install.sh --uninstall --project DIR"
 }
@@ -181,7 +207,12 @@ do_install() {
     [ -x "$bin/agent-hook" ] || die "$bin/agent-hook is missing after the install"
 
     "$bin/agent-hook" init | sed 's/^/install.sh: /'
-    "$bin/agent-hook" settings install --bin-dir "$bin" ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+    "$bin/agent-hook" settings install --bin-dir "$bin" --transport "$transport" \
+        ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+    if [ "$transport" = http ]; then
+        # Replaces a server of an older build (after an upgrade); SessionStart restarts it when it dies.
+        "$bin/agent-hook" server start | sed 's/^/install.sh: /'
+    fi
     link_cli "$bin"
 
     if [ "$run_doctor" = 1 ]; then

@@ -317,6 +317,21 @@ DEFAULTS: dict[str, Any] = {
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
     },
+    # The resident server (agent_hooks/server, docs/server.md): Claude Code's http hooks
+    # and the command center. It listens on 127.0.0.1 only.
+    "serve": {
+        # Below Linux's ephemeral range (32768-60999), so no outgoing connection can hold it.
+        "port": 24817,
+        # Threads that run hook handlers; a slow one cannot hold the others' answers.
+        "threads": 16,
+        # The server's own log (logs/server.log) is rotated past this size, keeping one old file.
+        "log_max_bytes": 1024 * 1024,
+        # How long `agent-hook server start` (and SessionStart) waits for a new server to answer.
+        "start_timeout_s": 10.0,
+        # With the http transport wired, SessionStart starts the server when it does not answer
+        # (and replaces a stale build). Off: only `agent-hook server start` does.
+        "autostart": True,
+    },
 }
 
 # Environment variables that override one setting each.

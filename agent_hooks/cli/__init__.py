@@ -14,6 +14,7 @@ from agent_hooks.cli import (
     memory,
     persist,
     queue,
+    server,
     sessions,
     settings,
     status,
@@ -28,7 +29,8 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
+               server):
     for command in module.COMMANDS:
         cli.add_command(command)
 

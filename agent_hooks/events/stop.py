@@ -3,7 +3,7 @@ unless a bypass applies); otherwise the session now awaits input. Session summar
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, identity, memory, persist, sessions, summary
+from agent_hooks.features import cleanup, identity, lineage, memory, persist, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
@@ -18,6 +18,7 @@ def handle(ctx: Context) -> Outcome:
     # File work first, outside the transaction: the store's write lock is shared by every agent.
     digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read
     walked = memory.before_stop(ctx)  # stats of the memory directories
+    parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
     seen = _transcript_if_held(ctx)
     with ctx.store.write() as conn:
         decision = None
@@ -31,6 +32,7 @@ def handle(ctx: Context) -> Outcome:
         held = decision is not None and decision.hold
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE if held else sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
+        lineage.record(conn, p, parent, ctx.started)
         summary.record(conn, p, digest, ctx.config, ctx.started)
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx)
         isolated(conn, ctx, "memory", memory.on_stop, conn, ctx, walked)

@@ -43,6 +43,9 @@ HOOK_EXECUTABLES = {
     "PostCompact": "agent-hook-post-compact",
 }
 DEFAULT_TOOLS = ("Bash", "Write", "Edit", "Read")
+# Our two transports (docs/server.md). A module runs its scenarios over both with
+# `pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)` (the e2e fixture reads it).
+TRANSPORTS = ["command", "http"]
 RUN_TIMEOUT_S = 60
 
 
@@ -61,6 +64,24 @@ def hook_settings(bin_dir: Path = BIN_DIR, template: Path = SETTINGS_TEMPLATE) -
         # Substituted inside JSON strings, so the path is JSON-escaped.
         return json.loads(raw.replace(BIN_PLACEHOLDER, json.dumps(str(bin_dir))[1:-1]))
     return generated_settings(bin_dir)
+
+
+def http_settings(port: int, bin_dir: Path = BIN_DIR) -> dict[str, Any]:
+    """Our wiring with the http transport (what `settings install --transport http` writes)."""
+    from agent_hooks import config as config_mod
+    from agent_hooks.wiring.entries import our_groups
+
+    cfg = config_mod.defaults()
+    cfg["serve"]["port"] = port
+    return {"hooks": {event: [group] for event, group in our_groups(str(bin_dir), cfg, "http").items()}}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def hook_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
@@ -105,8 +126,9 @@ class ClaudeRun:
 class E2E:
     """One test's world: directories, model server, hook settings and the client."""
 
-    def __init__(self, claude: Path, server: ModelServer, root: Path) -> None:
+    def __init__(self, claude: Path, server: ModelServer, root: Path, transport: str = "command") -> None:
         self.claude = claude
+        self.transport = transport
         self.server = server
         self.root = root
         self.home = root / "home"
@@ -115,8 +137,16 @@ class E2E:
         for d in (self.home, self.agent_home, self.workspace):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings_path = root / "settings.json"
-        self.settings = hook_settings()
         self.runs: list[ClaudeRun] = []
+        # http: the frequent events go to our resident server (SessionStart starts it on this port).
+        self.port = free_port() if transport == "http" else None
+        self.settings = http_settings(self.port) if self.port else hook_settings()
+
+    def close(self) -> None:
+        """Stop this test's resident server, if the http transport started one."""
+        if self.port:
+            subprocess.run([str(BIN_DIR / "agent-hook"), "server", "stop"], env={**os.environ, **self.env()},
+                           capture_output=True, timeout=60)
 
     # -- wiring ----------------------------------------------------------------------
     @property
@@ -149,6 +179,8 @@ class E2E:
             "NO_PROXY": "127.0.0.1,localhost",
             "AGENT_HOOKS_HOME": str(self.agent_home),
         }
+        if self.port:
+            env["AGENT_HOOKS__SERVE__PORT"] = str(self.port)
         env.update(extra or {})
         return env
 

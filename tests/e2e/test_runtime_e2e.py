@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent_hooks.hashing import digest
-from harness import E2E, HOOK_EXECUTABLES, generated_settings, hook_commands, hook_settings
+from agent_hooks.wiring.entries import handler_words
+from harness import E2E, HOOK_EXECUTABLES, TRANSPORTS, generated_settings, hook_commands, hook_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -16,11 +19,14 @@ def test_settings_wire_every_event_to_our_executables(e2e: E2E) -> None:
     wired = hook_commands(e2e.settings)
     for event, exe in HOOK_EXECUTABLES.items():
         commands = wired.get(event, [])
-        assert any(Path(c.split()[0]).name == exe for c in commands), (event, commands)
-        for command in commands:
-            assert Path(command.split()[0]).is_file(), command
+        # Each command is our launcher (docs/settings.md); handler_words gives what it runs.
+        targets = [handler_words({"command": c})[0] for c in commands]
+        assert any(Path(t).name == exe for t in targets), (event, commands)
+        for target in targets:
+            assert Path(target).is_file(), target
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 def test_session_with_tool_calls_is_recorded(e2e: E2E) -> None:
     notes = e2e.workspace / "notes.txt"
     e2e.server.set_script([
