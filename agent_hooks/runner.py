@@ -18,6 +18,7 @@ import sys
 import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
 
 from agent_hooks import config as config_mod
+from agent_hooks import output
 from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
@@ -124,6 +125,8 @@ def _exit_now() -> None:
 
 def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
+    # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
+    output.STDOUT_IS_PROTOCOL = fast_exit
     paths = Paths(env)
     config = load_config(paths, env, event)
     result = _Result(event)

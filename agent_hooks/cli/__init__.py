@@ -10,6 +10,7 @@ from agent_hooks.cli import (
     configure,
     doctor,
     errors,
+    hooks,
     identity,
     memory,
     persist,
@@ -21,6 +22,7 @@ from agent_hooks.cli import (
     summary,
     tasks,
 )
+from agent_hooks.cli import fleet as fleet_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,7 +32,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
-               server):
+               server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from agent_hooks.features import sessions, waiting
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -24,6 +25,7 @@ def handle(ctx: Context) -> Outcome:
         if wait is not None:
             waiting.mark(conn, p.session_id, wait[0], wait[1], ctx.started)
         forward(conn, ctx)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

@@ -7,6 +7,7 @@ import sqlite3
 
 from agent_hooks.features import persist, sessions, toolcalls
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -26,6 +27,7 @@ def handle(ctx: Context) -> Outcome:
         if pressure is not None and persist.note_pressure(conn, p.session_id, pressure[1], ctx.started):
             out.add_context(persist.pressure_notice(*pressure))
         forward(conn, ctx)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 
