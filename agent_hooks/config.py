@@ -266,6 +266,27 @@ DEFAULTS: dict[str, Any] = {
         # Default number of hits for `memory search`.
         "search_limit": 10,
     },
+    "persist": {
+        # Stop holds a worker whose task persists and is open (features/persist.py, docs/persistence.md).
+        "enabled": True,
+        # Whether a task persists when `task create --persist` / `task persist` never said:
+        # true holds every worker that has a task.
+        "default": False,
+        # Stop blocks a task may cost before it is let go (`task persist ID` grants a fresh budget).
+        # Kept under the client's own cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, 8), never relying on it.
+        "max_continuations": 5,
+        # No task progress, prompt or tool call for this long: the task is stale, the worker may stop.
+        "stale_after_s": 3600,
+        # Context used (percent of the model's window, from the transcript's latest usage) at which
+        # Stop lets the worker go so compaction can happen...
+        "context_stop_pct": 95.0,
+        # ...and at which the next PostToolUse asks it, once, to save its progress on the task.
+        "context_notice_pct": 85.0,
+        # The model's context window in tokens (models whose id ends in "[1m]" get 1,000,000).
+        "context_window_tokens": 200000,
+        # Bytes read from the transcript's end to find the latest usage.
+        "tail_bytes": 262144,
+    },
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint.
         "enabled": True,
@@ -279,6 +300,10 @@ DEFAULTS: dict[str, Any] = {
             "Notification": "to_review",
             "UserPromptSubmit": "prompt_ready",
             "Stop": "exit",
+            # Added with the waiting states (issue 19): a permission dialog needs a person,
+            # a turn ended on an API error failed; the others are recorded, not forwarded.
+            "PermissionRequest": "to_review",
+            "StopFailure": "exit_error",
         },
         # The seed's launcher skips sessions without a tmux name; so do we by default.
         "forward_without_tmux": False,

@@ -59,6 +59,14 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
     "PreCompact": {"trigger": (str, False), "custom_instructions": (str, False)},
     "Stop": {"stop_hook_active": (bool, False), "last_assistant_message": (str, False)},
     "Notification": {"message": (str, False), "title": (str, False), "notification_type": (str, False)},
+    # Newer clients (reference §1, Part A2); see events/subagent_start.py etc.
+    "SubagentStart": {"agent_id": (str, False), "agent_type": (str, False)},
+    "SubagentStop": {"stop_hook_active": (bool, False), "agent_id": (str, False), "agent_type": (str, False),
+                     "last_assistant_message": (str, False), "agent_transcript_path": (str, False)},
+    "StopFailure": {"last_assistant_message": (str, False)},
+    "PermissionRequest": {"tool_name": (str, False), "tool_input": (dict, False)},
+    "PermissionDenied": {"tool_name": (str, False), "tool_input": (dict, False), "reason": (str, False)},
+    "PostCompact": {"trigger": (str, False), "compact_summary": (str, False)},
 }
 
 # Bounds of the fields we store and print (issue 12, item 4).

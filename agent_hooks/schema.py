@@ -346,7 +346,6 @@ def m007_lineage(db: sqlite_utils.Database) -> None:
     if "parent_session_id" not in sessions.columns_dict:
         sessions.add_column("parent_session_id", str)
 
-
 @migration
 def m008_command_center(db: sqlite_utils.Database) -> None:
     # The command center (agent_hooks/server, docs/command-center.md). One row per
@@ -457,6 +456,37 @@ def m010_spool(db: sqlite_utils.Database) -> None:
     # inserted in the same transaction as its work: a line replayed twice counts once.
     db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
     db["spool_applied"].create_index(["at"], if_not_exists=True)
+
+
+@migration
+def m011_persist(db: sqlite_utils.Database) -> None:
+    # Persistence (features/persist.py): a task may hold its workers at Stop. persist NULL
+    # means "as [persist] default says"; continuations counts the Stop blocks the task cost.
+    tasks = db["tasks"]
+    for name, kind in (("persist", int), ("max_continuations", int), ("done_note", str), ("done_at", float),
+                       ("blocked_reason", str), ("blocked_at", float), ("last_bypass", str),
+                       ("last_bypass_at", float)):
+        if name not in tasks.columns_dict:
+            tasks.add_column(name, kind)
+    if "continuations" not in tasks.columns_dict:
+        tasks.add_column("continuations", int, not_null_default=0)
+    # Per session: consecutive holds (the chain stop_hook_active reports), the last persist
+    # decision with its reason, the context-pressure notice, and what the session waits on
+    # (issue 19: needs_input / error / awaiting, the tool asked about or the error's kind).
+    sessions = db["sessions"]
+    for name, kind in (("persist_chain", int), ("persist_last", str), ("persist_last_at", float),
+                       ("context_pct", float), ("pressure_noticed_at", float), ("waiting_on", str),
+                       ("waiting_detail", str), ("waiting_since", float)):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, kind)
+    # SubagentStart / SubagentStop: a session's running and finished subagents.
+    db["subagents"].create(
+        {"session_id": str, "agent_id": str, "agent_type": str, "started_at": float, "stopped_at": float,
+         "last_message": str},
+        pk=("session_id", "agent_id"),
+        not_null=["session_id", "agent_id"],
+        if_not_exists=True,
+    )
 
 
 def _chmod_private(path: str) -> None:

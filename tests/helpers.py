@@ -24,7 +24,15 @@ EXECUTABLES = {
     "Stop": "agent-hook-stop",
     "SessionEnd": "agent-hook-session-end",
     "Notification": "agent-hook-notification",
+    "SubagentStart": "agent-hook-subagent-start",
+    "SubagentStop": "agent-hook-subagent-stop",
+    "StopFailure": "agent-hook-stop-failure",
+    "PermissionRequest": "agent-hook-permission-request",
+    "PermissionDenied": "agent-hook-permission-denied",
+    "PostCompact": "agent-hook-post-compact",
 }
+# Payloads captured from the newest client, in this repository (see tests/fixtures/README if any).
+FIXTURES_330 = ROOT / "tests" / "fixtures" / "claude-code-2.1.330"
 
 
 def fixture_payload(name: str) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from agent_hooks.cli.settings import EXECUTABLES
+from agent_hooks.checks.synthetic import sample_payloads
+from agent_hooks.cli.settings import EXECUTABLES, HOOKS
 
 BIN = Path(sys.executable).parent
 
@@ -88,14 +89,14 @@ def test_healthy_installation(healthy: Env) -> None:
     assert code == 0, text
     assert report["ok"] is True
     assert lines(report, "fail") == []
-    assert any("9 hooks of ours, all resolve" in s for s in lines(report, "ok", "settings"))
+    assert any(f"{len(HOOKS)} hooks of ours, all resolve" in s for s in lines(report, "ok", "settings"))
     assert any("schema current" in s for s in lines(report, "ok", "store"))
     assert any("WAL" in s for s in lines(report, "ok", "store"))
     assert any("0600" in s for s in lines(report, "ok", "store"))
     run = [c for c in report["checks"] if c["area"] == "run"]
     assert run[0]["status"] == "ok" and set(run[0]["data"]["ms"]) == set(EXECUTABLES)
     assert all(ms > 0 for ms in run[0]["data"]["ms"].values())
-    assert "10 hook calls, ended" in run[1]["summary"]
+    assert f"{len(sample_payloads('s', '/'))} hook calls, ended" in run[1]["summary"]
     # The text form: one mark per line, and a fix on every ! and ✗ line.
     for line in text.splitlines():
         if line.startswith(("!", "✗")):
@@ -167,7 +168,7 @@ def test_duplicates_across_files_and_stale_forms(healthy: Env, tmp_path: Path) -
         "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": f"{other}/agent-hook-post-tool-use"}]}],
         "Stop": [{"hooks": [{"type": "command", "command": f"{other}/../bin/agent-hook-stop"}]},
                  {"hooks": [{"type": "command", "command": f"AGENT_HOOKS_ROLE=lead {BIN}/agent-hook-stop"}]}],
-        "SubagentStop": [{"hooks": [{"type": "command", "command": f"{BIN}/agent-hook-stop"}]}],
+        "TeammateIdle": [{"hooks": [{"type": "command", "command": f"{BIN}/agent-hook-stop"}]}],
     }}))
     code, report, _ = healthy.doctor("--no-run")
     assert code == 1
@@ -175,7 +176,7 @@ def test_duplicates_across_files_and_stale_forms(healthy: Env, tmp_path: Path) -
     assert any("PostToolUse: our hook is wired 2 times (user, local)" in s for s in fails), fails
     assert any("Stop: our hook is wired 2 times" in s for s in fails), fails
     assert any("agent-hook-post-tool-use does not exist (stale path)" in s for s in fails)
-    assert any("SubagentStop runs agent-hook-stop: we do not hook this event" in s for s in fails)
+    assert any("TeammateIdle runs agent-hook-stop: we do not hook this event" in s for s in fails)
     warns = lines(report, "warn", "settings")
     assert any("Stop: wired without our launcher" in s for s in warns), warns
     assert any("Stop: a hand-written entry runs agent-hook-stop" in s for s in warns), warns

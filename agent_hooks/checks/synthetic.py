@@ -46,7 +46,23 @@ def sample_payloads(session_id: str, cwd: str) -> list[dict[str, Any]]:
          "title": "Permission needed", "notification_type": "permission_prompt"},
         {**common, "hook_event_name": "PreCompact", "trigger": "manual", "custom_instructions": ""},
         {**common, "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "Done."},
+    ] + newer_payloads(common, ok_call) + [
         {**common, "hook_event_name": "SessionEnd", "reason": "other"},
+    ]
+
+
+def newer_payloads(common: dict[str, Any], call: dict[str, Any]) -> list[dict[str, Any]]:
+    """Events of newer clients (shapes captured from 2.1.330, tests/fixtures/claude-code-2.1.330)."""
+    agent = {**common, "agent_id": "adoctor0000000001", "agent_type": "general-purpose"}
+    return [
+        {**common, "hook_event_name": "PermissionRequest", "permission_mode": "default", "tool_name": "Bash",
+         "tool_input": call, "permission_suggestions": []},
+        {**common, "hook_event_name": "PermissionDenied", "tool_name": "Bash", "tool_input": call},
+        {**agent, "hook_event_name": "SubagentStart"},
+        {**agent, "hook_event_name": "SubagentStop", "stop_hook_active": False, "last_assistant_message": "Done."},
+        {**common, "hook_event_name": "PostCompact", "trigger": "manual", "compact_summary": "Summary."},
+        {**common, "hook_event_name": "StopFailure", "error": "rate_limit",
+         "last_assistant_message": "API Error: Request rejected (429)"},
     ]
 
 

@@ -13,6 +13,7 @@ from agent_hooks.cli import (
     hooks,
     identity,
     memory,
+    persist,
     queue,
     server,
     sessions,
@@ -30,7 +31,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
                server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)

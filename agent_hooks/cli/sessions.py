@@ -66,6 +66,14 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
         calls.append(call)
     calls.reverse()
     session["recent_tool_calls"] = calls
+    from agent_hooks.features import subagents
+
+    subs = subagents.of_session(conn, session_id)
+    for rec in subs["running"] + subs["finished"]:
+        rec["started_at"], rec["stopped_at"] = iso(rec["started_at"]), iso(rec["stopped_at"])
+    session["subagents"] = subs
+    for key in ("waiting_since", "persist_last_at", "pressure_noticed_at"):
+        session[key] = iso(session.get(key))
     return session
 
 
@@ -132,6 +140,17 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
     cancelled = f"yes ({cell(data['cancelled_by'])}): {cell(data['cancel_reason'])}" if data["cancelled"] else "no"
     click.echo(f"{'cancelled':14} {cancelled}")
     click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
+    if data.get("waiting_on"):
+        click.echo(f"{'waiting on':14} {data['waiting_on']}: {data.get('waiting_detail') or '-'}"
+                   f" (since {data.get('waiting_since') or '-'})")
+    if data.get("persist_last"):
+        click.echo(f"{'persist':14} {data['persist_last']} ({data.get('persist_last_at') or '-'})")
+    if data.get("context_pct") is not None:
+        click.echo(f"{'context':14} {data['context_pct']:.0f}% (notice given {data.get('pressure_noticed_at') or '-'})")
+    for kind in ("running", "finished"):
+        for sub in data["subagents"][kind]:
+            click.echo(f"{'subagent':14} {kind:8} {sub['agent_id']}  {sub['agent_type'] or '-'}"
+                       f"  {sub['last_message'] or ''}"[:200])
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
         for c in data["recent_tool_calls"]:

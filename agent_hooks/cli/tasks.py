@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked (issue 17)
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
@@ -51,17 +52,23 @@ def task() -> None:
 @task.command(name="create")
 @click.argument("task_id")
 @click.option("--description", "-d", default=None, help="What the task is.")
+@persist_cli.create_options
 @JSON_OPTION
-def create(task_id: str, description: str | None, as_json: bool) -> None:
+def create(task_id: str, description: str | None, as_json: bool, persist_on: bool = False,
+           max_continuations: int | None = None) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
+    if max_continuations is not None and not persist_on:
+        raise click.ClickException("--max-continuations goes with --persist")
     with writing() as conn:
         if not ensure_task(conn, task_id, time.time()):
             raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
         if description is not None:
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
+        if persist_on:
+            persist_cli.set_persist(conn, task_id, True, max_continuations)
         record = task_record(conn, task_id)
-    _done(as_json, record, f"task {task_id}: created")
+    _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else ""))
 
 
 @task.command(name="describe")
@@ -136,6 +143,8 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
     for key in ("cancelled_at", "created_at", "updated_at"):
         rec[key] = iso(rec.get(key))
     rec["cancelled"] = rec.get("state") == "cancelled"
+    if row:
+        rec.update(persist_cli.persist_fields(conn, task_id))
     rec["sessions"] = [
         {"session_id": sid, "state": state, "cancelled": at is not None, "cancel_reason": reason,
          "last_activity_at": iso(seen), "tmux_session": tmux, "agent": agent}
@@ -161,9 +170,14 @@ def show(task_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at"):
+    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at",
+                "done_note", "blocked_reason"):
         if data.get(key) is not None or key in ("task_id", "state"):
             click.echo(f"{key:14} {cell(data.get(key), limit=2000)}")
+    if data.get("persists"):
+        click.echo(f"{'persists':14} yes, continuations {data['continuations']} of {data['max_continuations']}")
+    if data.get("last_bypass"):
+        click.echo(f"{'let go':14} {cell(data['last_bypass'])} ({data.get('last_bypass_at')})")
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
         click.echo(f"  session {cell(s['session_id'])}  {cell(s['state'])}  {cell(s['last_activity_at'])}{mark}")
@@ -189,7 +203,7 @@ def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[
 
 
 @task.command(name="list")
-@click.option("--state", type=click.Choice(["open", "cancelled"]), default=None, help="Only tasks in this state.")
+@click.option("--state", type=click.Choice(["open", "cancelled", "done", "blocked"]), default=None, help="Only tasks in this state.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000), help="Most tasks listed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
@@ -361,5 +375,8 @@ def task_uncancel(task_id: str, as_json: bool) -> None:
     result = do_uncancel(None, task_id, None)
     _done(as_json, result, _cancel_text(result))
 
+
+for _command in persist_cli.TASK_COMMANDS:
+    task.add_command(_command)
 
 COMMANDS = [task, cancel, uncancel]

@@ -21,9 +21,11 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, cfg, ctx.started, state=sessions.LIVE)
         snap = cancellation.read_snapshot(conn, p.session_id)
-        verdicts = [cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
-        poll = polling.match(p.tool_name, p.tool_input, input_hash, cfg)
-        if verdicts[0] is None:  # a cancelled session needs no further reads
+        # `task done` / `task blocked` on its own task end a persisting task: no guard stands in the way.
+        finishing = cancellation.is_finish_command(snap, p.tool_name, p.tool_input)
+        verdicts = [None if finishing else cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
+        poll = None if finishing else polling.match(p.tool_name, p.tool_input, input_hash, cfg)
+        if verdicts[0] is None and not finishing:  # a cancelled session needs no further reads
             if cfg["loops"].get("enabled", True):
                 history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]),
                                              p.get("agent_id"))

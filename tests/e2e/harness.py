@@ -35,6 +35,12 @@ HOOK_EXECUTABLES = {
     "Stop": "agent-hook-stop",
     "SessionEnd": "agent-hook-session-end",
     "Notification": "agent-hook-notification",
+    "SubagentStart": "agent-hook-subagent-start",
+    "SubagentStop": "agent-hook-subagent-stop",
+    "StopFailure": "agent-hook-stop-failure",
+    "PermissionRequest": "agent-hook-permission-request",
+    "PermissionDenied": "agent-hook-permission-denied",
+    "PostCompact": "agent-hook-post-compact",
 }
 DEFAULT_TOOLS = ("Bash", "Write", "Edit", "Read")
 # Our two transports (docs/server.md). A module runs its scenarios over both with

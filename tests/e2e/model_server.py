@@ -50,6 +50,12 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> Block: 
     return block
 
 
+def api_error(status: int, kind: str, message: str = "scripted error") -> Block:
+    """A turn made of this block answers the request with an HTTP error instead (e.g. 401
+    ``authentication_error``, 429 ``rate_limit_error``): the client ends the turn on it."""
+    return {"type": "api_error", "status": status, "error_type": kind, "message": message}
+
+
 def flatten(value: Any) -> str:
     """Every string inside a JSON value, joined: what a 'does the model see X' test searches."""
     out: list[str] = []
@@ -131,6 +137,9 @@ class ModelServer:
         self.consumed = 0
         self.extra_turns = 0  # main-loop requests answered after the script ran out
         self._ids = itertools.count(1)
+        # Input tokens every answer reports: the client writes them to the transcript, where
+        # hooks read how full the context is (the default is an almost empty context).
+        self.input_tokens = 10
         self.set_script(script or [])
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.httpd.daemon_threads = True
@@ -241,21 +250,22 @@ class ModelServer:
             self.requests.append(req)
 
 
-def _usage(output_tokens: int = 1) -> dict[str, int]:
+def _usage(output_tokens: int = 1, input_tokens: int = 10) -> dict[str, int]:
     return {
-        "input_tokens": 10,
+        "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
     }
 
 
-def _sse_events(message_id: str, model: str, blocks: list[Block], stop: str) -> list[tuple[str, dict[str, Any]]]:
+def _sse_events(message_id: str, model: str, blocks: list[Block], stop: str,
+                input_tokens: int = 10) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = [(
         "message_start",
         {"type": "message_start", "message": {
             "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": _usage()}},
+            "stop_reason": None, "stop_sequence": None, "usage": _usage(input_tokens=input_tokens)}},
     )]
     for index, block in enumerate(blocks):
         if block["type"] == "text":
@@ -329,14 +339,21 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                     self._send_json(200, {})
                 return
             blocks, stop = server.answer(req)
+            failure = next((b for b in blocks if b["type"] == "api_error"), None)
+            if failure is not None:
+                self._send_json(int(failure["status"]), {"type": "error", "error": {
+                    "type": failure["error_type"], "message": failure["message"]}})
+                return
             message_id = f"msg_e2e{next(server._ids):06d}"
             model = (body or {}).get("model") or server.model
+            tokens = server.input_tokens if req.kind == MAIN else 10
             if (body or {}).get("stream"):
-                self._stream(_sse_events(message_id, model, blocks, stop))
+                self._stream(_sse_events(message_id, model, blocks, stop, tokens))
             else:
                 self._send_json(200, {
                     "id": message_id, "type": "message", "role": "assistant", "model": model,
-                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": _usage(5)})
+                    "content": blocks, "stop_reason": stop, "stop_sequence": None,
+                    "usage": _usage(5, tokens)})
 
         def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
             data = b"".join(
