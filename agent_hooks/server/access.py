@@ -45,7 +45,7 @@ def is_loopback(host: str | None) -> bool:
 def same_user(state: ServerState, conn: HTTPConnection) -> bool:
     """The caller is a process of the server's own user (or root)."""
     # One lookup for the whole server (agent_hooks.server.peer: sock_diag, /proc as the fallback).
-    uid = peer.caller_uid(conn.scope.get("client"), conn.scope.get("server"))
+    uid = peer.scope_uid(conn.scope)
     return uid is not None and uid in (os.geteuid(), 0)
 
 

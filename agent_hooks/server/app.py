@@ -183,7 +183,7 @@ class ServerState:
     def caller_allowed(self, request: Request | Any) -> bool:
         """True when the request (a Starlette request, or an ASGI scope) comes from a process of the server's own user."""
         scope = request if isinstance(request, dict) else request.scope
-        return peer.same_user(scope.get("client"), scope.get("server"))
+        return peer.same_user_scope(scope)
 
     def info(self) -> dict[str, Any]:
         return {

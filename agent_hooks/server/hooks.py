@@ -58,8 +58,8 @@ def event_of(data: bytes) -> str:
 def routes(state: ServerState) -> list[BaseRoute]:
     table = handlers()
 
-    def work(call: Call, data: bytes, env: dict[str, str]) -> Call:
-        config = state.config
+    def work(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> Call:
+        # config: the one the request read (one stat of the config file per request, not two).
         handler = table.get(call.event)
         store = None
         if handler is not None:
@@ -85,7 +85,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         env = local.request_env(state.env, _Headers(scope["headers"]))
         config = state.config
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-        future = asyncio.wrap_future(state.pool.submit(work, call, data, env))
+        future = asyncio.wrap_future(state.pool.submit(work, call, data, env, config))
         try:
             # shield: on timeout the work goes on (queued or running) and commits.
             await asyncio.wait_for(asyncio.shield(future), deadline)

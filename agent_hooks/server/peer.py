@@ -117,3 +117,39 @@ def caller_uid(client: Any, server: Any) -> int | None:
 def same_user(client: Any, server: Any) -> bool:
     """True when the caller runs as the server's own uid."""
     return caller_uid(client, server) == os.geteuid()
+
+
+def same_user_scope(scope: Any) -> bool:
+    """:func:`same_user` for an ASGI scope (using the uid its connection already looked up)."""
+    return scope_uid(scope) == os.geteuid()
+
+
+# The scope key where the server's protocol (:func:`protocol_class`) leaves the caller's uid.
+SCOPE_KEY = "agent_hooks.peer_uid"
+_UNKNOWN = object()
+
+
+def scope_uid(scope: Any) -> int | None:
+    """The caller's uid for an ASGI scope: looked up once per connection by :func:`protocol_class`'s
+    protocol (a socket's owner cannot change while it is open, and a kept-alive connection sends many
+    requests), else asked of the kernel now."""
+    uid = scope.get(SCOPE_KEY, _UNKNOWN)
+    if uid is _UNKNOWN:
+        return caller_uid(scope.get("client"), scope.get("server"))
+    return uid  # type: ignore[no-any-return]
+
+
+def protocol_class() -> type:
+    """uvicorn's httptools protocol, asking the caller's uid once when the connection is made."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class PeerProtocol(HttpToolsProtocol):  # type: ignore[misc]
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._peer_uid = caller_uid(self.client, self.server)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self.scope[SCOPE_KEY] = self._peer_uid  # type: ignore[literal-required]
+
+    return PeerProtocol
