@@ -31,6 +31,23 @@ DEFAULTS: dict[str, Any] = {
         # Keep at most this many tool-call rows per session (oldest pruned).
         "max_tool_calls_per_session": 5000,
     },
+    "errors": {
+        # The store's errors table keeps the newest rows, and none older than keep_days.
+        "keep_rows": 2000,
+        "keep_days": 30.0,
+        # The error log rotates (errors.log -> errors.log.1) before it would pass this size;
+        # a message is clipped to max_line_chars and a traceback to four times that.
+        "max_log_bytes": 1024 * 1024,
+        "max_line_chars": 2000,
+    },
+    "spool": {
+        # Work a hook owed when it answered before its write committed (deadline passed,
+        # store busy) is appended to STATE/spool/pending.jsonl and replayed by the next
+        # hook call (a detached replayer) or the drainer. The file never grows past this.
+        "max_bytes": 64 * 1024 * 1024,
+        # At the deadline, how long the main thread waits for a commit already under way.
+        "commit_wait_ms": 2000,
+    },
     "identity": {
         # Agent name when $AGENT_HOOKS_AGENT is unset.
         "agent": "default",
@@ -275,6 +292,9 @@ DEFAULTS: dict[str, Any] = {
         # An unreachable server is retried this long before the drainer exits; the
         # events stay queued and the next hook call (after the backoff) starts it again.
         "give_up_after_s": 300.0,
+        # While backing off from an outage, try a TCP connect to the server this often and
+        # retry as soon as it accepts (0: wait out the backoff).
+        "probe_interval_s": 0.5,
         # Sessions delivered side by side (each session's events stay in order).
         "concurrency": 4,
         # HTTP timeout of one delivery.
@@ -336,6 +356,25 @@ DEFAULTS: dict[str, Any] = {
         # With the http transport wired, SessionStart starts the server when it does not answer
         # (and replaces a stale build). Off: only `agent-hook server start` does.
         "autostart": True,
+    },
+    "handlers": {
+        # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
+        "enabled": True,
+        # More sources, between bundled and managed in precedence: a directory of handler
+        # directories, a handler directory itself, or a pack (hooks-pack.json). `hooks install --link` adds here.
+        "extra_dirs": [],
+        # Workspaces (absolute paths) whose <workspace>/.agent-hooks/hooks may run code; a
+        # repository must not run code just by being opened. `hooks enable NAME` adds the workspace.
+        "trusted_workspaces": [],
+        # Per-handler settings by name: enabled (overrides HOOK.md), env (executables), and the
+        # handler's own keys, given to it as event["config"]. `hooks enable|disable NAME` writes here.
+        "entries": {},
+        # A handler's timeout when its HOOK.md gives none; every handler also stops at the hook's deadline.
+        "default_timeout_ms": 1000,
+        # Time kept back from the hook's deadline (runtime.deadline_ms) for the answer itself.
+        "deadline_margin_ms": 300,
+        # Characters the handlers' contexts may take together, per hook call.
+        "context_budget_chars": 4000,
     },
 }
 

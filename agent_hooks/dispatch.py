@@ -20,6 +20,7 @@ import json
 import os
 import time
 
+from agent_hooks import spool
 from agent_hooks.output import render, warn
 from agent_hooks.paths import Paths, ensure_dir
 from agent_hooks.payload import Payload, PayloadError, parse
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from agent_hooks.output import Outcome
 
 MAX_LOG_BYTES = 1024 * 1024
+MAX_LINE_CHARS = 2000
 
 
 class Context:
@@ -43,21 +45,26 @@ class Context:
     thread); otherwise the first use opens one.
     """
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
 
     def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, gate: spool.CommitGate | None = None) -> None:
         self.payload = payload
         self.config = config
         self.paths = paths
         self.env = env
         self.started = time.time()
         self._store = store
+        self.gate = gate  # the write commits through it (see agent_hooks.spool)
+        self.replayed = False  # True when the spool replays a call answered fail-open earlier
+        if store is not None:
+            store.gate = gate
 
     @property
     def store(self) -> Store:
         if self._store is None:
             self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
+            self._store.gate = self.gate
         return self._store
 
     def close(self) -> None:
@@ -77,7 +84,7 @@ class Call:
     one-line message of bad input or an internal error.
     """
 
-    __slots__ = ("event", "session_id", "text", "problem", "done")
+    __slots__ = ("event", "session_id", "text", "problem", "done", "data", "started", "gate", "call_id")
 
     def __init__(self, event: str) -> None:
         self.event = event
@@ -85,35 +92,57 @@ class Call:
         self.text: str | None = None
         self.problem: str | None = None
         self.done = False
+        self.data: bytes | None = None  # the payload, once read: what a spool entry holds
+        self.started = time.time()
+        self.gate = spool.CommitGate()  # the deadline and the commit decide under it (agent_hooks.spool)
+        # One id per call: the worker (store busy) and the deadline may both spool it; replay records it once.
+        self.call_id = os.urandom(12).hex()
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None) -> None:
-    """Append one JSON line to the error log (rotated at 1 MiB). Never raises."""
+              trace: str | None = None, config: dict[str, Any] | None = None) -> None:
+    """Append one JSON line to the error log, rotated before it would pass ``errors.max_log_bytes``.
+
+    The message and traceback are clipped first, so one line cannot outgrow the
+    rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
+    """
     try:
+        limits = (config or {}).get("errors") or {}
+        max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
+        max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
         ensure_dir(paths.log_dir)
         path = paths.error_log
-        try:
-            if os.path.getsize(path) > MAX_LOG_BYTES:
-                os.replace(path, path + ".1")
-        except OSError:
-            pass
         entry = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "ts": time.time(),
-            "event": event,
+            "event": str(event)[:100],
             "kind": kind,
-            "session_id": session_id,
-            "message": message,
+            "session_id": None if session_id is None else str(session_id)[:256],
+            "message": _clip(message, max_chars),
             "pid": os.getpid(),
         }
         if trace:
-            entry["traceback"] = trace
+            entry["traceback"] = _clip(trace, 4 * max_chars, keep_end=True)
+        line = json.dumps(entry) + "\n"  # ASCII: a lone surrogate cannot fail the write
+        try:
+            if os.path.getsize(path) + len(line) > max_bytes:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+            f.write(line)
     except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
         pass
+
+
+def _clip(text: object, limit: int, keep_end: bool = False) -> str:
+    """At most ``limit`` chars; a traceback keeps its end, where the error is."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    note = f"[… {len(text) - limit} chars clipped]"
+    return note + text[-limit:] if keep_end else text[:limit] + note
 
 
 def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,
@@ -126,12 +155,26 @@ def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, mes
             return
         timeout = (busy_timeout_ms or config["runtime"]["busy_timeout_ms"]) / 1000
         conn = sqlite3.connect(paths.store, timeout=timeout, isolation_level=None)
+        limits = config.get("errors") or {}
         try:
-            record_error(conn, event, kind, message, session_id)
+            record_error(conn, event, kind, message, session_id, int(limits.get("keep_rows", 2000)),
+                         float(limits.get("keep_days", 30.0)))
         finally:
             conn.close()
     except Exception:  # noqa: BLE001
         pass
+
+
+def save_to_spool(paths: Paths, config: dict[str, Any], env: Any, call: Call, why: str) -> bool:
+    """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
+    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id)
+    if problem is None:
+        warn(f"{call.event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
+        log_error(paths, call.event, "spooled", why, call.session_id, config=config)
+        return True
+    log_error(paths, call.event, "error", f"{why}; the call could not be spooled: {problem}", call.session_id,
+              config=config)
+    return False
 
 
 def report(paths: Paths, config: dict[str, Any], call: Call, kind: str, message: str,
@@ -140,7 +183,7 @@ def report(paths: Paths, config: dict[str, Any], call: Call, kind: str, message:
     the error log and the ``errors`` table."""
     call.problem = said or message
     warn(f"{call.event}: {call.problem}")
-    log_error(paths, call.event, kind, message, call.session_id, trace)
+    log_error(paths, call.event, kind, message, call.session_id, trace, config)
     count_error(paths, config, call.event, kind, message, call.session_id,
                 busy_timeout_ms=None if kind == "bad_input" else 250)
 
@@ -152,6 +195,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
     ``handler`` None means the event has no handler here: the payload is
     still checked, and then refused as bad input.
     """
+    call.data = data
     try:
         try:
             payload = parse(data, call.event, int(config["runtime"]["max_payload_bytes"]))
@@ -164,12 +208,28 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
             report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
             call.done = True
             return
-        ctx = Context(payload, config, paths, env, store)
-        outcome = handler(ctx)
+        if payload.notes:
+            # Repaired bad input: said and logged now, counted once the store is free.
+            note = "; ".join(payload.notes)
+            warn(f"{call.event}: bad input, repaired: {note}")
+            log_error(paths, call.event, "bad_input", note, payload.session_id, config=config)
+        ctx = Context(payload, config, paths, env, store, call.gate)
+        ctx.started = call.started
+        try:
+            outcome = handler(ctx)
+        finally:
+            if payload.notes:
+                count_error(paths, config, call.event, "bad_input", note, payload.session_id)
         if outcome is not None:
             call.text = render(call.event, outcome)
         call.done = True
     except BaseException as exc:  # noqa: BLE001 - fail open on anything
+        if isinstance(exc, spool.Abandoned):
+            return  # the deadline came first and the work was spooled
+        if spool.transient(exc) and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
+            call.text = None
+            call.done = True
+            return
         import traceback
 
         message = f"{type(exc).__name__}: {exc}"

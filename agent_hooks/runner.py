@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
+import time
 
 from agent_hooks import config as config_mod
-from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report
+from agent_hooks import output, spool
+from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report, save_to_spool
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
 
@@ -47,6 +49,7 @@ def _work(handler: Handler, env: Any, paths: Paths, config: dict[str, Any], resu
     try:
         try:
             data = sys.stdin.buffer.read()
+            result.call.data = data
         except BaseException as exc:  # noqa: BLE001 - fail open on anything
             report(paths, config, result.call, "error", f"{type(exc).__name__}: {exc}",
                    said=f"internal error ({type(exc).__name__}: {exc}); the agent carries on")
@@ -58,6 +61,33 @@ def _work(handler: Handler, env: Any, paths: Paths, config: dict[str, Any], resu
         dispatch(result.call, handler, data, env, paths, config)
     finally:
         result.finished.release()
+
+
+def _at_deadline(env: Any, paths: Paths, config: dict[str, Any], call: Call, deadline_ms: int,
+                 left_s: float) -> str:
+    """The spool point passed (``left_s`` before the deadline): keep the work, committed or spooled.
+
+    The gate is closed first, so a worker that has not committed yet never will:
+    "committed" (the write is in), "spooled", "unread" (no payload arrived: nothing
+    to keep) or "lost" (the spool refused it, or a commit outlived every wait).
+    """
+    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
+    committed = call.gate.abandon(left_s)
+    if committed is None:
+        # A commit under way at the deadline: letting it finish beats losing the call.
+        waited = time.monotonic()
+        committed = call.gate.abandon(wait_s)
+        warn(f"{call.event}: answered {int((time.monotonic() - waited) * 1000)} ms past the deadline:"
+             f" a commit was under way")
+    if committed:
+        return "committed"
+    if committed is None:
+        return "lost"
+    if call.data is None:
+        return "unread"
+    if save_to_spool(paths, config, env, call, f"deadline of {deadline_ms} ms passed before the write"):
+        return "spooled"
+    return "lost"
 
 
 def load_config(paths: Paths, env: Any, event: str) -> dict[str, Any]:
@@ -124,22 +154,41 @@ def _exit_now() -> None:
 
 def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
+    # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
+    output.STDOUT_IS_PROTOCOL = fast_exit
     paths = Paths(env)
     config = load_config(paths, env, event)
     result = _Result(event)
     _thread.start_new_thread(_work, (handler, env, paths, config, result))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
     call = result.call
-    if not result.finished.acquire(timeout=deadline) or not call.done:
-        message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
-        warn(f"{event}: {message}")
-        log_error(paths, event, "timeout", message, call.session_id)
-        count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=250)
-        _exit_now()  # the worker may still hold the store: do not wait for it
+    # The spool point comes a little before the deadline: a commit under way then can still land in time.
+    margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
+    began = time.monotonic()
+    if not result.finished.acquire(timeout=deadline - margin) or not call.done:
+        kept = _at_deadline(env, paths, config, call, int(deadline * 1000),
+                            max(0.001, deadline - (time.monotonic() - began)))
+        left = deadline - (time.monotonic() - began)
+        if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and call.done:
+            pass  # the work is in and the answer came in time after all: give it
+        else:
+            if kept in ("unread", "lost"):
+                unread = " before the payload was read" if kept == "unread" else ""
+                message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
+                warn(f"{event}: {message}")
+                log_error(paths, event, "timeout", message, call.session_id, config=config)
+                # Counted only if the store is free at once: the answer is due now.
+                count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
+            _exit_now()  # the worker may still hold the store: do not wait for it
     try:
         emit(call.text)
     except (OSError, ValueError) as exc:
         log_error(paths, event, "error", f"could not write the answer: {exc}", call.session_id)
+    if spool.has_work(paths):  # after the answer; one listing when there is nothing owed
+        try:
+            spool.kick(paths, env)
+        except Exception as exc:  # noqa: BLE001 - the spool stays; the next call tries again
+            log_error(paths, event, "error", f"starting the spool replayer: {exc}", config=config)
     if not fast_exit:
         return 0
     # Skip interpreter finalization: nothing is left to clean up, and it costs

@@ -438,6 +438,27 @@ def m008_command_center(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m009_identity_workspaces(db: sqlite_utils.Database) -> None:
+    # The workspace SessionStart wrote identity files into, by device and inode: Stop and
+    # SessionEnd refuse to sync from a workspace replaced since (features/workspace_check.py).
+    db["identity_workspaces"].create(
+        {"session_id": str, "path": str, "dev": int, "ino": int, "at": float},
+        pk="session_id",
+        not_null=["path", "dev", "ino", "at"],
+        if_not_exists=True,
+    )
+    db["identity_workspaces"].create_index(["at"], if_not_exists=True)
+
+
+@migration
+def m010_spool(db: sqlite_utils.Database) -> None:
+    # Calls replayed from the spool (agent_hooks/spool.py), keyed by the call's id and
+    # inserted in the same transaction as its work: a line replayed twice counts once.
+    db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
+    db["spool_applied"].create_index(["at"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -29,3 +29,15 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def hooks_home(isolated_env: Path) -> Path:
     return isolated_env
+
+
+# Tiers that take minutes run only when asked for by name: pytest -m load, pytest -m fuzz.
+_OPT_IN_MARKERS = ("load", "fuzz")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    asked = config.getoption("markexpr") or ""
+    for item in items:
+        for name in _OPT_IN_MARKERS:
+            if item.get_closest_marker(name) and name not in asked:
+                item.add_marker(pytest.mark.skip(reason=f"{name} tier: run with -m {name}"))

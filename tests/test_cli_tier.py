@@ -28,6 +28,7 @@ JSON_COMMANDS = {path: cmd for path, cmd in walk(cli)
 # Read commands: the argument lists to run each with (a command that needs none runs bare).
 READ_ARGS: dict[tuple[str, ...], list[list[str]]] = {
     ("doctor",): [["--no-run"]],
+    ("hooks", "info"): [["command-logger"]],
     ("identity", "history"): [["ada", "SOUL.md"]],
     ("identity", "show"): [["ada"], ["ada", "SOUL.md"]],
     ("memory", "search"): [["deploy"], ["--agent", "bob", "runbook"]],
@@ -57,6 +58,8 @@ CHANGE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("queue", "retry"): ["--all"],
     ("queue", "purge"): ["--all", "--yes"],
     ("queue", "drain"): [],
+    ("hooks", "enable"): ["command-logger"],
+    ("hooks", "disable"): ["command-logger"],
 }
 # Exit statuses other than 0 a command may give on this store with --json (doctor: nothing is wired).
 ALLOWED_EXIT = {("doctor",): {0, 1}}

@@ -10,6 +10,7 @@ from agent_hooks.cli import (
     configure,
     doctor,
     errors,
+    hooks,
     identity,
     memory,
     queue,
@@ -30,7 +31,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
-               server, fleet_cli):
+               server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)
 

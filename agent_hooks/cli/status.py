@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agent_hooks import errorlog
+from agent_hooks import errorlog, spool
 from agent_hooks.cli.common import (
     echo_json,
     iso,
@@ -17,6 +17,7 @@ from agent_hooks.cli.common import (
     plural,
 )
 from agent_hooks.cli.sessions import guard_fields
+from agent_hooks.cli.table import cell
 from agent_hooks.features import heartbeat
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
@@ -33,7 +34,7 @@ def collect() -> dict[str, Any]:
     now = time.time()
     if store is None:
         errors = errorlog.report(paths(), None, limit=0)
-        return {"sessions": [], "errors": errors["unseen"], "errors_seen_at": None}
+        return {"sessions": [], "errors": errors["unseen"], "errors_seen_at": None, "spool": spool.counts(paths(), None)}
     try:
         rows = store.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY last_seen_at DESC"
@@ -41,6 +42,8 @@ def collect() -> dict[str, Any]:
         # The same count as doctor's: errors since they were last marked seen.
         errors = errorlog.report(paths(), store.conn, limit=0)
         guards = guard_fields(store.conn)
+        # Calls answered fail-open before their write committed, and replayed since (issue 12).
+        spooled = spool.counts(paths(), store.conn)
     finally:
         store.close()
     sessions = []
@@ -58,7 +61,7 @@ def collect() -> dict[str, Any]:
         # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
     return {"sessions": sessions, "errors": errors["unseen"], "errors_seen_at": iso(errors["seen_at"]),
-            "stalled_after_s": stalled_after_s}
+            "stalled_after_s": stalled_after_s, "spool": spooled}
 
 
 @click.command()
@@ -80,8 +83,9 @@ def status(as_json: bool) -> None:
                    f" {'GUARDS':12} CWD")
         for s in data["sessions"]:
             click.echo(
-                f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {_guards(s):12} {s['cwd'] or '-'}"
+                f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+                f"{cell(s['last_activity_at'], 20)}  {_idle(s['idle_s']):>6}  {cell(s['agent'], 12)} {_guards(s):12}"
+                f" {cell(s['cwd'])}"
             )
         counts: dict[str, int] = {}
         for s in data["sessions"]:
@@ -92,6 +96,10 @@ def status(as_json: bool) -> None:
                    " `agent-hook errors seen` marks them seen")
     else:
         click.echo("errors: none" + (f" since {data['errors_seen_at']}" if data.get("errors_seen_at") else ""))
+    sp = data["spool"]
+    if sp["spooled"]:
+        click.echo(f"spool: {sp['spooled']} calls spooled, {sp['replayed']} replayed, {sp['pending']} pending"
+                   + (f", {sp['failed']} failed" if sp["failed"] else ""))
 
 
 def _guards(s: dict[str, Any]) -> str:

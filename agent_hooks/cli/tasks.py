@@ -15,6 +15,7 @@ import click
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
+from agent_hooks.cli.table import cell
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
@@ -162,10 +163,10 @@ def show(task_id: str, as_json: bool) -> None:
         return
     for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at"):
         if data.get(key) is not None or key in ("task_id", "state"):
-            click.echo(f"{key:14} {data.get(key)}")
+            click.echo(f"{key:14} {cell(data.get(key), limit=2000)}")
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
-        click.echo(f"  session {s['session_id']}  {s['state']}  {s['last_activity_at'] or '-'}{mark}")
+        click.echo(f"  session {cell(s['session_id'])}  {cell(s['state'])}  {cell(s['last_activity_at'])}{mark}")
 
 
 def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
@@ -208,8 +209,8 @@ def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
         return
     click.echo(f"{'TASK':24} {'STATE':10} {'SESSIONS':>8}  {'UPDATED':20}  DESCRIPTION")
     for t in tasks:
-        click.echo(f"{one_line(t['task_id'], 24):24} {t['state']:10} {t['sessions']:>8}  {t['updated_at'] or '-':20}"
-                   f"  {one_line(t['description'] or '-', 60)}")
+        click.echo(f"{cell(t['task_id'], 24)} {cell(t['state'], 10)} {t['sessions']:>8}  {cell(t['updated_at'], 20)}"
+                   f"  {cell(one_line(t['description'] or '-', 60))}")
 
 
 def _selector_options(fn: Any) -> Any:

@@ -6,6 +6,7 @@ import sqlite3
 
 from agent_hooks.features import sessions, toolcalls
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -22,6 +23,7 @@ def handle(ctx: Context) -> Outcome:
         if p.tool_name in toolcalls.WRITE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
         forward(conn, ctx)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

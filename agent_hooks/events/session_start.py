@@ -8,6 +8,7 @@ from __future__ import annotations
 from agent_hooks.features import identity, lead_context, lineage, reminders, sessions
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -27,6 +28,7 @@ def handle(ctx: Context) -> Outcome:
     if p.get("source") == "compact":
         out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     out.add_context(lead_context.block(ctx.store.conn, p.session_id, ctx.env, ctx.config, ctx.started))
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent_hooks.features import cleanup, identity, lineage, memory, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -29,6 +30,7 @@ def handle(ctx: Context) -> Outcome:
     # Detached workers (only when configured): the hook never waits for them.
     summary.after_stop(p, ctx.env, ctx.config)
     cleanup.after_stop(p, ctx.env, ctx.config)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

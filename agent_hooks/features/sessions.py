@@ -51,10 +51,14 @@ def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str
             tmux_session = coalesce(excluded.tmux_session, sessions.tmux_session),
             agent = excluded.agent,
             role = excluded.role,
-            state = coalesce(:state, sessions.state),
-            last_seen_at = excluded.last_seen_at,
-            last_event = excluded.last_event,
-            ended_at = CASE WHEN :state = 'ended' THEN excluded.last_seen_at
+            -- A replayed call (agent_hooks.spool) is older than what came since: it moves nothing back.
+            state = CASE WHEN excluded.last_seen_at >= sessions.last_seen_at
+                         THEN coalesce(:state, sessions.state) ELSE sessions.state END,
+            last_seen_at = max(sessions.last_seen_at, excluded.last_seen_at),
+            last_event = CASE WHEN excluded.last_seen_at >= sessions.last_seen_at
+                              THEN excluded.last_event ELSE sessions.last_event END,
+            ended_at = CASE WHEN excluded.last_seen_at < sessions.last_seen_at THEN sessions.ended_at
+                            WHEN :state = 'ended' THEN excluded.last_seen_at
                             WHEN :state IS NULL THEN sessions.ended_at END,
             hook_calls = sessions.hook_calls + 1,
             task_id = coalesce(excluded.task_id, sessions.task_id)
