@@ -120,6 +120,14 @@ def post(port: int, event: str, body: bytes) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (its threads included): far less sensitive to the
+    machine's load than wall-clock time."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, think_s: float) -> None:
     """The server's own answer time with ``sessions`` sessions calling at once: each sends
     PreToolUse, waits ``tool_s`` (the tool runs), sends PostToolUse, waits ``think_s`` (the model)."""
@@ -129,6 +137,7 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
            "AGENT_HOOKS__FORWARD__ENABLED": "false"}
     subprocess.run([str(BIN / "agent-hook"), "init"], env=env, capture_output=True, check=True)
     server_cmd(env, "start")
+    pid = int(json.loads((home / "server.json").read_text())["pid"])
     rtts: list[float] = []
     lock = threading.Lock()
 
@@ -149,12 +158,14 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
 
     try:
         threads = [threading.Thread(target=session, args=(n,)) for n in range(sessions)]
+        cpu0 = cpu_seconds(pid)
         start = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - start
+        cpu = cpu_seconds(pid) - cpu0
         st = json.loads(server_cmd(env, "status", "--json").stdout)
     finally:
         server_cmd(env, "stop")
@@ -167,6 +178,8 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
     print(f"  server's own answer time  p50 {st['p50_ms']:.2f} ms   p99 {st['p99_ms']:.2f} ms   (target p99 <= 5 ms)")
     print(f"  round trip from a client  p50 {rtts[n // 2] * 1000:.2f} ms   p99 {rtts[int(n * 0.99)] * 1000:.2f} ms"
           f"   (new connection per request, {sessions} client threads on this 2-core machine)")
+    print(f"  server CPU per request {cpu / n * 1000:.3f} ms (user+system of the server process, threads"
+          f" included): {n / cpu:.0f} requests per server CPU-second (its capacity on one free core)")
     print(f"  errors {st['requests'].get('problem', 0)}, past the deadline {st['requests'].get('timeout', 0)};"
           f" load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 

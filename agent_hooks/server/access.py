@@ -18,15 +18,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-import socket
-import struct
-import threading
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 
 from agent_hooks import fleet
+from agent_hooks.server import peer
 from agent_hooks.server.app import ServerState
 
 COOKIE = "agent_hooks_fleet"
@@ -44,55 +42,10 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-_SOCK_DIAG_BY_FAMILY, _NETLINK_SOCK_DIAG, _NLM_F_REQUEST, _NO_COOKIE = 20, 4, 1, 0xFFFFFFFF
-# One netlink socket for the process (a request and its answer under the lock).
-_NL: socket.socket | None = None
-_NL_LOCK = threading.Lock()
-
-
-def _packed(host: str) -> bytes:
-    raw = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-    return raw + b"\0" * (16 - len(raw))
-
-
-def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid owning the caller's socket, asked of the kernel for that one socket (sock_diag).
-
-    /proc/net/tcp lists every socket of the host: on a busy machine reading it costs ~20 ms
-    a request; an exact sock_diag lookup of the 4-tuple costs ~0.06 ms. None: no such socket.
-    Raises OSError when netlink is unavailable (the caller falls back to /proc).
-    """
-    family = socket.AF_INET6 if ":" in client[0] else socket.AF_INET
-    sockid = (struct.pack("!HH", client[1], server[1]) + _packed(client[0]) + _packed(server[0])
-              + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE))
-    request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
-    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
-    with _NL_LOCK:
-        global _NL
-        if _NL is None:
-            _NL = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
-            _NL.settimeout(1.0)
-        try:
-            _NL.sendto(header + request, (0, 0))
-            data = _NL.recv(8192)
-        except OSError:
-            _NL.close()
-            _NL = None
-            raise
-    if len(data) < 16 + 68 or struct.unpack_from("=H", data, 4)[0] != _SOCK_DIAG_BY_FAMILY:
-        return None  # NLMSG_ERROR: no socket with that address
-    return int(struct.unpack_from("=I", data, 16 + 64)[0])
-
-
 def same_user(state: ServerState, conn: HTTPConnection) -> bool:
     """The caller is a process of the server's own user (or root)."""
-    client, server = conn.scope.get("client"), conn.scope.get("server")
-    if not client or not server:
-        return False
-    try:
-        uid = peer_uid((client[0], int(client[1])), (server[0], int(server[1])))
-    except (OSError, ValueError, struct.error):
-        return state.caller_allowed(conn)  # type: ignore[arg-type]
+    # One lookup for the whole server (agent_hooks.server.peer: sock_diag, /proc as the fallback).
+    uid = peer.scope_uid(conn.scope)
     return uid is not None and uid in (os.geteuid(), 0)
 
 

@@ -28,11 +28,12 @@ from typing import Any, TypeVar
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute
 
 from agent_hooks import __version__
 from agent_hooks import config as config_mod
 from agent_hooks.paths import Paths
-from agent_hooks.server import local, peer
+from agent_hooks.server import fastpath, local, peer
 from agent_hooks.store import Store, Transaction
 
 T = TypeVar("T")
@@ -139,6 +140,14 @@ class ServerState:
         self._local = threading.local()
         # One writer at a time among this process's threads (see _SerialTransaction).
         self.write_lock = threading.Lock()
+        # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
+        self.fast_exact: dict[tuple[str, str], fastpath.ASGIApp] = {}
+        self.fast_prefixes: list[tuple[str, str, fastpath.ASGIApp]] = []
+
+    def fast_route(self, path: str, fn: fastpath.ASGIApp, method: str = "POST") -> BaseRoute:
+        """A raw ASGI route taken before Starlette's router (see :mod:`agent_hooks.server.fastpath`);
+        the returned Starlette route serves the same callable for whatever the fast path passes on."""
+        return fastpath.route(path, fn, method, self.fast_exact, self.fast_prefixes)  # type: ignore[no-any-return]
 
     # Configuration: re-read when the file changes, as the executables would see it.
     def _stamp(self) -> tuple[int, int] | None:
@@ -171,11 +180,10 @@ class ServerState:
         """Run ``fn(*args)`` on the pool (store work never runs on the event loop)."""
         return await asyncio.wrap_future(self.pool.submit(fn, *args))
 
-    def caller_allowed(self, request: Request) -> bool:
-        """True when the request comes from a process of the server's own user."""
-        client = request.scope.get("client")
-        server = request.scope.get("server")
-        return peer.same_user(client, server)
+    def caller_allowed(self, request: Request | Any) -> bool:
+        """True when the request (a Starlette request, or an ASGI scope) comes from a process of the server's own user."""
+        scope = request if isinstance(request, dict) else request.scope
+        return peer.same_user_scope(scope)
 
     def info(self) -> dict[str, Any]:
         return {
@@ -189,18 +197,24 @@ class ServerState:
         }
 
 
+UNAUTHORIZED = {"error": "only the server's own user may call this"}
+
+
 def unauthorized() -> JSONResponse:
     """The answer to a caller who is not the server's user: 401, nothing done."""
-    return JSONResponse({"error": "only the server's own user may call this"}, status_code=401)
+    return JSONResponse(UNAUTHORIZED, status_code=401)
 
 
 def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None, *,
                port: int | None = None, route_modules: list[str] | None = None,
-               on_stop: Callable[[], None] | None = None) -> Starlette:
+               on_stop: Callable[[], None] | None = None) -> Any:
     """The server's app: the routes of every module in ``route_modules`` (default
     :data:`ROUTE_MODULES`), sharing one :class:`ServerState`. ``on_stop`` runs
     last at shutdown (uvicorn ends the process by re-raising SIGTERM afterwards,
-    so cleanup after ``server.run`` would never run)."""
+    so cleanup after ``server.run`` would never run).
+
+    The result is the Starlette app behind a :class:`~agent_hooks.server.fastpath.FastPath`
+    (its ``state`` is the Starlette app's)."""
     state = ServerState(paths, config, os.environ if env is None else env, port)
     modules = [importlib.import_module(name) for name in (route_modules or ROUTE_MODULES)]
     routes = [route for module in modules for route in module.routes(state)]
@@ -222,4 +236,4 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = state
-    return app
+    return fastpath.FastPath(app, state.fast_exact, state.fast_prefixes)

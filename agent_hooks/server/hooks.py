@@ -22,13 +22,11 @@ import importlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from agent_hooks.dispatch import Call, count_error, dispatch, log_error
-from agent_hooks.server import local
-from agent_hooks.server.app import ServerState, unauthorized
+from agent_hooks.server import fastpath, local
+from agent_hooks.server.app import UNAUTHORIZED, ServerState
 from agent_hooks.wiring.table import HOOKS
 
 if TYPE_CHECKING:
@@ -60,8 +58,8 @@ def event_of(data: bytes) -> str:
 def routes(state: ServerState) -> list[BaseRoute]:
     table = handlers()
 
-    def work(call: Call, data: bytes, env: dict[str, str]) -> Call:
-        config = state.config
+    def work(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> Call:
+        # config: the one the request read (one stat of the config file per request, not two).
         handler = table.get(call.event)
         store = None
         if handler is not None:
@@ -72,17 +70,22 @@ def routes(state: ServerState) -> list[BaseRoute]:
         dispatch(call, handler, data, env, state.paths, config, store)
         return call
 
-    async def hook(request: Request) -> Response:
+    prefix = len(local.HOOK_PATH)
+
+    async def hook(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+        # Raw ASGI (agent_hooks.server.fastpath): every tool call of every session comes here.
         started = time.perf_counter()
-        if not state.caller_allowed(request):
+        if not state.caller_allowed(scope):
             state.stats.count("unauthorized")
-            return unauthorized()
-        data = await request.body()
-        call = Call(request.path_params.get("event") or event_of(data))
-        env = local.request_env(state.env, request.headers)
+            await fastpath.send_json(send, 401, UNAUTHORIZED)
+            return
+        data = await fastpath.read_body(receive)
+        path = scope["path"]
+        call = Call(path[prefix:] if len(path) > prefix else event_of(data))
+        env = local.request_env(state.env, _Headers(scope["headers"]))
         config = state.config
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-        future = asyncio.wrap_future(state.pool.submit(work, call, data, env))
+        future = asyncio.wrap_future(state.pool.submit(work, call, data, env, config))
         try:
             # shield: on timeout the work goes on (queued or running) and commits.
             await asyncio.wait_for(asyncio.shield(future), deadline)
@@ -90,16 +93,29 @@ def routes(state: ServerState) -> list[BaseRoute]:
             message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
             state.stats.count("timeout", (time.perf_counter() - started) * 1000)
             await asyncio.to_thread(_record_timeout, state, config, call, message)
-            return Response(b"", media_type="application/json", headers={"X-Agent-Hooks-Problem": message})
-        headers = {}
+            await fastpath.send_bytes(send, 200, b"", [(b"x-agent-hooks-problem", message.encode("latin-1"))])
+            return
+        headers = []
         if call.problem:
-            headers["X-Agent-Hooks-Problem"] = call.problem[:500].encode("ascii", "replace").decode()
+            headers.append((b"x-agent-hooks-problem", call.problem[:500].encode("ascii", "replace")))
             state.stats.count("problem")
         state.stats.count("answered", (time.perf_counter() - started) * 1000)
-        return Response(call.text.encode() if call.text else b"", media_type="application/json", headers=headers)
+        await fastpath.send_bytes(send, 200, call.text.encode() if call.text else b"", headers)
 
-    return [Route(local.HOOK_PATH + "{event}", hook, methods=["POST"]),
-            Route(local.HOOK_PATH.rstrip("/"), hook, methods=["POST"])]
+    return [state.fast_route(local.HOOK_PATH + "{event}", hook),
+            state.fast_route(local.HOOK_PATH.rstrip("/"), hook)]
+
+
+class _Headers:
+    """An ASGI scope's headers as ``request_env`` reads them (``items()`` of str pairs)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw]
 
 
 async def startup(state: ServerState) -> None:

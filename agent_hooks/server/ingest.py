@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import time
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
-from agent_hooks.server import access, contract, fleetdb
+from agent_hooks.server import access, contract, fastpath, fleetdb
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.live import fleet_of
 
 
-def origin_host(state: ServerState, request: Request) -> str:
+def origin_host(state: ServerState, request: HTTPConnection) -> str:
     """The host a request speaks for ("" = this host)."""
     own = fleet_of(state).own_host
     named = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
@@ -55,31 +55,46 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
+def _answer_body(out: fleetdb.Outcome, own_host: str) -> dict[str, object]:
     body = dict(out.body)
     if isinstance(body.get("session"), dict):
         body["session"] = fleetdb.public(body["session"], own_host)
-    return JSONResponse(body, status_code=out.status)
+    return body
+
+
+def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
+    return JSONResponse(_answer_body(out, own_host), status_code=out.status)
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
     hub = fleet_of(state)
 
-    async def ingest(request: Request) -> Response:
-        denied = access.check(state, request)
+    async def ingest(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+        # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.
+        conn = HTTPConnection(scope)
+        denied = access.check(state, conn)
         if denied is not None:
-            return denied
+            await denied(scope, receive, send)
+            return
+        length = conn.headers.get("content-length")
+        if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
+            state.stats.count("ingest_400")
+            await fastpath.send_json(send, 400, {"error": f"body too large ({length} bytes, at most"
+                                                          f" {contract.MAX_BODY_BYTES})"})
+            return
         try:
-            body = contract.parse_ingest(await read_body(request))
+            body = contract.parse_ingest(await fastpath.read_body(receive))
         except contract.BodyError as exc:
             state.stats.count("ingest_400")
-            return error(400, str(exc))
-        key = request.headers.get("idempotency-key") or None
+            await fastpath.send_json(send, 400, {"error": str(exc)})
+            return
+        key = conn.headers.get("idempotency-key") or None
         if key is not None and len(key) > 200:
-            return error(400, "Idempotency-Key is too long (at most 200 characters)")
-        out = await hub.write(fleetdb.ingest, body, origin_host(state, request), time.time(), key)
+            await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
+            return
+        out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
         state.stats.count(f"ingest_{out.status}")
-        return answer(out, hub.own_host)
+        await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
     async def list_sessions(request: Request) -> Response:
         denied = access.check(state, request)
@@ -120,7 +135,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         return answer(out, hub.own_host)
 
     return [
-        Route("/api/hooks/ingest", ingest, methods=["POST"]),
+        state.fast_route("/api/hooks/ingest", ingest),
         Route("/api/hooks/sessions", list_sessions, methods=["GET"]),
         Route("/api/hooks/sessions", register, methods=["POST"]),
         Route("/api/hooks/sessions/{id}", one, methods=["GET", "PATCH", "DELETE"]),

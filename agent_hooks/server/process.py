@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.server import local
+from agent_hooks.server import local, peer
 
 
 class ServerError(Exception):
@@ -159,7 +159,7 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
                                                  f"http://127.0.0.1:{port}/")
     try:
         server = uvicorn.Server(uvicorn.Config(
-            app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+            app, loop="uvloop", http=peer.protocol_class(), lifespan="on", access_log=False,
             log_config=None, log_level="info", timeout_graceful_shutdown=5))
         server.run(sockets=[sock])
     finally:
