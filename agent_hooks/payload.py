@@ -3,6 +3,8 @@
 Claude Code's payloads grow from version to version, so unknown keys are kept
 (``payload.raw``) and optional keys may be missing. Fields we rely on are
 type-checked; a payload that fails gets a one-line :class:`PayloadError`.
+Newer clients also send events we have no handler for: such a payload is not
+bad input but an :class:`UnknownEvent`, which the runner accepts and logs.
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ _TYPE_NAMES = {str: "a string", dict: "an object", bool: "a boolean", _NUM: "a n
 
 class PayloadError(ValueError):
     """The stdin payload is not one we can act on; the message is one line."""
+
+
+class UnknownEvent(PayloadError):
+    """A well-formed payload for an event this package has no handler for (not an error)."""
+
+    def __init__(self, event: str, session_id: str | None) -> None:
+        super().__init__(f"no agent-hooks handler for {event} events; accepted, nothing done")
+        self.event = event
+        self.session_id = session_id
 
 
 class Payload:
@@ -113,6 +124,9 @@ def validate(raw: dict[str, Any], expected_event: str) -> Payload:
     event = raw.get("hook_event_name")
     if not isinstance(event, str):
         raise PayloadError("missing hook_event_name")
+    if event != expected_event and event not in EVENT_FIELDS:
+        session_id = raw.get("session_id")
+        raise UnknownEvent(event, session_id if isinstance(session_id, str) else None)
     if event != expected_event:
         raise PayloadError(f"this is the {expected_event} hook, but the payload is for {event}")
     fields = EVENT_FIELDS.get(event, {})

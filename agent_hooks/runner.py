@@ -9,7 +9,9 @@ handler and prints its answer, under three promises:
 * fail open, never silently: an internal error means exit 0 and no stdout, a
   JSON line in the error log under the state dir and a row in ``errors``;
 * bad input (empty, not JSON, not an object, wrong types, too large, not UTF-8)
-  gets a one-line message on stderr, exit 0, and is logged the same way.
+  gets a one-line message on stderr, exit 0, and is logged the same way;
+* a payload for an event we have no handler for (newer clients send more) is
+  accepted: exit 0, no answer, one line on stderr and in the notice log.
 
 Nothing here imports click, httpx, sqlite-utils or filelock.
 """
@@ -25,7 +27,7 @@ import time
 from agent_hooks import config as config_mod
 from agent_hooks.output import emit, render, warn
 from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.payload import Payload, PayloadError, parse
+from agent_hooks.payload import Payload, PayloadError, UnknownEvent, parse
 from agent_hooks.store import Store, record_error
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -68,11 +70,11 @@ if TYPE_CHECKING:
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None) -> None:
-    """Append one JSON line to the error log (rotated at 1 MiB). Never raises."""
+              trace: str | None = None, path: str | None = None) -> None:
+    """Append one JSON line to the error log (or ``path``; rotated at 1 MiB). Never raises."""
     try:
         ensure_dir(paths.log_dir)
-        path = paths.error_log
+        path = path or paths.error_log
         try:
             if os.path.getsize(path) > MAX_LOG_BYTES:
                 os.replace(path, path + ".1")
@@ -139,6 +141,13 @@ def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[s
         data = sys.stdin.buffer.read()
         try:
             payload = parse(data, event, int(config["runtime"]["max_payload_bytes"]))
+        except UnknownEvent as exc:
+            # Not bad input: the client is newer than our handlers, or wired us on more events.
+            warn(f"{exc.event} (sent to the {event} hook): {exc}")
+            log_error(paths, exc.event, "unknown_event", f"{exc} (sent to the {event} hook)", exc.session_id,
+                      path=paths.notice_log)
+            result.done = True
+            return
         except PayloadError as exc:
             warn(f"{event}: {exc}")
             log_error(paths, event, "bad_input", str(exc))

@@ -13,6 +13,8 @@ Which requests consume a scripted turn (reference Part A):
   message asks for a summary and says not to call tools: a plain text summary.
 
 When the script runs out, a main-loop request gets a final ``end_turn`` text.
+A turn made of :func:`api_error` answers with an HTTP error instead (the client's
+StopFailure path).
 Answers are streamed as server-sent events when the request says
 ``"stream": true`` and returned as one JSON message otherwise.
 """
@@ -48,6 +50,16 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> Block: 
     if id:
         block["id"] = id
     return block
+
+
+def api_error(status: int = 400, kind: str = "invalid_request_error", message: str = "scripted error",
+              sticky: bool = False) -> Block:
+    """A turn of its own: the request gets HTTP ``status`` with an API error body.
+
+    ``sticky`` keeps answering every later main-loop request with it (a client may
+    retry or fall back once before it gives up).
+    """
+    return {"type": "api_error", "status": status, "error": {"type": kind, "message": message}, "sticky": sticky}
 
 
 def flatten(value: Any) -> str:
@@ -183,7 +195,8 @@ class ModelServer:
             if self.consumed < len(self.script):
                 index = self.consumed
                 turn = self.script[index]
-                self.consumed += 1
+                if not (isinstance(turn, list) and turn and turn[0].get("sticky")):
+                    self.consumed += 1
             else:
                 self.extra_turns += 1
                 return None, [text(DONE_TEXT)]
@@ -329,6 +342,9 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                     self._send_json(200, {})
                 return
             blocks, stop = server.answer(req)
+            if blocks and blocks[0]["type"] == "api_error":
+                self._send_json(blocks[0]["status"], {"type": "error", "error": blocks[0]["error"]})
+                return
             message_id = f"msg_e2e{next(server._ids):06d}"
             model = (body or {}).get("model") or server.model
             if (body or {}).get("stream"):

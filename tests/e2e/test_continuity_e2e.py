@@ -10,10 +10,11 @@ import subprocess
 import time
 from typing import Any
 
+from agent_hooks.claude_code import PINNED
 from harness import BIN_DIR, REPO, E2E
 from model_server import text, tool_use
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "claude-code-2.1.197"
+FIXTURES = REPO / "tests" / "fixtures" / f"claude-code-{PINNED}"
 TASK_ID = "T-ORD-142"
 TASK = "Add cursor pagination to GET /orders and keep the 46 existing tests green"
 
