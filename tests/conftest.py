@@ -8,6 +8,15 @@ from pathlib import Path
 import pytest
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Claude Code the e2e tier drives, at the top of every run's log."""
+    from agent_hooks.claude_code import NEWEST_TESTED, PINNED
+
+    asked = os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or PINNED
+    return (f"e2e tier: Claude Code {asked} (AGENT_HOOKS_CLAUDE_VERSION; pinned {PINNED}, "
+            f"newest tested {NEWEST_TESTED})")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every path at tmp_path; the real home directory is never touched."""

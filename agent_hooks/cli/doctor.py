@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from agent_hooks import claude_code
 from agent_hooks import config as config_mod
 from agent_hooks.cli.common import iso, paths
 from agent_hooks.cli.settings import (EVENT_OF, EXECUTABLES, HOOKS, SettingsError, default_bin_dir,
@@ -69,6 +70,22 @@ def check_executables(bin_dir: str) -> list[Check]:
     return [Check("executables", FAIL, f"missing in {bin_dir}: {', '.join(missing)}",
                   "reinstall the package: re-run install.sh (or pip install --force-reinstall agent-hooks)",
                   {"missing": missing})]
+
+
+def check_client() -> list[Check]:
+    """The ``claude`` on PATH against the newest client the package was tested with."""
+    exe, version = claude_code.installed()
+    newest = claude_code.NEWEST_TESTED
+    if exe is None:
+        return [Check("client", OK, f"no claude on PATH (not checked; tested up to Claude Code {newest})")]
+    if version is None:
+        return [Check("client", WARN, f"{exe} --version gave no version", "check that Claude Code runs")]
+    if claude_code.newer_than_tested(version):
+        return [Check("client", WARN, f"Claude Code {version} ({exe}) is newer than the newest tested, {newest}",
+                      "it may send events or fields we do not know yet: they are accepted and noted in "
+                      "logs/notices.log; see docs/troubleshooting.md", {"version": version, "newest_tested": newest})]
+    return [Check("client", OK, f"Claude Code {version} ({exe}); tested up to {newest}",
+                  data={"version": version, "newest_tested": newest})]
 
 
 # -- settings files ----------------------------------------------------------------------------
@@ -297,7 +314,7 @@ def check_config(p: Paths) -> tuple[list[Check], dict[str, Any]]:
     problems = config_mod.validate(cfg)
     if problems:
         # Doctor's own thresholds come from the defaults then: the values may not even be numbers.
-        return [Check("config", FAIL, f"configuration: {problem}", f"fix it in {p.config_file} (see README)")
+        return [Check("config", FAIL, f"configuration: {problem}", f"fix it in {p.config_file} (see docs/configuration.md)")
                 for problem in problems], copy.deepcopy(config_mod.DEFAULTS)
     return [Check("config", OK, f"configuration valid ({source})")], cfg
 
@@ -366,7 +383,7 @@ def check_server(cfg: dict[str, Any]) -> list[Check]:
     from agent_hooks.forward.eventmap import problems
     from agent_hooks.forward.urls import url_problem
 
-    map_checks = [Check("forward", WARN, problem, "fix forward.event_map (see README)") for problem in problems(cfg)]
+    map_checks = [Check("forward", WARN, problem, "fix forward.event_map (see docs/forwarding.md)") for problem in problems(cfg)]
     refused = url_problem(url, bool(fwd.get("allow_remote")))
     if refused:
         # Not probed either: nothing goes off this host unless the user allowed it.
@@ -428,7 +445,7 @@ def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], 
             row = conn.execute("SELECT last_error FROM outbox WHERE state LIKE '%dead%' ORDER BY id DESC LIMIT 1").fetchone()
             last = row[0] if row else None
         checks.append(Check("queue", WARN, f"{dead} dead letters" + (f"; last error: {last}" if last else ""),
-                            "inspect and retry them with agent-hook queue (see README)", data))
+                            "inspect and retry them with agent-hook queue (see docs/forwarding.md)", data))
     return checks
 
 
@@ -587,6 +604,7 @@ def run_checks(project_dir: str, bin_dir: str, synthetic: bool = True) -> list[C
     checks = check_python()
     config_checks, cfg = check_config(p)
     checks += check_executables(bin_dir)
+    checks += check_client()
     settings_checks, wired = check_settings(project_dir, bin_dir, cfg)
     checks += settings_checks
     store_checks, conn = check_store(p, cfg)
