@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from agent_hooks.hashing import digest
-from harness import E2E, HOOK_EXECUTABLES, generated_settings, hook_commands, hook_settings
+from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, hook_commands, install_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -158,10 +159,8 @@ def test_crashing_hooks_leave_the_session_running(e2e: E2E) -> None:
     assert e2e.store_path.read_bytes() == garbage
 
 
-def test_settings_come_from_the_template_once_it_exists(tmp_path: Path) -> None:
-    template = tmp_path / "settings.template.json"
-    assert hook_settings(Path("/opt/x y"), template) == generated_settings(Path("/opt/x y"))
-    template.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "{{BIN}}/agent-hook-stop",'
-                        ' "timeout": 5}]}]}}')
-    assert hook_settings(Path('/opt/we"ird'), template) == {"hooks": {"Stop": [{"hooks": [
-        {"type": "command", "command": '/opt/we"ird/agent-hook-stop', "timeout": 5}]}]}}
+def test_the_client_is_wired_by_settings_install(e2e: E2E, tmp_path: Path) -> None:
+    # The settings the client gets are the ones the CLI writes for a user, nothing hand-made.
+    again = install_settings(tmp_path / "again.json", e2e.env())
+    assert json.loads(e2e.settings_path.read_text()) == again == e2e.settings
+    assert all(Path(c.split()[0]).parent == BIN_DIR for cs in hook_commands(again).values() for c in cs)
