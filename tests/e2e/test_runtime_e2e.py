@@ -164,3 +164,22 @@ def test_the_client_is_wired_by_settings_install(e2e: E2E, tmp_path: Path) -> No
     again = install_settings(tmp_path / "again.json", e2e.env())
     assert json.loads(e2e.settings_path.read_text()) == again == e2e.settings
     assert all(Path(c.split()[0]).parent == BIN_DIR for cs in hook_commands(again).values() for c in cs)
+
+
+def test_an_event_we_have_no_handler_for_is_accepted_and_noted(e2e: E2E) -> None:
+    # PostToolBatch (sent by the clients we test) has no executable of ours: wired to one anyway,
+    # as a user might, every call is accepted, noted, and not counted as an error.
+    e2e.add_hook("PostToolBatch", str(BIN_DIR / "agent-hook-post-tool-use"))
+    e2e.server.set_script([
+        [tool_use("Bash", {"command": "echo batch", "description": "one call"}, id="toolu_batch")],
+        [text("Batched.")],
+    ])
+    run = e2e.run("Run one command.")
+    assert run.ok, e2e.describe()
+    notices = [json.loads(line) for line in (e2e.agent_home / "logs" / "notices.log").read_text().splitlines()]
+    assert notices and {(n["event"], n["kind"], n["session_id"]) for n in notices} == {
+        ("PostToolBatch", "unknown_event", run.session_id)}
+    assert "no agent-hooks handler for PostToolBatch events" in notices[0]["message"]
+    assert e2e.errors() == []
+    (call,) = e2e.query("SELECT tool_use_id, outcome FROM tool_calls")
+    assert call == {"tool_use_id": "toolu_batch", "outcome": "success"}
