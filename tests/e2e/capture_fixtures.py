@@ -61,6 +61,9 @@ EVENTS = (
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "PermissionDenied")
 VARIANT_KEY = {"SessionStart": "source", "PreCompact": "trigger", "PostCompact": "trigger",
                "Notification": "notification_type"}
+# Events every client we test sends in these scenarios.
+EXPECTED = {"SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+            "Stop", "StopFailure", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact"}
 FAKE_HOME = "/home/dev"
 ALLOWED = "Bash Write Edit Read Glob Grep"
 MEMORY_FILE = "memory/2026-11-21-notes.md"
@@ -223,6 +226,10 @@ def capture(ver: str, out_root: Path = FIXTURES, keep: bool = False) -> Path:
             (out / name).write_text(clean(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
         for sid, name in ((tidy, "transcript-sample.jsonl"), (compacted, "transcript-compacted-sample.jsonl")):
             (out / name).write_text(clean(cap.transcript(sid).read_text()))
+        missing = sorted(EXPECTED - {p.get("hook_event_name") for p in chosen.values()})
+        if missing:
+            # Seen once: a StopFailure hook that lost the race with the client's exit. Run it again.
+            print(f"  warning: no {', '.join(missing)} payload this time", file=sys.stderr)
         print(f"  wrote {len(chosen)} payloads and 2 transcripts to {out}: "
               f"{', '.join(sorted(chosen))}", file=sys.stderr)
         return out

@@ -36,7 +36,9 @@ Turn = "list[Block] | Callable[[dict[str, Any]], list[Block]]"
 MAIN, SIDE, COMPACT, OTHER = "main", "side", "compact", "other"
 DONE_TEXT = "Done."
 SIDE_TEXT = "ok"
-SUMMARY_TEXT = "Summary: the user asked for a few scripted steps; they were carried out."
+# In the shape the compaction prompt asks for (newer clients ask again when the tags are missing).
+SUMMARY_TEXT = ("<analysis>Scripted.</analysis>\n"
+                "<summary>Summary: the user asked for a few scripted steps; they were carried out.</summary>")
 
 
 def text(value: str) -> Block:
