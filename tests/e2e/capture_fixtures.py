@@ -15,8 +15,10 @@ of every version:
 * ``first task``: three Bash echoes, then ``/compact keep the goal`` and
   ``continue`` on ``--resume``, then a ``--fork-session``;
 * ``look around``: a subagent (Agent, or Task on older clients) that runs one
-  Bash call, a WebFetch the run does not allow (PermissionRequest), then a
-  resumed turn the model server answers with HTTP 500, retries off (StopFailure).
+  Bash call, a WebFetch the run does not allow (PermissionRequest); then
+  ``fail please``, a session the model server answers with HTTP 500, retries
+  off (StopFailure; the client does not always wait for that hook, so up to
+  three tries).
 
 One file per event and variant (tool name, SessionStart source, compaction
 trigger, notification type), the first payload of each kind wins; the
@@ -189,7 +191,7 @@ class Capture:
                 args["run_in_background"] = False
             return [tool_use(name, args, id="toolu_0010")]
 
-        look = self.run("look around", [
+        self.run("look around", [
             subagent,
             [tool_use("Bash", {"command": "echo sub", "description": "sub"}, id="toolu_0011")],
             [text("subagent done")],
@@ -197,8 +199,12 @@ class Capture:
             [text("Done looking.")],
         ])["session_id"]
         # A 500 with retries off: the turn ends on the API error (StopFailure, error "server_error").
-        self.run("fail please", [[api_error(500, "api_error", "scripted failure", sticky=True)]], resume=look,
-                 env={"CLAUDE_CODE_MAX_RETRIES": "0"})
+        # The client does not always wait for StopFailure hooks before it exits: try a few times.
+        for _ in range(3):
+            self.run("fail please", [[api_error(500, "api_error", "scripted failure", sticky=True)]],
+                     env={"CLAUDE_CODE_MAX_RETRIES": "0"})
+            if any(p.get("hook_event_name") == "StopFailure" for p in self.payloads()):
+                break
         return tidy, first
 
     def close(self) -> None:
