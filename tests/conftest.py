@@ -13,6 +13,16 @@ def pytest_report_header(config: pytest.Config) -> str:
     from agent_hooks.claude_code import NEWEST_TESTED, PINNED
 
     asked = os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or PINNED
+    if asked == "latest":
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+        try:
+            import claude_client
+
+            asked = f"{claude_client.resolve('latest')} (latest)"
+        except Exception as exc:  # noqa: BLE001 - the header must not stop the run; the tier reports it
+            asked = f"latest (not resolved: {exc})"
     return (f"e2e tier: Claude Code {asked} (AGENT_HOOKS_CLAUDE_VERSION; pinned {PINNED}, "
             f"newest tested {NEWEST_TESTED})")
 
