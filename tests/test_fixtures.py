@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from agent_hooks import claude_code
-from agent_hooks.payload import parse
+from agent_hooks.payload import EVENT_FIELDS, parse
 from helpers import EXECUTABLES, FIXTURES, FIXTURES_ROOT, error_log, fixture_payload, run_exe, run_hook, store_rows
 
 VERSIONS = sorted(p.name.removeprefix("claude-code-") for p in FIXTURES_ROOT.glob("claude-code-*"))
 ALL = [(v, p.name) for v in VERSIONS for p in sorted((FIXTURES_ROOT / f"claude-code-{v}").glob("*.json"))]
-KNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] in EXECUTABLES]
-UNKNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] not in EXECUTABLES]
+# Known = an event the package validates (payload.EVENT_FIELDS); each has its executable.
+KNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] in EVENT_FIELDS]
+UNKNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] not in EVENT_FIELDS]
 
 
 def _id(case: tuple[str, str]) -> str:
@@ -43,6 +44,10 @@ def test_captures_are_sanitized() -> None:
             text = f.read_text()
             assert "/home/dev/acme" in text or f.name.startswith(("Notification", "Setup")), f
             assert "agent-hooks-capture-" not in text, f
+
+
+def test_every_known_event_has_its_executable() -> None:
+    assert set(EVENT_FIELDS) == set(EXECUTABLES), "add the new event's executable to tests/helpers.EXECUTABLES"
 
 
 @pytest.mark.parametrize("case", KNOWN, ids=_id)
