@@ -132,6 +132,24 @@ do_uninstall() {
     say "projects wired with --project keep their entries: unwire them first with ./install.sh --uninstall --project DIR"
 }
 
+# pip with --quiet says nothing for ~10 s, and without it a wall of text: show one line per step
+# (collecting, building, installing), keep the full output in a log, and show its end on failure.
+pip_install() {
+    local log="$state_dir/install-pip.log" started=$SECONDS line
+    say "pip: installing $1 into $venv (about 10 s on a first install)..."
+    ( umask 077 && : > "$log" )
+    if ! "$venv/bin/python" -m pip install --upgrade --progress-bar off --disable-pip-version-check "$1" 2>&1 \
+        | tee "$log" | while IFS= read -r line; do
+            case "$line" in
+                Collecting*|Building\ wheel*|Installing\ collected*|Successfully*) say "pip: ${line}" ;;
+            esac
+        done; then
+        tail -n 20 "$log" >&2
+        die "pip install failed (its full output: $log)"
+    fi
+    say "pip: done in $((SECONDS - started)) s (full output: $log)"
+}
+
 do_install() {
     local py bin
     py="$(find_python)" || die "no Python 3.11+ found; install one, or pass --python /path/to/python3.11"
@@ -140,10 +158,12 @@ do_install() {
     case "$manager" in
         uv)
             [ -x "$venv/bin/python" ] || uv venv --quiet --python "$py" "$venv"
+            say "uv: installing $spec into $venv..."
             uv pip install --quiet --python "$venv/bin/python" --upgrade --reinstall-package "$PACKAGE" "$spec"
             bin="$venv/bin"
             say "installed $spec into $venv (uv)" ;;
         pipx)
+            say "pipx: installing $spec (about 10 s on a first install)..."
             pipx install --force --python "$py" "$spec" >/dev/null
             bin="$(installed_bin)" || die "pipx installed $PACKAGE but its environment was not found"
             say "installed $spec with pipx ($bin)" ;;
@@ -154,7 +174,7 @@ do_install() {
             else
                 say "reusing the environment $venv"
             fi
-            "$venv/bin/python" -m pip install --quiet --upgrade "$spec"
+            pip_install "$spec"
             bin="$venv/bin"
             say "installed $("$bin/agent-hook" --version) from $spec" ;;
     esac

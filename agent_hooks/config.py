@@ -200,6 +200,8 @@ DEFAULTS: dict[str, Any] = {
         # SessionEnd hooks share a 1.5 s budget unless a timeout raises it; 5 s lets the
         # 4 s internal deadline fit. A normal call is over in tens of ms, so exit is not slowed.
         "session_end_timeout_s": 5,
+        # settings.json.bak-agent-hooks-* backups kept beside a settings file we rewrite (the newest ones).
+        "keep_backups": 5,
     },
     "doctor": {
         # Per-call wall time of the synthetic run above which doctor warns (!). Over
@@ -384,7 +386,8 @@ def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
         try:
             ensure_dir(os.path.dirname(cache_path))
             tmp = f"{cache_path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
+            # 0600 whatever the umask: the cache is a copy of config.toml (a CLI may run with umask 022).
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
                 json.dump({"path": path, "stamp": stamp, "data": data}, f, default=str)
             os.replace(tmp, cache_path)
         except OSError:
@@ -510,19 +513,27 @@ def repair(config: dict[str, Any]) -> list[str]:
     return problems
 
 
+def did_you_mean(name: str, known: Any) -> str:
+    """' (did you mean deadline_ms?)' for a near miss among ``known``, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(name, [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def validate(config: dict[str, Any]) -> list[str]:
     """Problems with a configuration: unknown keys and values of the wrong type."""
     problems: list[str] = []
     for section, values in config.items():
         if section not in DEFAULTS:
-            problems.append(f"unknown section [{section}]")
+            problems.append(f"unknown section [{section}]{did_you_mean(section, DEFAULTS)}")
             continue
         if not isinstance(values, dict):
             problems.append(f"[{section}] must be a table")
             continue
         for key, value in values.items():
             if key not in DEFAULTS[section]:
-                problems.append(f"unknown setting {section}.{key}")
+                problems.append(f"unknown setting {section}.{key}{did_you_mean(key, DEFAULTS[section])}")
                 continue
             default = DEFAULTS[section][key]
             if not _type_ok(value, default):
@@ -550,7 +561,8 @@ def _guard_problems(config: dict[str, Any]) -> list[str]:
     ]
     for where, table in tables:
         if where != "loops":
-            problems.extend(f"unknown setting {where}.{k}" for k in table if k not in _LOOP_OVERRIDES)
+            problems.extend(f"unknown setting {where}.{k}{did_you_mean(k, _LOOP_OVERRIDES)}" for k in table
+                            if k not in _LOOP_OVERRIDES)
         for kind in ("repeat", "pingpong"):
             warn, block = table.get(f"{kind}_warn"), table.get(f"{kind}_block")
             if isinstance(warn, int) and isinstance(block, int) and warn >= block:
@@ -562,7 +574,7 @@ def _guard_problems(config: dict[str, Any]) -> list[str]:
             if not isinstance(rule, dict):
                 problems.append(f"{where} must be a table")
                 continue
-            problems.extend(f"unknown setting {where}.{k}" for k in rule if k not in _RULE_KEYS)
+            problems.extend(f"unknown setting {where}.{k}{did_you_mean(k, _RULE_KEYS)}" for k in rule if k not in _RULE_KEYS)
             if not (rule.get("tool") or rule.get("command")):
                 problems.append(f"{where} needs a tool or a command pattern")
             for field in ("tool", "command"):

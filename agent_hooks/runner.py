@@ -194,6 +194,9 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
     With ``fast_exit`` false (tests in-process) it returns 0 instead of ending the process.
     """
     env = os.environ if env is None else env
+    # Claude Code passes no arguments; a person trying the executable may (one list check on the hot path).
+    if fast_exit and len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help", "--version"):
+        return _usage(event, handler, sys.argv[1])
     try:
         return _run(event, handler, env, fast_exit)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never exit 1
@@ -204,6 +207,25 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
         if fast_exit:
             _exit_now()
         return 0
+
+
+def _usage(event: str, handler: Handler, flag: str) -> int:
+    """Answer ``--help`` / ``--version`` instead of waiting for a payload on stdin."""
+    from agent_hooks import __version__
+
+    exe = os.path.basename(sys.argv[0]) or "agent-hook-*"
+    if flag == "--version":
+        sys.stdout.write(f"{exe} (agent-hooks) {__version__}\n")
+        return 0
+    doc = (sys.modules.get(getattr(handler, "__module__", "")) or sys.modules[__name__]).__doc__ or ""
+    sys.stdout.write(
+        f"usage: {exe} < payload.json\n\n"
+        f"The Claude Code {event} hook of agent-hooks {__version__}: {' '.join(doc.split())}\n\n"
+        "Claude Code runs it with the event's JSON payload on stdin and reads its answer on stdout\n"
+        "(one JSON object or nothing); it always exits 0, and problems go to the error log.\n"
+        "Wire it with `agent-hook settings install`; check it with `agent-hook doctor`.\n"
+        "Options: -h, --help  this text;  --version  the version.\n")
+    return 0
 
 
 def _exit_now() -> None:

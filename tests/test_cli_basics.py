@@ -56,7 +56,7 @@ def test_init_creates_then_is_idempotent(hooks_home: Path) -> None:
 
 
 def test_status_json_shape(hooks_home: Path) -> None:
-    assert json.loads(agent_hook("status", "--json").stdout) == {"sessions": [], "errors": 0}
+    assert json.loads(agent_hook("status", "--json").stdout) == {"sessions": [], "errors": 0, "errors_seen_at": None}
     env = {"OPTIMALOS_SESSION_TMUX": "agent-build-1", "AGENT_HOOKS_AGENT": "ada", "AGENT_HOOKS_ROLE": "lead"}
     for name in ("SessionStart-startup.json", "PreToolUse-Bash.json", "PostToolUseFailure-Bash.json",
                  "PreToolUse-Edit.json", "PostToolUse-Edit.json"):
@@ -72,7 +72,7 @@ def test_status_json_shape(hooks_home: Path) -> None:
     assert s["cwd"] == "/home/dev/acme"
     assert s["last_activity_at"].endswith("Z")
     text = agent_hook("status").stdout
-    assert s["session_id"] in text and "errors: 1" in text
+    assert s["session_id"] in text and "1 error not yet marked seen" in text
 
 
 def test_tmux_name_from_our_own_variable(hooks_home: Path) -> None:
@@ -90,3 +90,55 @@ def test_read_only_command_does_not_migrate(hooks_home: Path) -> None:
     assert proc.returncode == 1 and "agent-hook init" in proc.stderr
     conn = sqlite3.connect(hooks_home / "store.db")
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+def test_config_shows_what_is_in_effect_as_toml_that_round_trips(hooks_home: Path) -> None:
+    import tomllib
+
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text('[loops]\nwindow = "forty"\n[runtime]\ndealine_ms = 100\n'
+                                            'deadline_ms = 3000\n')
+    proc = agent_hook("config")
+    doc = tomllib.loads(proc.stdout)  # valid TOML: it can be pasted into config.toml
+    assert doc["loops"]["window"] == 40, "the hooks use the default for a value they cannot read"
+    assert doc["runtime"]["deadline_ms"] == 3000
+    assert "dealine_ms" not in doc["runtime"], "an unknown key is not in effect"
+    assert "loops.window must be int, got 'forty'; using the default 40" in proc.stderr
+    assert "unknown setting runtime.dealine_ms (did you mean deadline_ms?)" in proc.stderr
+    as_json = json.loads(agent_hook("config", "--json").stdout)
+    assert as_json == doc
+    # Nested tables and lists of tables survive the round trip.
+    assert doc["loops"]["tools"] == {"BashOutput": {"enabled": False}, "TaskOutput": {"enabled": False}}
+    assert doc["polling"]["rules"][0]["name"] == "ci-watch"
+    noted = agent_hook("config", "--sources").stdout
+    assert "deadline_ms = 3000  # file" in noted
+    assert tomllib.loads(noted) == doc
+
+
+def test_config_init_writes_a_private_file(hooks_home: Path) -> None:
+    import os
+    import stat
+    import tomllib
+
+    proc = agent_hook("config", "init")
+    path = hooks_home / "config.toml"
+    assert str(path) in proc.stdout
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert tomllib.loads(path.read_text())["runtime"]["deadline_ms"] == 4000
+    again = agent_hook("config", "init", check=False)
+    assert again.returncode == 1 and "exists" in again.stderr
+
+
+def test_config_cache_is_private_whatever_the_umask(hooks_home: Path) -> None:
+    import os
+    import stat
+    import subprocess
+
+    from helpers import BIN
+
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text('[identity]\nagent = "ada"\n')
+    os.chmod(hooks_home / "config.toml", 0o600)
+    subprocess.run(["sh", "-c", f"umask 022 && {BIN / 'agent-hook'} config >/dev/null"], check=True, timeout=60)
+    cache = hooks_home / "config.cache.json"
+    assert cache.exists() and stat.S_IMODE(cache.stat().st_mode) == 0o600

@@ -62,7 +62,7 @@ def test_drain_reports_what_is_left(home: Home, server: IngestServer) -> None:
     home.hook("session-start", fixture("SessionStart-startup"))
     server.stop()
     r = home.cli("queue", "drain")
-    assert r.returncode == 1 and "1 events still queued" in r.stderr and "unreachable" in r.stdout
+    assert r.returncode == 1 and "1 event still queued" in r.stderr and "unreachable" in r.stdout
     data = home.queue()
     assert data["depth"] == 1 and data["retrying"] == 0 and "Connect" in data["last_error"]
     server.start()

@@ -36,6 +36,11 @@ def test_set_reads_stdin_and_applies_the_guards(rig: Rig) -> None:
     rig.cli("identity", "set", "ada", "IDENTITY.md", "--file", "-", input=profile("identity", 12))
     refused = rig.cli("identity", "set", "ada", "IDENTITY.md", "--file", "-", input="tiny", ok=False)
     assert refused.returncode == 1 and "below the 500-character minimum" in refused.stderr
+    # A first version is not "shrunk": the message says the minimum and why it exists.
+    first = rig.cli("identity", "set", "bea", "SOUL.md", "--file", "-", input="SOUL of a test agent", ok=False)
+    assert "SOUL.md would be 20 characters, below the 500-character minimum" in first.stderr
+    assert "shrink" not in first.stderr and "identity_files.min_chars" in first.stderr
+    assert "test sentinel" in first.stderr and "--force" in first.stderr
     rig.cli("identity", "set", "ada", "IDENTITY.md", "--file", "-", "--force", input="tiny")
     assert [s for _, s, _ in rig.versions("IDENTITY.md")] == ["manual", "manual"]
 
@@ -43,9 +48,18 @@ def test_set_reads_stdin_and_applies_the_guards(rig: Rig) -> None:
 def test_user_errors(rig: Rig) -> None:
     assert "no store yet" in rig.cli("identity", "show", "ada", ok=False).stderr
     rig.set("SOUL.md", profile("soul", 12))
+    # Not found is exit 3 whatever the command (docs/commands.md).
+    for args in (("show", "ada", "TOOLS.md"), ("show", "nobody"), ("show", "nobody", "--json"),
+                 ("history", "nobody", "SOUL.md"), ("history", "nobody", "SOUL.md", "--json"),
+                 ("diff", "ada", "SOUL.md", "--from", "9")):
+        proc = rig.cli("identity", *args, ok=False)
+        assert proc.returncode == 3, (args, proc.returncode, proc.stderr)
     assert "has no TOOLS.md" in rig.cli("identity", "show", "ada", "TOOLS.md", ok=False).stderr
     assert "no version 9" in rig.cli("identity", "diff", "ada", "SOUL.md", "--from", "9", ok=False).stderr
-    assert "first version" in rig.cli("identity", "diff", "ada", "SOUL.md", ok=False).stderr
+    # One version: nothing to compare is said plainly, not "give --from".
+    one = rig.cli("identity", "diff", "ada", "SOUL.md")
+    assert "has no version before v1: nothing to compare" in one.stdout and "give --from" not in one.stdout
+    assert "(1 version)" in rig.cli("identity", "show", "ada").stdout
     assert "cannot read" in rig.cli("identity", "set", "ada", "SOUL.md", "--file", "/nonexistent", ok=False).stderr
 
 

@@ -41,6 +41,11 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     out = sh("--venv").stdout
     bin_dir = state / "venv" / "bin"
     assert f"created the environment {state / 'venv'}" in out
+    # The ~10 s pip step shows progress: an announcement, its steps, and how long it took.
+    assert "pip: installing" in out and "about 10 s" in out
+    assert "install.sh: pip: Collecting" in out and "install.sh: pip: Successfully installed" in out
+    assert "install.sh: pip: done in" in out
+    assert oct((state / "install-pip.log").stat().st_mode & 0o777) == "0o600"
     assert f"wired 9 hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
     assert "✓ run         the scratch store shows the session: 10 hook calls, ended" in out

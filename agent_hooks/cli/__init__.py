@@ -5,7 +5,20 @@ from __future__ import annotations
 import click
 
 from agent_hooks import __version__
-from agent_hooks.cli import basics, doctor, identity, memory, queue, sessions, settings, status, summary, tasks
+from agent_hooks.cli import (
+    basics,
+    configure,
+    doctor,
+    errors,
+    identity,
+    memory,
+    queue,
+    sessions,
+    settings,
+    status,
+    summary,
+    tasks,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +27,7 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, status, settings, doctor, identity, memory, summary, tasks, sessions, queue):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue):
     for command in module.COMMANDS:
         cli.add_command(command)
 

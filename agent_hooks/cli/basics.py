@@ -1,13 +1,10 @@
-"""init, paths, config."""
+"""init, paths (config: see configure.py)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from agent_hooks import config as config_mod
-from agent_hooks.cli.common import echo_json, load_config, paths
+from agent_hooks.cli.common import echo_json, paths
 
 
 @click.command()
@@ -38,22 +35,4 @@ def paths_cmd(as_json: bool) -> None:
         click.echo(f"{key:12} {value if value is not None else '-'}")
 
 
-@click.command(name="config")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML-like text.")
-def config_cmd(as_json: bool) -> None:
-    """Print the effective configuration (defaults < TOML file < environment)."""
-    cfg = load_config()
-    problems = config_mod.validate(cfg)
-    if as_json:
-        echo_json(cfg)
-    else:
-        click.echo(f"# {paths().config_file}")
-        for section, values in cfg.items():
-            click.echo(f"\n[{section}]")
-            for key, value in values.items():
-                click.echo(f"{key} = {json.dumps(value)}")
-    for problem in problems:
-        click.echo(f"warning: {problem}", err=True)
-
-
-COMMANDS = [init, paths_cmd, config_cmd]
+COMMANDS = [init, paths_cmd]

@@ -17,6 +17,21 @@ from agent_hooks.paths import Paths
 from agent_hooks.store import Store, StoreError
 
 
+class Exit:
+    """Exit statuses of every command (docs/commands.md): one meaning each."""
+
+    OK = 0
+    ERROR = 1  # a user error or a failed operation, with its message on stderr
+    USAGE = 2  # click's: a missing or bad argument or option
+    NOT_FOUND = 3  # the session, task, agent, file or version named is not recorded
+
+
+class NotFound(click.ClickException):
+    """What the user named is not recorded (exit 3, whatever the command)."""
+
+    exit_code = Exit.NOT_FOUND
+
+
 def paths() -> Paths:
     return Paths(os.environ)
 
@@ -68,3 +83,8 @@ def iso(ts: float | None) -> str | None:
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 error', '2 errors'."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"

@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, writing
+from agent_hooks.cli.common import (
+    NotFound,
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    plural,
+    writing,
+)
 from agent_hooks.features import files
 from agent_hooks.features import identity as ident
 
@@ -28,13 +36,13 @@ def _content(conn: Any, agent: str, name: str, version: int | None) -> tuple[int
     if version is None:
         current = ident.head(conn, agent, name)
         if current is None:
-            raise click.ClickException(f"agent {agent!r} has no {name} in the store")
+            raise NotFound(f"agent {agent!r} has no {name} in the store")
         return current.version, current.content
     row = conn.execute(
         "SELECT content FROM identity_versions WHERE agent = ? AND name = ? AND version = ?", (agent, name, version)
     ).fetchone()
     if row is None:
-        raise click.ClickException(f"agent {agent!r} has no version {version} of {name}")
+        raise NotFound(f"agent {agent!r} has no version {version} of {name}")
     return version, row[0]
 
 
@@ -85,13 +93,13 @@ def show(agent: str, name: str | None, as_json: bool) -> None:
     """Print the current NAME of AGENT, or without NAME list its files and versions."""
     store = open_store()
     if store is None:
-        raise click.ClickException("no store yet: nothing has been recorded")
+        raise NotFound(f"agent {agent!r} has no identity files in the store (no store yet)")
     try:
         conn = store.conn
         if name:
             current = ident.head(conn, agent, name)
             if current is None:
-                raise click.ClickException(f"agent {agent!r} has no {name} in the store")
+                raise NotFound(f"agent {agent!r} has no {name} in the store")
             if as_json:
                 echo_json({"agent": agent, "name": name, "version": current.version, "source": current.source,
                            "chars": current.chars, "sha256": current.sha256, "at": iso(current.at),
@@ -111,14 +119,14 @@ def show(agent: str, name: str | None, as_json: bool) -> None:
                                 "chars": current.chars, "at": iso(current.at), "versions": count})
     finally:
         store.close()
-    if as_json:
+    if as_json and listing:
         echo_json({"agent": agent, "files": listing})
         return
     if not listing:
-        click.echo(f"agent {agent!r} has no identity files in the store")
+        raise NotFound(f"agent {agent!r} has no identity files in the store")
     for f in listing:
         click.echo(f"{f['name']:14} v{f['version']:<4} {f['chars']:>7} chars  {f['source']:13} {f['at']}"
-                   f"  ({f['versions']} versions)")
+                   f"  ({plural(f['versions'], 'version')})")
 
 
 @identity.command()
@@ -129,7 +137,7 @@ def history(agent: str, name: str, as_json: bool) -> None:
     """List every version of NAME for AGENT with its source, session and time."""
     store = open_store()
     if store is None:
-        raise click.ClickException("no store yet: nothing has been recorded")
+        raise NotFound(f"agent {agent!r} has no {name} in the store (no store yet)")
     try:
         versions = _versions(store.conn, agent, name)
         current = ident.head(store.conn, agent, name)
@@ -138,11 +146,11 @@ def history(agent: str, name: str, as_json: bool) -> None:
     for v in versions:
         v["at"] = iso(v["at"])
         v["current"] = current is not None and v["version"] == current.version
+    if not versions:
+        raise NotFound(f"agent {agent!r} has no {name} in the store")
     if as_json:
         echo_json({"agent": agent, "name": name, "versions": versions})
         return
-    if not versions:
-        raise click.ClickException(f"agent {agent!r} has no {name} in the store")
     for v in versions:
         mark = "*" if v["current"] else " "
         click.echo(f"{mark} v{v['version']:<4} {v['at']}  {v['source']:13} {v['chars']:>7} chars"
@@ -158,7 +166,7 @@ def diff(agent: str, name: str, from_v: int | None, to_v: int | None) -> None:
     """Unified diff between two versions of NAME for AGENT."""
     store = open_store()
     if store is None:
-        raise click.ClickException("no store yet: nothing has been recorded")
+        raise NotFound(f"agent {agent!r} has no {name} in the store (no store yet)")
     try:
         to_v, new = _content(store.conn, agent, name, to_v)
         if from_v is None:
@@ -167,7 +175,10 @@ def diff(agent: str, name: str, from_v: int | None, to_v: int | None) -> None:
                 (agent, name, to_v),
             ).fetchone()
             if row[0] is None:
-                raise click.ClickException(f"version {to_v} is the first version of {name}; give --from")
+                # Nothing to compare with is not an error: say so, and how to see the one version.
+                click.echo(f"{name} of {agent} has no version before v{to_v}: nothing to compare "
+                           f"(`agent-hook identity show {agent} {name}` prints it)")
+                return
             from_v = int(row[0])
         from_v, old = _content(store.conn, agent, name, from_v)
     finally:

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, writing
+from agent_hooks.cli.common import (
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    plural,
+    writing,
+)
 from agent_hooks.features import files
 from agent_hooks.features import memory as mem
 from agent_hooks.features import summary as summaries
@@ -52,7 +59,7 @@ def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bo
     for h in hits:
         h["kind"] = "memory"
         h["indexed_at"] = iso(h["indexed_at"])
-        h["score"] = round(-h["score"], 6)  # bm25 is lower-is-better; print higher-is-better
+        h["score"] = -h["score"]  # bm25 is lower-is-better; print higher-is-better (unrounded: tiny on small indexes)
     for h in sessions:
         h["at"] = iso(h["at"])
     hits = sorted(hits + sessions, key=lambda h: h["score"], reverse=True)[:limit]
@@ -63,9 +70,9 @@ def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bo
         click.echo("no hits")
     for h in hits:
         if h["kind"] == "session":
-            click.echo(f"{h['score']:>8}  {h['name']}  [session summary, {h['at']}]")
+            click.echo(f"{h['score']:>8.3g}  {h['name']}  [session summary, {h['at']}]")
         else:
-            click.echo(f"{h['score']:>8}  {h['path']}  [{h['scope']}, {h['agent']}]")
+            click.echo(f"{h['score']:>8.3g}  {h['path']}  [{h['scope']}, {h['agent']}]")
         click.echo(f"          {' '.join(h['snippet'].split())}")
 
 
@@ -115,7 +122,7 @@ def reindex(extra: tuple[str, ...], agent: str | None, as_json: bool) -> None:
     if as_json:
         echo_json({"workspaces": sorted(spaces), "documents": docs, **totals})
         return
-    click.echo(f"indexed {docs} documents from {len(spaces)} workspaces")
+    click.echo(f"indexed {plural(docs, 'document')} from {plural(len(spaces), 'workspace')}")
 
 
 COMMANDS = [memory]

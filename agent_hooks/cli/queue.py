@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store, paths, writing
+from agent_hooks.cli.common import (
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    paths,
+    plural,
+    writing,
+)
 from agent_hooks.forward import eventmap, outbox
 from agent_hooks.forward.urls import url_problem
 
@@ -101,39 +109,64 @@ def queue(ctx: click.Context, as_json: bool) -> None:
 @queue.command()
 @click.option("--idle", type=float, default=0.0, show_default=True,
               help="Seconds to wait for new events once the queue is empty.")
-def drain(idle: float) -> None:
-    """Deliver the outbox now, in the foreground (exits when it is empty)."""
+@click.option("--give-up-after", "give_up", type=click.FloatRange(0), default=None, metavar="SECONDS",
+              help="Stop waiting for an unreachable server after this long (default: forward.give_up_after_s).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
+def drain(idle: float, give_up: float | None, as_json: bool) -> None:
+    """Deliver the outbox now, in the foreground (exits when it is empty).
+
+    While the ingest server does not answer it says so, retries with backoff,
+    and gives up after forward.give_up_after_s (or --give-up-after); the events stay queued.
+    """
     from agent_hooks.forward.drain import Drainer
 
     os.umask(0o077)
     store = open_store(write=True)  # creates / migrates the store
     if store is not None:
         store.close()
-    drainer = Drainer(paths(), load_config(), idle_exit_s=idle, echo=click.echo)
+    cfg = load_config()
+    if give_up is not None:
+        cfg["forward"]["give_up_after_s"] = give_up
+    pending = collect()["depth"]
+    say = (lambda text: click.echo(text, err=True)) if as_json else click.echo
+    if pending and cfg["forward"]["enabled"]:
+        say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
+    drainer = Drainer(paths(), cfg, idle_exit_s=idle, echo=say)
     drainer.run()
-    click.echo(f"delivered {drainer.delivered}, dead-lettered {drainer.dead}")
     remaining = collect()
+    if as_json:
+        echo_json({"delivered": drainer.delivered, "dead_lettered": drainer.dead, "remaining": remaining["depth"],
+                   "last_error": remaining["last_error"]})
+    else:
+        click.echo(f"delivered {drainer.delivered}, dead-lettered {drainer.dead}")
     if remaining["depth"]:
-        raise click.ClickException(f"{remaining['depth']} events still queued")
+        raise click.ClickException(f"{plural(remaining['depth'], 'event')} still queued")
 
 
 @queue.command()
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--all", "all_", is_flag=True, help="Every dead letter.")
-def retry(ids: tuple[int, ...], all_: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def retry(ids: tuple[int, ...], all_: bool, as_json: bool) -> None:
     """Put dead letters (by ID, or --all) back in the queue and start the drainer."""
     if not ids and not all_:
-        raise click.ClickException("name dead-letter IDs (see `agent-hook queue`) or pass --all")
+        raise click.UsageError("name dead-letter IDs (see `agent-hook queue`) or pass --all")
     with writing() as conn:
         where, args = ("state = 'dead'", []) if all_ else (
             f"state = 'dead' AND id IN ({','.join('?' * len(ids))})", list(ids))
-        n = conn.execute(
-            f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL WHERE {where}", args
-        ).rowcount
-    if ids and n < len(ids):
-        click.echo(f"warning: {len(ids) - n} of the IDs are not dead letters", err=True)
-    click.echo(f"requeued {n}")
-    if n and load_config()["forward"]["autostart"]:
+        requeued = [r[0] for r in conn.execute(f"SELECT id FROM outbox WHERE {where}", args)]
+        if requeued:
+            conn.execute(f"UPDATE outbox SET state = 'queued', attempts = 0, next_at = 0, dead_at = NULL"
+                         f" WHERE id IN ({','.join('?' * len(requeued))})", requeued)
+    not_dead = sorted(set(ids) - set(requeued))
+    if not_dead:
+        click.echo(f"warning: {len(not_dead)} of the IDs are not dead letters: "
+                   f"{', '.join(map(str, not_dead))}", err=True)
+    if as_json:
+        echo_json({"requeued": len(requeued), "ids": requeued, "not_dead_letters": not_dead})
+    else:
+        click.echo(f"requeued {len(requeued)}")
+    if requeued and load_config()["forward"]["autostart"]:
         outbox.maybe_start_drainer(paths(), os.environ, force=True)
 
 
@@ -141,14 +174,18 @@ def retry(ids: tuple[int, ...], all_: bool) -> None:
 @click.option("--dead", "which", flag_value="dead", default=True, help="Dead letters only (default).")
 @click.option("--all", "which", flag_value="all", help="Everything, queued events too.")
 @click.option("--yes", is_flag=True, help="Do not ask before dropping queued events.")
-def purge(which: str, yes: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def purge(which: str, yes: bool, as_json: bool) -> None:
     """Drop dead letters (--dead, the default) or the whole outbox (--all)."""
     if which == "all" and not yes:
         click.confirm("Drop every queued event too?", abort=True)
     with writing() as conn:
         where = "state = 'dead'" if which == "dead" else "1"
         n = conn.execute(f"DELETE FROM outbox WHERE {where}").rowcount
-    click.echo(f"purged {n}")
+    if as_json:
+        echo_json({"purged": n, "which": which})
+    else:
+        click.echo(f"purged {n}")
 
 
 COMMANDS = [queue]

@@ -1,4 +1,4 @@
-"""session show / reset-guards, and the guard fields `status --json` adds per session."""
+"""session list / show / reset-guards, and the guard fields `status --json` adds per session."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store, writing
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
+from agent_hooks.cli.ids import SESSIONS, resolve
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
@@ -69,7 +70,41 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
 
 @click.group()
 def session() -> None:
-    """Inspect one session and its guards."""
+    """List sessions, inspect one and its guards (a unique prefix of a session id is enough)."""
+
+
+STATES = ("live", "awaiting", "stalled", "ended")
+
+
+@session.command(name="list")
+@click.option("--state", type=click.Choice(STATES), multiple=True, help="Only sessions in this state (repeatable).")
+@click.option("--agent", default=None, help="Only this agent's sessions.")
+@click.option("--task", "task_id", default=None, help="Only the sessions of this task.")
+@click.option("--tmux", default=None, help="Only the sessions in this tmux session.")
+@click.option("--cancelled", is_flag=True, help="Only cancelled sessions.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000), help="Most sessions listed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the items of `status --json`).")
+def list_cmd(state: tuple[str, ...], agent: str | None, task_id: str | None, tmux: str | None, cancelled: bool,
+             limit: int, as_json: bool) -> None:
+    """List sessions, most recent activity first, filtered by state, agent, task, tmux session."""
+    from agent_hooks.cli.status import collect
+
+    sessions = [
+        s for s in collect()["sessions"]
+        if (not state or s["state"] in state) and (agent is None or s["agent"] == agent)
+        and (task_id is None or s["task_id"] == task_id) and (tmux is None or s["tmux_session"] == tmux)
+        and (not cancelled or s.get("cancelled"))
+    ][:limit]
+    if as_json:
+        echo_json({"sessions": sessions})
+        return
+    if not sessions:
+        click.echo("no sessions match" if (state or agent or task_id or tmux or cancelled) else "no sessions recorded")
+        return
+    click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'AGENT':12} {'TASK':16} TMUX")
+    for s in sessions:
+        click.echo(f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
+                   f"  {(s['agent'] or '-')[:12]:12} {(s['task_id'] or '-')[:16]:16} {s['tmux_session'] or '-'}")
 
 
 @session.command(name="show")
@@ -77,16 +112,16 @@ def session() -> None:
 @click.option("--limit", default=20, show_default=True, help="How many recent tool calls to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(session_id: str, limit: int, as_json: bool) -> None:
-    """Show a session: task, cancellation, guard counts, recent tool calls and their decisions."""
+    """Show a session (id or unique prefix): task, cancellation, guard counts, recent tool calls and decisions."""
     store = open_store()
     if store is None:
-        raise click.ClickException("no store yet: no session has been recorded")
+        raise NotFound(f"no session {session_id!r} recorded (no store yet)")
     try:
-        data = describe(store.conn, session_id, limit)
+        data = describe(store.conn, resolve(store.conn, SESSIONS, session_id, "session"), limit)
     finally:
         store.close()
     if data is None:
-        raise click.ClickException(f"no session {session_id!r} recorded")
+        raise NotFound(f"no session {session_id!r} recorded")
     if as_json:
         echo_json(data)
         return
@@ -104,16 +139,19 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
 
 @session.command(name="reset-guards")
 @click.argument("session_id")
-def reset_guards(session_id: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def reset_guards(session_id: str, as_json: bool) -> None:
     """Start the session's loop and polling history afresh (calls so far no longer count)."""
     with writing() as conn:
-        updated = conn.execute(
+        session_id = resolve(conn, SESSIONS, session_id, "session")
+        conn.execute(
             "UPDATE sessions SET guards_since_id ="
             " (SELECT coalesce(max(id), 0) FROM tool_calls WHERE session_id = ?) WHERE session_id = ?",
             (session_id, session_id),
-        ).rowcount
-    if not updated:
-        raise click.ClickException(f"no session {session_id!r} recorded")
+        )
+    if as_json:
+        echo_json({"session_id": session_id, "reset": True})
+        return
     click.echo(f"session {session_id}: loop and polling history reset")
 
 

@@ -371,6 +371,10 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
             return report
         report["backup"] = write_settings(real, text, original)
         report["changed"] = True
+        if report["backup"]:
+            from agent_hooks.backups import prune
+
+            report["pruned_backups"] = prune(real, int((cfg.get("install") or {}).get("keep_backups", 5)))
         return report
 
 

@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, load_config, open_store
+from agent_hooks import errorlog
+from agent_hooks.cli.common import (
+    echo_json,
+    iso,
+    load_config,
+    open_store,
+    paths,
+    plural,
+)
 from agent_hooks.cli.sessions import guard_fields
 from agent_hooks.features import heartbeat
 
@@ -16,17 +24,22 @@ SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "
 
 
 def collect() -> dict[str, Any]:
-    """The documented ``status --json`` shape (fields are only ever added)."""
+    """The documented ``status --json`` shape (fields are only ever added).
+
+    ``errors`` counts the errors not yet marked seen (`agent-hook errors seen`), as doctor does.
+    """
     store = open_store()
     stalled_after_s = heartbeat.stalled_after(load_config())
     now = time.time()
     if store is None:
-        return {"sessions": [], "errors": 0}
+        errors = errorlog.report(paths(), None, limit=0)
+        return {"sessions": [], "errors": errors["unseen"], "errors_seen_at": None}
     try:
         rows = store.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY last_seen_at DESC"
         ).fetchall()
-        errors = store.conn.execute("SELECT count(*) FROM errors").fetchone()[0]
+        # The same count as doctor's: errors since they were last marked seen.
+        errors = errorlog.report(paths(), store.conn, limit=0)
         guards = guard_fields(store.conn)
     finally:
         store.close()
@@ -44,7 +57,8 @@ def collect() -> dict[str, Any]:
         )
         # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
-    return {"sessions": sessions, "errors": errors, "stalled_after_s": stalled_after_s}
+    return {"sessions": sessions, "errors": errors["unseen"], "errors_seen_at": iso(errors["seen_at"]),
+            "stalled_after_s": stalled_after_s}
 
 
 @click.command()
@@ -73,7 +87,11 @@ def status(as_json: bool) -> None:
         for s in data["sessions"]:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
         click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
-    click.echo(f"errors: {data['errors']}" + ("  (see `agent-hook paths` for the error log)" if data["errors"] else ""))
+    if data["errors"]:
+        click.echo(f"{plural(data['errors'], 'error')} not yet marked seen: `agent-hook errors` lists them,"
+                   " `agent-hook errors seen` marks them seen")
+    else:
+        click.echo("errors: none" + (f" since {data['errors_seen_at']}" if data.get("errors_seen_at") else ""))
 
 
 def _guards(s: dict[str, Any]) -> str:

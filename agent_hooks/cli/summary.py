@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store
+from agent_hooks.cli.ids import SUMMARIES, resolve
 from agent_hooks.features import summary as summary_mod
 
 
@@ -20,18 +21,13 @@ def show(session_id: str, as_json: bool) -> None:
     """Show the stored summary of SESSION_ID (a unique prefix is enough)."""
     store = open_store()
     if store is None:
-        raise click.ClickException("no store yet: no session has been recorded")
+        raise NotFound(f"no summary for session {session_id!r} (no store yet)")
     try:
-        matches = store.conn.execute(
-            "SELECT session_id FROM session_summaries WHERE session_id = ? OR session_id LIKE ? ESCAPE '\\' LIMIT 2",
-            (session_id, session_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
-        ).fetchall()
-        exact = [m for m in matches if m[0] == session_id]
-        if not matches:
-            raise click.ClickException(f"no summary for session {session_id}")
-        if len(matches) > 1 and not exact:
-            raise click.ClickException(f"session prefix {session_id!r} is ambiguous")
-        rec = summary_mod.get(store.conn, (exact or matches)[0][0])
+        try:
+            full = resolve(store.conn, SUMMARIES, session_id, "session")
+        except NotFound:
+            raise NotFound(f"no summary for session {session_id!r}") from None
+        rec = summary_mod.get(store.conn, full)
     finally:
         store.close()
     assert rec is not None
@@ -65,7 +61,7 @@ def search(query: str, limit: int, as_json: bool) -> None:
         click.echo("no matching session summaries")
         return
     for hit in hits:
-        click.echo(f"{hit['score']:8.3f}  {hit['name']}  {hit['at']}")
+        click.echo(f"{hit['score']:>8.3g}  {hit['name']}  {hit['at']}")
         click.echo(f"          {' '.join(hit['snippet'].split())}")
 
 

@@ -1,4 +1,4 @@
-"""task create / describe / assign / progress / show, and cancel / uncancel.
+"""task create / describe / assign / progress / show / list / cancel / uncancel, and cancel / uncancel.
 
 A cancel mark is a row in the store, so the cancelled agent's very next hook
 call (PreToolUse or UserPromptSubmit) sees it: no signal, no polling, no network.
@@ -12,13 +12,12 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import echo_json, iso, open_store, writing
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
+from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
+from agent_hooks.output import one_line
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
-
-
-
 
 def ensure_task(conn: sqlite3.Connection, task_id: str, now: float) -> bool:
     """Create the task row when missing; True when it was created."""
@@ -36,15 +35,23 @@ def _task_id(value: str) -> str:
     return value
 
 
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
 @click.group()
 def task() -> None:
-    """Tasks: what sessions work on (a description and a progress text), and their cancellation."""
+    """Tasks: what sessions work on (a description and a progress text), and their cancellation.
+
+    `task cancel TASK_ID --reason ...` stops every session of the task, present
+    and future, at its next hook call; `task uncancel` lifts it.
+    """
 
 
 @task.command(name="create")
 @click.argument("task_id")
 @click.option("--description", "-d", default=None, help="What the task is.")
-def create(task_id: str, description: str | None) -> None:
+@JSON_OPTION
+def create(task_id: str, description: str | None, as_json: bool) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
     with writing() as conn:
@@ -52,53 +59,66 @@ def create(task_id: str, description: str | None) -> None:
             raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
         if description is not None:
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
-    click.echo(f"task {task_id}: created")
+        record = task_record(conn, task_id)
+    _done(as_json, record, f"task {task_id}: created")
 
 
 @task.command(name="describe")
 @click.argument("task_id")
 @click.argument("text")
-def describe_cmd(task_id: str, text: str) -> None:
+@JSON_OPTION
+def describe_cmd(task_id: str, text: str, as_json: bool) -> None:
     """Set a task's description (creating the task if needed)."""
-    _update(task_id, "description", text)
+    _update(task_id, "description", text, as_json)
 
 
 @task.command(name="progress")
 @click.argument("task_id")
 @click.argument("text")
-def progress(task_id: str, text: str) -> None:
+@JSON_OPTION
+def progress(task_id: str, text: str, as_json: bool) -> None:
     """Record a task's progress text (what is done, what is next); creates the task if needed."""
-    _update(task_id, "progress", text)
+    _update(task_id, "progress", text, as_json)
 
 
-def _update(task_id: str, column: str, text: str) -> None:
+def _done(as_json: bool, data: object, text: str) -> None:
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(text)
+
+
+def _update(task_id: str, column: str, text: str, as_json: bool) -> None:
+    # Exact ids only: these create the task when missing, and a prefix must not redirect the write.
     task_id = _task_id(task_id)
     now = time.time()
     with writing() as conn:
         ensure_task(conn, task_id, now)
         conn.execute(f"UPDATE tasks SET {column} = ?, updated_at = ? WHERE task_id = ?", (text, now, task_id))
-    click.echo(f"task {task_id}: {column} recorded")
+        record = task_record(conn, task_id)
+    _done(as_json, record, f"task {task_id}: {column} recorded")
 
 
 @task.command(name="assign")
 @click.argument("session_id")
 @click.argument("task_id")
-def assign(session_id: str, task_id: str) -> None:
-    """Make a recorded session part of a task (creating the task if needed).
+@JSON_OPTION
+def assign(session_id: str, task_id: str, as_json: bool) -> None:
+    """Make a recorded session (id or unique prefix) part of a task (creating the task if needed).
 
     A session started with $AGENT_HOOKS_TASK_ID keeps that task: the variable wins.
     """
     task_id = _task_id(task_id)
     with writing() as conn:
-        updated = conn.execute(
-            "UPDATE sessions SET task_id = ? WHERE session_id = ?", (task_id, session_id)
-        ).rowcount
-        if not updated:
-            raise click.ClickException(
-                f"no session {session_id!r} recorded (start it with AGENT_HOOKS_TASK_ID={task_id} instead)"
-            )
+        try:
+            session_id = resolve(conn, SESSIONS, session_id, "session")
+        except NotFound:
+            raise NotFound(f"no session {session_id!r} recorded (start it with AGENT_HOOKS_TASK_ID={task_id} "
+                           "instead)") from None
+        conn.execute("UPDATE sessions SET task_id = ? WHERE session_id = ?", (task_id, session_id))
         ensure_task(conn, task_id, time.time())
-    click.echo(f"session {session_id}: task {task_id}")
+        record = task_record(conn, task_id)
+    _done(as_json, record, f"session {session_id}: task {task_id}")
 
 
 def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None:
@@ -127,16 +147,16 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
 @click.argument("task_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(task_id: str, as_json: bool) -> None:
-    """Show a task: description, progress, state, and its sessions."""
+    """Show a task (id or unique prefix): description, progress, state, and its sessions."""
     store = open_store()
-    data = None
-    if store is not None:
-        try:
-            data = task_record(store.conn, task_id)
-        finally:
-            store.close()
+    if store is None:
+        raise NotFound(f"no task {task_id!r} recorded (no store yet)")
+    try:
+        data = task_record(store.conn, resolve(store.conn, TASKS, task_id, "task"))
+    finally:
+        store.close()
     if data is None:
-        raise click.ClickException(f"no task {task_id!r} recorded")
+        raise NotFound(f"no task {task_id!r} recorded")
     if as_json:
         echo_json(data)
         return
@@ -148,6 +168,50 @@ def show(task_id: str, as_json: bool) -> None:
         click.echo(f"  session {s['session_id']}  {s['state']}  {s['last_activity_at'] or '-'}{mark}")
 
 
+def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
+    """The `task list --json` items, most recently updated first."""
+    # A task named only by its sessions ($AGENT_HOOKS_TASK_ID) has no row yet: it is open.
+    rows = conn.execute(
+        "WITH ids(task_id) AS (SELECT task_id FROM tasks UNION SELECT task_id FROM sessions WHERE task_id IS NOT NULL)"
+        " SELECT ids.task_id, coalesce(t.state, 'open') AS st, t.description, t.progress,"
+        " coalesce(t.updated_at, (SELECT max(last_seen_at) FROM sessions s WHERE s.task_id = ids.task_id)) AS upd,"
+        " t.cancel_reason,"
+        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id),"
+        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id AND s.state != 'ended')"
+        " FROM ids LEFT JOIN tasks t ON t.task_id = ids.task_id WHERE (? IS NULL OR coalesce(t.state, 'open') = ?)"
+        " ORDER BY upd DESC LIMIT ?",
+        (state, state, limit),
+    ).fetchall()
+    return [{"task_id": r[0], "state": r[1], "cancelled": r[1] == "cancelled", "description": r[2],
+             "progress": r[3], "updated_at": iso(r[4]), "cancel_reason": r[5], "sessions": r[6],
+             "sessions_not_ended": r[7]} for r in rows]
+
+
+@task.command(name="list")
+@click.option("--state", type=click.Choice(["open", "cancelled"]), default=None, help="Only tasks in this state.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000), help="Most tasks listed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
+    """List tasks, most recently updated first, with their sessions and state."""
+    store = open_store()
+    tasks: list[dict[str, Any]] = []
+    if store is not None:
+        try:
+            tasks = list_tasks(store.conn, state, limit)
+        finally:
+            store.close()
+    if as_json:
+        echo_json({"tasks": tasks})
+        return
+    if not tasks:
+        click.echo("no tasks recorded" + (f" in state {state}" if state else ""))
+        return
+    click.echo(f"{'TASK':24} {'STATE':10} {'SESSIONS':>8}  {'UPDATED':20}  DESCRIPTION")
+    for t in tasks:
+        click.echo(f"{one_line(t['task_id'], 24):24} {t['state']:10} {t['sessions']:>8}  {t['updated_at'] or '-':20}"
+                   f"  {one_line(t['description'] or '-', 60)}")
+
+
 def _selector_options(fn: Any) -> Any:
     fn = click.option("--tmux", "tmux", default=None, metavar="NAME", help="The live sessions in this tmux session.")(fn)
     fn = click.option("--task", "task_id", default=None, metavar="TASK_ID", help="A task: all its sessions, present and future.")(fn)
@@ -157,7 +221,8 @@ def _selector_options(fn: Any) -> Any:
 def _select(session_id: str | None, task_id: str | None, tmux: str | None) -> None:
     given = [x for x in (session_id, task_id, tmux) if x]
     if len(given) != 1:
-        raise click.ClickException("give exactly one of SESSION_ID, --task TASK_ID, --tmux NAME")
+        raise click.UsageError("say what to cancel: give exactly one of SESSION_ID (or a unique prefix), "
+                               "--task TASK_ID, --tmux NAME")
 
 
 def _tmux_sessions(conn: sqlite3.Connection, name: str) -> list[str]:
@@ -165,23 +230,17 @@ def _tmux_sessions(conn: sqlite3.Connection, name: str) -> list[str]:
         "SELECT session_id FROM sessions WHERE tmux_session = ? AND state != 'ended'", (name,)
     ).fetchall()
     if not rows:
-        raise click.ClickException(f"no live session recorded in tmux session {name!r}")
+        raise NotFound(f"no live session recorded in tmux session {name!r}")
     return [r[0] for r in rows]
 
 
-@click.command()
-@_selector_options
-@click.option("--reason", required=True, help="Why: the agent reads it, so say what to do instead if anything.")
-def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str) -> None:
-    """Cancel a session, a task, or the sessions of a tmux session.
-
-    From its next hook call the agent's tool calls are denied and new prompts
-    are blocked, with REASON; `agent-hook uncancel` lifts it.
-    """
-    _select(session_id, task_id, tmux)
+def do_cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str) -> dict[str, Any]:
+    """Mark the selection cancelled; what was cancelled (the `cancel --json` shape)."""
     now = time.time()
     with writing() as conn:
         if task_id:
+            # Exact task id: cancelling a task nobody runs yet is how future sessions are stopped.
+            task_id = _task_id(task_id)
             ensure_task(conn, task_id, now)
             conn.execute(
                 "UPDATE tasks SET state = 'cancelled', cancel_reason = ?, cancelled_at = ?, updated_at = ?"
@@ -189,49 +248,101 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
                 (reason, now, now, task_id),
             )
             n = conn.execute("SELECT count(*) FROM sessions WHERE task_id = ?", (task_id,)).fetchone()[0]
-            message = f"task {task_id}: cancelled ({n} session(s) recorded)"
-        else:
-            targets = [session_id] if session_id else _tmux_sessions(conn, tmux or "")
-            for sid in targets:
-                if not conn.execute(
-                    "UPDATE sessions SET cancelled_at = ?, cancel_reason = ? WHERE session_id = ?",
-                    (now, reason, sid),
-                ).rowcount:
-                    raise click.ClickException(f"no session {sid!r} recorded")
-            message = "\n".join(f"session {sid}: cancelled" for sid in targets)
-    click.echo(message)
+            return {"task_id": task_id, "sessions": [], "task_sessions": n, "reason": reason, "cancelled": True}
+        targets = [resolve(conn, SESSIONS, session_id, "session")] if session_id else _tmux_sessions(conn, tmux or "")
+        for sid in targets:
+            conn.execute("UPDATE sessions SET cancelled_at = ?, cancel_reason = ? WHERE session_id = ?",
+                         (now, reason, sid))
+    return {"task_id": None, "sessions": targets, "reason": reason, "cancelled": True}
 
 
-@click.command()
-@_selector_options
-def uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -> None:
-    """Lift a cancellation (same selectors as `cancel`)."""
-    _select(session_id, task_id, tmux)
+def do_uncancel(session_id: str | None, task_id: str | None, tmux: str | None) -> dict[str, Any]:
+    """Lift the cancellation of the selection; what was lifted (the `uncancel --json` shape)."""
     now = time.time()
     with writing() as conn:
         if task_id:
+            task_id = resolve(conn, TASKS, task_id, "task")
             if not conn.execute(
                 "UPDATE tasks SET state = 'open', cancel_reason = NULL, cancelled_at = NULL, updated_at = ?"
                 " WHERE task_id = ? AND state = 'cancelled'",
                 (now, task_id),
             ).rowcount:
                 raise click.ClickException(f"task {task_id!r} is not cancelled")
-            message = f"task {task_id}: no longer cancelled"
+            return {"task_id": task_id, "sessions": [], "cancelled": False}
+        if session_id:
+            targets = [resolve(conn, SESSIONS, session_id, "session")]
         else:
-            if session_id:
-                targets = [session_id]
-            else:
-                rows = conn.execute("SELECT session_id FROM sessions WHERE tmux_session = ?", (tmux,)).fetchall()
-                targets = [r[0] for r in rows]
-                if not targets:
-                    raise click.ClickException(f"no session recorded in tmux session {tmux!r}")
-            for sid in targets:
-                if not conn.execute(
-                    "UPDATE sessions SET cancelled_at = NULL, cancel_reason = NULL WHERE session_id = ?", (sid,)
-                ).rowcount:
-                    raise click.ClickException(f"no session {sid!r} recorded")
-            message = "\n".join(f"session {sid}: no longer cancelled" for sid in targets)
-    click.echo(message)
+            targets = [r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE tmux_session = ?", (tmux,))]
+            if not targets:
+                raise NotFound(f"no session recorded in tmux session {tmux!r}")
+        for sid in targets:
+            conn.execute("UPDATE sessions SET cancelled_at = NULL, cancel_reason = NULL WHERE session_id = ?", (sid,))
+    return {"task_id": None, "sessions": targets, "cancelled": False}
+
+
+def _cancel_text(result: dict[str, Any]) -> str:
+    if result["task_id"]:
+        if result["cancelled"]:
+            return f"task {result['task_id']}: cancelled ({plural(result['task_sessions'], 'session')} recorded)"
+        return f"task {result['task_id']}: no longer cancelled"
+    verb = "cancelled" if result["cancelled"] else "no longer cancelled"
+    return "\n".join(f"session {sid}: {verb}" for sid in result["sessions"])
+
+
+REASON_HELP = "Why: the agent reads it, so say what to do instead if anything."
+
+
+def _need_reason(reason: str | None) -> str:
+    if not reason or not reason.strip():
+        raise click.UsageError("give --reason: the agent reads it (say why, and what to do instead if anything)")
+    return reason
+
+
+@click.command()
+@_selector_options
+@click.option("--reason", default=None, help=REASON_HELP + "  [required]")
+@JSON_OPTION
+def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str | None, as_json: bool) -> None:
+    """Cancel a session (id or unique prefix), a task, or the sessions of a tmux session.
+
+    From its next hook call the agent's tool calls are denied and new prompts
+    are blocked, with REASON; `agent-hook uncancel` lifts it.
+    """
+    _select(session_id, task_id, tmux)
+    result = do_cancel(session_id, task_id, tmux, _need_reason(reason))
+    _done(as_json, result, _cancel_text(result))
+
+
+@click.command()
+@_selector_options
+@JSON_OPTION
+def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_json: bool) -> None:
+    """Lift a cancellation (same selectors as `cancel`)."""
+    _select(session_id, task_id, tmux)
+    result = do_uncancel(session_id, task_id, tmux)
+    _done(as_json, result, _cancel_text(result))
+
+
+@task.command(name="cancel")
+@click.argument("task_id")
+@click.option("--reason", default=None, help=REASON_HELP + "  [required]")
+@JSON_OPTION
+def task_cancel(task_id: str, reason: str | None, as_json: bool) -> None:
+    """Cancel TASK_ID: every session of it, present and future, stops at its next hook call.
+
+    The same as `agent-hook cancel --task TASK_ID`.
+    """
+    result = do_cancel(None, task_id, None, _need_reason(reason))
+    _done(as_json, result, _cancel_text(result))
+
+
+@task.command(name="uncancel")
+@click.argument("task_id")
+@JSON_OPTION
+def task_uncancel(task_id: str, as_json: bool) -> None:
+    """Lift the cancellation of TASK_ID (the same as `agent-hook uncancel --task TASK_ID`)."""
+    result = do_uncancel(None, task_id, None)
+    _done(as_json, result, _cancel_text(result))
 
 
 COMMANDS = [task, cancel, uncancel]

@@ -100,7 +100,7 @@ def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = N
             what += f" ({one_line(snapshot.task_description, 120)})"
         reason, rule = snapshot.task_cancel_reason, RULE_TASK
     elif snapshot.session_cancelled_at is not None:
-        what = "The task of this session"
+        what = "This session"
         reason, rule = snapshot.session_cancel_reason, RULE_SESSION
     else:
         return None

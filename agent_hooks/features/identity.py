@@ -97,8 +97,11 @@ def guard(config: dict[str, Any], name: str, chars: int, previous_chars: int | N
         return f"it would grow {name} to {chars} characters, past the {limit}-character budget"
     floor = min_chars(config, name)
     if chars < floor and (previous_chars is None or chars < previous_chars):
-        was = f" from {previous_chars}" if previous_chars is not None else ""
-        return f"it would shrink {name}{was} to {chars} characters, below the {floor}-character minimum"
+        why = (f"below the {floor}-character minimum for {name} (identity_files.min_chars): a file this short "
+               "is usually a test sentinel or a cut-off write, and one once replaced a real profile")
+        if previous_chars is None:
+            return f"{name} would be {chars} characters, {why}"
+        return f"it would shrink {name} from {previous_chars} to {chars} characters, {why}"
     return None
 
 

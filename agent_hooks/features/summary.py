@@ -188,7 +188,7 @@ def search(conn: sqlite3.Connection, query: str, limit: int = 10) -> list[dict[s
         ).fetchall()
         for sid, agent, task, source, at, path, snippet, rank in rows:
             name = f"session {sid[:8]}" + (f" ({agent})" if agent else "") + (f" task {task}" if task else "")
-            hits.append({"name": name, "path": path, "snippet": snippet, "score": round(-float(rank), 4),
+            hits.append({"name": name, "path": path, "snippet": snippet, "score": -float(rank),
                          "kind": "session", "session_id": sid, "agent": agent, "task_id": task,
                          "source": source, "at": at})
         if hits or joiner == " OR ":

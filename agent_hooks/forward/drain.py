@@ -352,17 +352,23 @@ class Drainer:
             answered, outage = self._pass(url)
             now = time.time()
             if outage is not None:
+                give_up = float(fwd["give_up_after_s"])
                 if outage_since is None:
                     outage_since = now
                     log_error(self.paths, "forward", "unreachable", f"{url}: {outage}")
                     self._meta(last_error=outage, last_error_at=now)
                     self._say(f"server unreachable: {outage}")
+                    self._say(f"waiting for the ingest server at {url} to answer: retrying for up to "
+                              f"{give_up:g} s (forward.give_up_after_s); Ctrl-C stops, events stay queued")
                 outage_tries += 1
                 delay = backoff(outage_tries, float(fwd["backoff_initial_s"]), float(fwd["backoff_max_s"]))
-                if now - outage_since + delay > float(fwd["give_up_after_s"]):
+                if now - outage_since + delay > give_up:
                     self._say("server still unreachable; giving up for now, events stay queued")
                     self._pause_hooks(delay)
                     return 0
+                if outage_tries > 1:
+                    self._say(f"still unreachable after {now - outage_since:.0f} s; next try in {delay:g} s "
+                              f"(giving up in {give_up - (now - outage_since):.0f} s)")
                 self.sleep(delay)
                 continue
             if answered:
