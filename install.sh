@@ -106,6 +106,25 @@ link_cli() {
     esac
 }
 
+# The drainer is detached and outlives its venv: stop it by its pid file, checking that the pid
+# is a drainer (/proc) so a recycled pid is never signalled. Its queue stays in the store.
+stop_drainer() {
+    local lock_dir pid
+    lock_dir="${AGENT_HOOKS_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/agent-hooks}/locks"
+    [ -f "$lock_dir/drain.pid" ] || return 0
+    pid="$(cat "$lock_dir/drain.pid" 2>/dev/null || true)"
+    case "$pid" in ''|*[!0-9]*) return 0 ;; esac
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'agent_hooks.forward.drain'; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        say "stopped the drainer (pid $pid); queued events stay in the store"
+    fi
+}
+
 do_uninstall() {
     local bin
     if bin="$(installed_bin)"; then
@@ -128,6 +147,7 @@ do_uninstall() {
     else
         say "no installation found (looked in $venv and pipx); nothing to remove"
     fi
+    stop_drainer
     say "kept the store and logs under $state_dir; delete that directory to remove them too"
     say "projects wired with --project keep their entries: unwire them first with ./install.sh --uninstall --project DIR"
 }

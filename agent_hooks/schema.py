@@ -337,6 +337,16 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
     db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
 
 
+@migration
+def m007_lineage(db: sqlite_utils.Database) -> None:
+    # Forks (issue 19): when a session started as a fork, and the session it was forked from.
+    sessions = db["sessions"]
+    if "forked_at" not in sessions.columns_dict:
+        sessions.add_column("forked_at", float)
+    if "parent_session_id" not in sessions.columns_dict:
+        sessions.add_column("parent_session_id", str)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -129,8 +129,11 @@ def test_missing_executable(env: Env, tmp_path: Path) -> None:
     assert code == 1
     fails = lines(report, "fail")
     assert any("missing in" in s and "agent-hook-stop" in s for s in lines(report, "fail", "executables"))
-    assert any("Stop" in s and "does not exist (stale path)" in s for s in lines(report, "fail", "settings"))
-    assert any(s.startswith("agent-hook-stop (Stop): exit 127") for s in lines(report, "fail", "run")), fails
+    stale = [c for c in report["checks"] if "does not exist (stale path)" in c["summary"]]
+    assert stale and "Stop" in stale[0]["summary"] and "re-run install.sh" in stale[0]["fix"]
+    # The launcher let the synthetic call pass (exit 0) and logged why: doctor shows it, fix included.
+    assert any(s.startswith("agent-hook-stop (Stop): failed open: install_missing:") and "re-run install.sh" in s
+               for s in lines(report, "fail", "run")), fails
     assert "✗ executables" in text
 
 
@@ -164,7 +167,8 @@ def test_duplicates_across_files_and_stale_forms(healthy: Env, tmp_path: Path) -
     local.parent.mkdir()
     local.write_text(json.dumps({"hooks": {
         "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": f"{other}/agent-hook-post-tool-use"}]}],
-        "Stop": [{"hooks": [{"type": "command", "command": "python3 -m agent_hooks.events.stop"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": f"{other}/../bin/agent-hook-stop"}]},
+                 {"hooks": [{"type": "command", "command": f"AGENT_HOOKS_ROLE=lead {BIN}/agent-hook-stop"}]}],
         "SubagentStop": [{"hooks": [{"type": "command", "command": f"{BIN}/agent-hook-stop"}]}],
     }}))
     code, report, _ = healthy.doctor("--no-run")
@@ -174,12 +178,54 @@ def test_duplicates_across_files_and_stale_forms(healthy: Env, tmp_path: Path) -
     assert any("Stop: our hook is wired 2 times" in s for s in fails), fails
     assert any("agent-hook-post-tool-use does not exist (stale path)" in s for s in fails)
     assert any("SubagentStop runs agent-hook-stop: we do not hook this event" in s for s in fails)
-    assert any("old form `python3 -m agent_hooks.events.stop`" in s for s in lines(report, "warn", "settings"))
+    warns = lines(report, "warn", "settings")
+    assert any("Stop: wired without our launcher" in s for s in warns), warns
+    assert any("Stop: a hand-written entry runs agent-hook-stop" in s for s in warns), warns
     # The fix the line names works.
     healthy.cli("settings", "uninstall", "--project", str(healthy.project), "--local")
     code, report, _ = healthy.doctor("--no-run")
     assert code == 0, lines(report, "fail")
+    # The hand-written entry is the user's: uninstall left it, and doctor still points at it.
+    assert "AGENT_HOOKS_ROLE=lead" in local.read_text()
 
+
+def test_a_session_start_matcher_that_drops_a_source(healthy: Env) -> None:
+    doc = json.loads(healthy.settings.read_text())
+    assert "matcher" not in doc["hooks"]["SessionStart"][0], "we wire SessionStart for every source"
+    doc["hooks"]["SessionStart"][0]["matcher"] = "startup|resume|clear|compact"  # what 0.1.0 wrote
+    healthy.settings.write_text(json.dumps(doc))
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 1
+    (check,) = [c for c in report["checks"] if "drops source" in c["summary"]]
+    assert check["data"]["dropped_sources"] == ["fork"] and "SessionStart" in check["summary"]
+    healthy.cli("settings", "install")  # the fix it names
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 0, lines(report, "fail")
+
+
+def test_the_installation_is_gone(env: Env, tmp_path: Path) -> None:
+    """The venv was deleted: the wired hooks pass (exit 0, logged), and doctor from any other
+    installation says to re-run install.sh."""
+    gone = tmp_path / "venv" / "bin"
+    gone.mkdir(parents=True)
+    for exe in EXECUTABLES:
+        shutil.copy2(BIN / exe, gone / exe)
+    env.cli("settings", "install", "--bin-dir", str(gone))
+    env.cli("init")
+    shutil.rmtree(tmp_path / "venv")
+    doc = json.loads(env.settings.read_text())
+    command = doc["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    payload = json.dumps({"session_id": "s-gone", "hook_event_name": "PreToolUse", "cwd": str(env.project),
+                          "tool_name": "Bash", "tool_input": {"command": "ls"}}).encode()
+    proc = subprocess.run(["/bin/sh", "-c", command], input=payload, capture_output=True, env=env.env, timeout=30)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    logged = [json.loads(x) for x in (env.state / "logs" / "errors.log").read_text().splitlines()]
+    assert logged[-1]["kind"] == "install_missing" and logged[-1]["event"] == "PreToolUse"
+    code, report, text = env.doctor("--no-run", text=True)
+    assert code == 1
+    assert any("re-run install.sh" in c["fix"] for c in report["checks"] if c["area"] == "settings"), text
+    (errors,) = [c for c in report["checks"] if c["area"] == "errors"]
+    assert "install_missing" in errors["summary"] and "re-run install.sh" in errors["summary"]
 
 def test_invalid_settings_file(healthy: Env) -> None:
     project_settings = healthy.project / ".claude" / "settings.json"
@@ -433,6 +479,19 @@ def test_ingest_server(healthy: Env, server: str) -> None:
     os.chmod(healthy.state / "config.toml", 0o600)
     code, report, _ = healthy.doctor("--no-run")
     assert not any("not configured" in s for s in lines(report, "ok", "forward"))
+
+
+def test_a_settings_file_the_client_ignores(healthy: Env) -> None:
+    """Comments or trailing commas: Claude Code (2.1.197, 2.1.330) runs no hook from the file."""
+    text = healthy.settings.read_text()
+    healthy.settings.write_text("// my hooks\n" + text)
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 1
+    assert any("has comments: Claude Code ignores this whole file" in s for s in lines(report, "fail", "settings"))
+    healthy.settings.write_text("\ufeff" + text)  # a byte-order mark is fine for the client
+    code, report, _ = healthy.doctor("--no-run")
+    assert code == 0, lines(report, "fail")
+
 
 
 def _client_on_path(env: Env, tmp_path: Path, script: str) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.wiring.entries import handler_words
+
 REPO = Path(__file__).resolve().parent.parent
 
 OTHERS = {
@@ -55,11 +57,13 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
     commands = [h["command"] for groups in doc["hooks"].values() for g in groups for h in g["hooks"]]
     ours = [c for c in commands if "agent-hook-" in c]
-    assert len(ours) == 9 and all(c.startswith(f"{bin_dir}/agent-hook-") for c in ours)
+    # Through the launcher (docs/settings.md): each runs an executable of this venv.
+    targets = [handler_words({"command": c})[0] for c in ours]
+    assert len(ours) == 9 and all(t.startswith(f"{bin_dir}/agent-hook-") for t in targets)
     assert (home / ".local" / "bin" / "agent-hook").resolve() == (bin_dir / "agent-hook").resolve()
 
     # What Claude Code does with the wiring: `sh -c COMMAND` with the payload on stdin.
-    start = next(c for c in ours if c.endswith("agent-hook-session-start"))
+    start = next(c for c in ours if handler_words({"command": c})[0].endswith("agent-hook-session-start"))
     payload = {"session_id": "install-sh-1", "hook_event_name": "SessionStart", "source": "startup",
                "cwd": str(tmp_path), "transcript_path": str(tmp_path / "t.jsonl")}
     proc = subprocess.run(["sh", "-c", start], input=json.dumps(payload), capture_output=True, text=True,

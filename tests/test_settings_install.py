@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from agent_hooks import config as config_mod
 from agent_hooks.cli import cli
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS, PLACEHOLDER, is_ours, render, template
+from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = os.path.dirname(os.path.abspath(sys.executable))
@@ -45,29 +46,35 @@ OTHERS: dict[str, Any] = {
     "includeCoAuthoredBy": False,
 }
 
-# Entries of ours written by older versions, other checkouts or by hand, mixed with others'.
+# Entries of ours as older versions wrote them (bare paths, the old SessionStart matcher), mixed with
+# the user's own, some of which only look like ours: they stay (issue 12 item 8).
 OLDER: dict[str, Any] = {
     "model": "sonnet",
     "hooks": {
         "PreToolUse": [
             {"matcher": "Bash", "hooks": [
                 {"type": "command", "command": "python3 ~/.claude/hooks/bash_guard.py"},
-                {"type": "command", "command": "python3 -m agent_hooks.events.pre_tool_use", "timeout": 30},
+                {"type": "command", "command": "/opt/old-venv/bin/agent-hook-pre-tool-use", "timeout": 30},
             ]},
             {"matcher": "*", "hooks": [{"type": "command", "command": "/opt/old-venv/bin/agent-hook-pre-tool-use", "timeout": 10000}]},
         ],
         "Stop": [
             {"hooks": [{"type": "command", "command": "\"$CLAUDE_PROJECT_DIR\"/.venv/bin/agent-hook-stop"}]},
             {"hooks": [{"type": "command", "command": "say done"}]},
+            {"hooks": [{"type": "command", "command": "agent-hook queue drain --idle 1"}]},
         ],
         "SessionStart": [
-            {"matcher": "startup", "hooks": [{"type": "command", "command": "AGENT_HOOKS_ROLE=lead /home/u/x/bin/agent-hook-session-start"}]},
+            {"matcher": "startup|resume|clear|compact", "hooks": [{"type": "command", "command": "/home/u/x/bin/agent-hook-session-start", "timeout": 10}]},
         ],
         "SessionEnd": [
+            {"hooks": [{"type": "command", "command": "/usr/local/bin/agent-hook-audit"}]},
             {"hooks": [{"type": "command", "command": "/usr/bin/python3.11", "args": ["-m", "agent_hooks", "hook", "session-end"]}]},
         ],
-        "SubagentStop": [
-            {"hooks": [{"type": "command", "command": "'/path with space/bin/agent-hook-subagent-stop'"}]},
+        "PostToolUse": [
+            {"hooks": [{"type": "command", "command": "AGENT_HOOKS_ROLE=lead /x/agent-hook-post-tool-use"}]},
+        ],
+        "RetiredEvent": [
+            {"hooks": [{"type": "command", "command": "'/path with space/bin/agent-hook-session-end'"}]},
         ],
     },
 }
@@ -78,7 +85,9 @@ OLDER_STRIPPED: dict[str, Any] = {
         "PreToolUse": [
             {"matcher": "Bash", "hooks": [{"type": "command", "command": "python3 ~/.claude/hooks/bash_guard.py"}]},
         ],
-        "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
+        "Stop": [OLDER["hooks"]["Stop"][1], OLDER["hooks"]["Stop"][2]],
+        "SessionEnd": OLDER["hooks"]["SessionEnd"],
+        "PostToolUse": OLDER["hooks"]["PostToolUse"],
     },
 }
 
@@ -132,7 +141,7 @@ def assert_wired(doc: dict[str, Any], bin_dir: str = BIN) -> None:
         entry = found[event][0]
         assert entry["handler"] == {
             "type": "command",
-            "command": f"{bin_dir}/{exe}",
+            "command": command_for(bin_dir, exe, event),
             "timeout": cfg["install"]["session_end_timeout_s" if event == "SessionEnd" else "hook_timeout_s"],
         }
         assert entry["group"].get("matcher") == matcher
@@ -150,12 +159,13 @@ def test_template_file_is_the_rendered_spec() -> None:
         (group,) = groups
         (handler,) = group["hooks"]
         assert handler["type"] == "command"
-        assert handler["command"].startswith(PLACEHOLDER + "/agent-hook-")
+        assert handler["command"].startswith(f"h='{PLACEHOLDER}/agent-hook-")
+        assert handler["command"].endswith(LAUNCHER_MARK)
         # Seconds, not ms, and above our own deadline so our fail-open answer comes first.
         assert deadline_s < handler["timeout"] <= 60
         commands.append(handler["command"])
-    assert sorted(c.split("/")[-1] for c in commands) == sorted(EXECUTABLES)
-    assert doc["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
+    assert sorted(os.path.basename(handler_words({"command": c})[0]) for c in commands) == sorted(EXECUTABLES)
+    assert "matcher" not in doc["hooks"]["SessionStart"][0], "every source: startup, resume, clear, compact, fork, ..."
     for event in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
         assert doc["hooks"][event][0]["matcher"] == "*"
     for event in ("UserPromptSubmit", "Stop"):  # Claude Code ignores matchers there
@@ -167,24 +177,35 @@ def test_template_file_is_the_rendered_spec() -> None:
     ("agent-hook-stop", True),
     ("'/path with space/bin/agent-hook-stop'", True),
     ("\"$CLAUDE_PROJECT_DIR\"/.venv/bin/agent-hook-stop", True),
-    ("AGENT_HOOKS_ROLE=lead env X=1 /x/agent-hook-session-start", True),
-    ("python3 -m agent_hooks.events.stop", True),
-    ("/usr/bin/python3.12 -m agent_hooks hook stop", True),
-    ("python -m agent_hooks", True),
+    (command_for("/v/bin", "agent-hook-stop", "Stop"), True),
+    (command_for("/path with 'quote'/bin", "agent-hook-stop", "Stop"), True),
+    # The user's own, even when they run our CLI or look like ours (issue 12 item 8).
+    ("agent-hook queue drain --idle 1", False),
+    ("/usr/local/bin/agent-hook-audit", False),
+    ("agent-hook", False),
+    ("AGENT_HOOKS_ROLE=lead env X=1 /x/agent-hook-session-start", False),
+    ("/x/agent-hook-stop --verbose", False),
+    ("/x/agent-hook-stop; say done", False),
+    ("python3 -m agent_hooks.events.stop", False),
     ("echo agent-hook-stop", False),
     ("/usr/bin/my-agent-hook-stop", False),
     ("agent-hooks-other", False),
-    ("python3 -m agent_hooks_contrib.x", False),
     ("python3 ~/.claude/hooks/agent_hooks.py", False),
     ("npx prettier --write 'unbalanced", False),
+    ("h=/x/agent-hook-stop; exec $h # agent-hooks launcher but not ours", False),
 ])
 def test_recognises_our_entries_in_every_form(command: str, ours: bool) -> None:
     assert is_ours({"type": "command", "command": command}) is ours
 
 
 def test_exec_form_and_non_command_handlers() -> None:
-    assert is_ours({"type": "command", "command": "python3", "args": ["-m", "agent_hooks", "stop"]})
+    assert not is_ours({"type": "command", "command": "python3", "args": ["-m", "agent_hooks", "stop"]})
+    assert is_ours({"type": "command", "command": "/v/bin/agent-hook-stop", "args": []})
+    assert not is_ours({"type": "command", "command": "/v/bin/agent-hook-stop", "args": ["-v"]})
     assert not is_ours({"type": "http", "url": "http://127.0.0.1/agent-hook-stop"})
+    assert is_ours({"type": "http", "url": "http://127.0.0.1:8765/hooks/Stop"})
+    assert not is_ours({"type": "http", "url": "http://example.com/hooks/Stop"})
+    assert not is_ours({"type": "prompt", "command": "/v/bin/agent-hook-stop"})
     assert not is_ours("agent-hook-stop")
 
 
@@ -203,7 +224,7 @@ def test_install_without_a_settings_file(home: Path) -> None:
     assert path.read_bytes() == before
     assert backups(path) == []
     assert run("settings", "uninstall").exit_code == 0
-    assert json.loads(path.read_text()) == {}
+    assert json.loads(path.read_text()) == {}, "install created hooks: uninstall takes it out again"
 
 
 @pytest.mark.parametrize("content", ["", "\n", "{}", "{}\n"])
@@ -266,14 +287,16 @@ def test_install_replaces_older_entries_of_ours(home: Path) -> None:
     assert '\n    "model"' in text, "the file's 4-space indentation is kept"
     doc = json.loads(text)
     assert_wired(doc)
-    assert "replaced 6 older entries" in result.output
-    assert "SubagentStop" not in doc["hooks"], "an entry of ours for an event we no longer hook goes"
+    assert "replaced 5 older entries" in result.output
+    assert "RetiredEvent" not in doc["hooks"], "an entry of ours for an event we no longer hook goes"
     # Our replacements sit where the old entries of ours were.
     assert [g["hooks"][0]["command"] for g in doc["hooks"]["PreToolUse"]] == [
-        "python3 ~/.claude/hooks/bash_guard.py", f"{BIN}/agent-hook-pre-tool-use"]
-    assert doc["hooks"]["Stop"][0]["hooks"][0]["command"] == f"{BIN}/agent-hook-stop"
-    assert doc["hooks"]["Stop"][1] == OLDER["hooks"]["Stop"][1]
-    assert list(doc["hooks"])[:4] == ["PreToolUse", "Stop", "SessionStart", "SessionEnd"]
+        "python3 ~/.claude/hooks/bash_guard.py", command_for(BIN, "agent-hook-pre-tool-use", "PreToolUse")]
+    assert doc["hooks"]["Stop"][0]["hooks"][0]["command"] == command_for(BIN, "agent-hook-stop", "Stop")
+    assert doc["hooks"]["Stop"][1:] == OLDER["hooks"]["Stop"][1:]
+    assert doc["hooks"]["SessionEnd"][:2] == OLDER["hooks"]["SessionEnd"]
+    assert doc["hooks"]["PostToolUse"][0] == OLDER["hooks"]["PostToolUse"][0]
+    assert list(doc["hooks"])[:5] == ["PreToolUse", "Stop", "SessionStart", "SessionEnd", "PostToolUse"]
     before = path.read_bytes()
     n_backups = len(backups(path))
     assert run("settings", "install").exit_code == 0
@@ -287,7 +310,7 @@ def test_dry_run_writes_nothing(home: Path) -> None:
     original = write(path, OTHERS)
     result = run("settings", "install", "--dry-run")
     assert result.exit_code == 0
-    assert f'+            "command": "{BIN}/agent-hook-stop",' in result.output
+    assert f'+            "command": {json.dumps(command_for(BIN, "agent-hook-stop", "Stop"))},' in result.output
     assert "dry run, nothing written" in result.output
     assert path.read_bytes() == original and backups(path) == []
 
@@ -308,7 +331,7 @@ def test_uninstall_removes_older_forms_too(home: Path) -> None:
     write(path, OLDER)
     result = run("settings", "uninstall")
     assert result.exit_code == 0, result.output
-    assert "removed 6 hooks" in result.output
+    assert "removed 5 hooks" in result.output
     assert json.loads(path.read_text()) == OLDER_STRIPPED
 
 
@@ -326,7 +349,8 @@ def test_install_moves_to_a_new_bin_dir(home: Path, tmp_path: Path) -> None:
     found = ours_by_event(doc)
     assert all(len(v) == 1 for v in found.values()) and len(found) == 9
     # A path with a space is quoted for `sh -c`, and still recognised as ours.
-    assert found["Stop"][0]["handler"]["command"] == f"'{other}/agent-hook-stop'"
+    assert handler_words(found["Stop"][0]["handler"]) == [f"{other}/agent-hook-stop"]
+    assert found["Stop"][0]["handler"]["command"].startswith(f"h='{other}/agent-hook-stop';")
 
 
 def test_bin_dir_without_our_executables_is_refused(home: Path, tmp_path: Path) -> None:
@@ -337,9 +361,11 @@ def test_bin_dir_without_our_executables_is_refused(home: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("text, why", [
-    ('{"hooks": {"Stop": []},}\n', "not valid JSON (line 1"),
+    ('{"hooks": {"Stop": []},,}\n', "not valid JSON (line 1"),
+    ('{"hooks": {"Stop": [] /* unclosed }\n', "not valid JSON"),
+    ('{"a": 1} {"b": 2}\n', "not valid JSON"),
     ('{"model": "opus"\n', "not valid JSON"),
-    ('[{"hooks": {}}]\n', "top level is a JSON list"),
+    ('[{"hooks": {}}]\n', "top level is a JSON array"),
     ('{"hooks": []}\n', '"hooks" is not an object'),
     ('{"hooks": {"Stop": {"command": "x"}}}\n', "hooks.Stop is not a list"),
 ])
@@ -396,16 +422,18 @@ def test_symlinked_settings_stay_a_symlink(home: Path, tmp_path: Path) -> None:
 
 
 def test_install_is_a_pure_merge() -> None:
-    """The merge functions themselves: install then uninstall gives back the input (minus ours)."""
-    from agent_hooks.cli.settings import merge_install, merge_uninstall
+    """The text merge itself: install then uninstall gives back the input (minus ours)."""
+    from agent_hooks.wiring import merge
+    from agent_hooks.wiring.entries import our_groups
 
-    cfg = copy.deepcopy(config_mod.DEFAULTS)
+    groups = our_groups("/b", copy.deepcopy(config_mod.DEFAULTS))
     for doc, stripped in ((OTHERS, OTHERS), (OLDER, OLDER_STRIPPED), ({}, {})):
-        frozen = json.dumps(doc)
-        new, change = merge_install(doc, "/b", cfg)
-        assert json.dumps(doc) == frozen, "the input is not modified"
+        text = json.dumps(doc, indent=2)
+        new, change = merge.install(text, "t", groups)
         assert change.added == 9
-        again, _ = merge_install(new, "/b", cfg)
-        assert json.dumps(again) == json.dumps(new)
-        back, _ = merge_uninstall(new)
-        assert back == stripped
+        again, second = merge.install(new, "t", groups, change.created)
+        assert again == new and second.added == 0
+        back, _ = merge.uninstall(new, "t", change.created if doc is not OLDER else None)
+        assert json.loads(back) == stripped
+        if doc is OTHERS:
+            assert back == text, "nothing of the user's changed, so no byte of it did"

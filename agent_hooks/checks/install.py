@@ -6,7 +6,7 @@ import os
 import sys
 
 from agent_hooks.checks import FAIL, OK, Check, Context, check
-from agent_hooks.cli.settings import EXECUTABLES
+from agent_hooks.wiring.table import EXECUTABLES
 
 MIN_PYTHON = (3, 11)
 

@@ -7,16 +7,15 @@ import shutil
 from typing import Any
 
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.cli.settings import (
-    EVENT_OF,
-    HOOKS,
-    SettingsError,
-    handler_words,
-    is_ours,
-    read_settings,
-)
+from agent_hooks.wiring.entries import LAUNCHER_MARK, handler_words, mentions_ours, recognise
+from agent_hooks.wiring.merge import SettingsError
+from agent_hooks.wiring.settings_file import jsonc_extensions, read_settings
+from agent_hooks.wiring.table import EVENT_OF, HOOKS
 
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+# Every source the newest client sends on events whose matcher filters by source (issue 19):
+# a matcher of ours that drops one of these leaves those sessions unhooked.
+MATCHED_SOURCES = {"SessionStart": ("startup", "resume", "clear", "compact", "fork")}
 # Claude Code's timeouts are seconds, at most 600 by default: more looks like milliseconds.
 MAX_SANE_TIMEOUT_S = 600
 
@@ -69,12 +68,17 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
         any_file = True
         label = f"{scope} settings {path}"
         try:
-            doc, _ = read_settings(path)
+            doc, text = read_settings(path)
         except SettingsError as exc:
             checks.append(Check("settings", FAIL, f"{label}: {exc.message}",
                                 "fix the file (Claude Code ignores an invalid one), then agent-hook settings install"))
             continue
         problems_before = len(checks)
+        jsonc = jsonc_extensions(text.removeprefix("\ufeff"), path) if text and text.strip() else set()
+        if jsonc:
+            checks.append(Check("settings", FAIL, f"{label}: has {' and '.join(sorted(jsonc))}: Claude Code "
+                                "ignores this whole file, so no hook in it runs",
+                                "make it plain JSON (remove the comments and trailing commas)"))
         if doc.get("disableAllHooks") is True:
             checks.append(Check("settings", FAIL, f"{label}: disableAllHooks is true, no hook runs",
                                 f"remove \"disableAllHooks\" from {path}"))
@@ -84,11 +88,20 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
                 if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
                     continue
                 for handler in group["hooks"]:
-                    if not is_ours(handler):
+                    ours = recognise(handler)
+                    if ours is None:
+                        mine = mentions_ours(handler)
+                        if mine:
+                            checks.append(Check("settings", WARN, f"{label}: {event}: a hand-written entry runs "
+                                                f"{mine} (settings install leaves it alone, so it may run twice)",
+                                                "remove it if `agent-hook settings install` wires the same hook"))
                         continue
                     count += 1
-                    checks.extend(_check_handler(label, event, group, handler, project_dir, bin_dir, deadline_s))
-                    command = handler["command"] + " " + " ".join(map(str, handler.get("args") or []))
+                    if ours.kind == "command":
+                        checks.extend(_check_handler(label, event, group, handler, project_dir, bin_dir, deadline_s))
+                    # The command as Claude Code runs it (the synthetic run does the same); an http entry's URL.
+                    wired_as = handler["command"] if ours.kind == "command" else ours.target
+                    command = wired_as + " " + " ".join(map(str, handler.get("args") or []))
                     wired.setdefault(event, [])
                     where.setdefault(event, [])
                     if command.strip() not in wired[event]:
@@ -140,7 +153,9 @@ def _check_handler(label: str, event: str, group: dict[str, Any], handler: dict[
         out.append(Check("settings", WARN, f"{name} uses the old form `{' '.join(words[:3])}`", fix))
     exe, how = _resolve(words, project_dir)
     if exe is None:
-        out.append(Check("settings", FAIL, f"{name}: {words[0]} does not exist (stale path)", fix))
+        # The installation was removed or moved (the launcher lets these calls pass, and logs them).
+        out.append(Check("settings", FAIL, f"{name}: {words[0]} does not exist (stale path)",
+                         "re-run install.sh (or, to unwire: agent-hook settings uninstall)"))
     elif how == "PATH":
         out.append(Check("settings", WARN, f"{name}: {words[0]} found only on PATH ({exe}); "
                          "Claude Code's PATH may differ", fix + " (absolute paths)"))
@@ -156,7 +171,30 @@ def _check_handler(label: str, event: str, group: dict[str, Any], handler: dict[
                              f"{deadline_s:g} s deadline; Claude Code may kill the hook first", fix))
     elif timeout is not None:
         out.append(Check("settings", FAIL, f"{name}: timeout {timeout!r} is not a number of seconds", fix))
+    if isinstance(handler.get("command"), str) and not handler["command"].endswith(LAUNCHER_MARK):
+        out.append(Check("settings", WARN, f"{name}: wired without our launcher (an older version's entry): "
+                         "if the installation goes, every call shows a hook error", fix))
     matcher = group.get("matcher")
     if event in TOOL_EVENTS and matcher not in (None, "", "*"):
         out.append(Check("settings", WARN, f"{name}: matcher {matcher!r} limits our hook to some tools", fix))
+    dropped = dropped_sources(event, matcher)
+    if dropped:
+        out.append(Check("settings", FAIL, f"{name}: matcher {matcher!r} drops source {', '.join(dropped)}: "
+                         "those sessions start without registration, identity or a start event", fix,
+                         {"dropped_sources": dropped}))
     return out
+
+
+def dropped_sources(event: str, matcher: Any) -> list[str]:
+    """The sources the client sends for ``event`` that ``matcher`` lets through to no hook of ours."""
+    sources = MATCHED_SOURCES.get(event)
+    if not sources or matcher in (None, "", "*"):
+        return []
+    import re
+
+    try:
+        pattern = re.compile(str(matcher))
+    except re.error:
+        return list(sources)
+    # Claude Code matches a source against the matcher as a regex (an exact word or a|b list alike).
+    return [s for s in sources if not pattern.fullmatch(s)]

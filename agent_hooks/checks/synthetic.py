@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.cli.settings import HOOKS
+from agent_hooks.wiring.table import HOOKS
 from agent_hooks.paths import Paths
 
 

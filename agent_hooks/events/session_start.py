@@ -1,11 +1,11 @@
-"""SessionStart: record the session (source startup / resume / clear / compact).
+"""SessionStart: record the session (every source: startup, resume, clear, compact, fork, ...).
 
 After a compaction: the goal reminder again, verbatim. For a lead: the other live sessions.
 """
 
 from __future__ import annotations
 
-from agent_hooks.features import identity, lead_context, reminders, sessions
+from agent_hooks.features import identity, lead_context, lineage, reminders, sessions
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
@@ -17,9 +17,11 @@ EVENT = "SessionStart"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # file work, outside the transaction
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
+        lineage.record(conn, p, parent, ctx.started)
         isolated(conn, ctx, "identity", identity.session_start, conn, ctx, out)
         forward(conn, ctx)
     if p.get("source") == "compact":

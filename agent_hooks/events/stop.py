@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, identity, memory, sessions, summary
+from agent_hooks.features import cleanup, identity, lineage, memory, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
@@ -17,9 +17,11 @@ def handle(ctx: Context) -> Outcome:
     # File work first, outside the transaction: the store's write lock is shared by every agent.
     digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read
     walked = memory.before_stop(ctx)  # stats of the memory directories
+    parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
+        lineage.record(conn, p, parent, ctx.started)
         summary.record(conn, p, digest, ctx.config, ctx.started)
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx)
         isolated(conn, ctx, "memory", memory.on_stop, conn, ctx, walked)

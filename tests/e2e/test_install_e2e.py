@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 from harness import E2E, HOOK_EXECUTABLES, REPO
+
+from agent_hooks.wiring.entries import command_for
 from model_server import text, tool_use
 
 
@@ -22,7 +24,8 @@ def test_after_install_sh_the_client_runs_our_hooks_without_settings_flag(e2e: E
     settings = json.loads((e2e.home / ".claude" / "settings.json").read_text())
     for event, exe in HOOK_EXECUTABLES.items():
         (group,) = settings["hooks"][event]
-        assert group["hooks"][0]["command"] == f"{bin_dir}/{exe}"
+        # Through the launcher (docs/settings.md): the venv's executable, or exit 0 when it is gone.
+        assert group["hooks"][0]["command"] == command_for(str(bin_dir), exe, event)
 
     e2e.server.set_script([
         [tool_use("Bash", {"command": "echo wired", "description": "say wired"}, id="toolu_install")],

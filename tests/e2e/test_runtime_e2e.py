@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from agent_hooks.hashing import digest
+from agent_hooks.wiring.entries import handler_words
 from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, hook_commands, install_settings
 from model_server import text, tool_use
 
@@ -17,9 +18,11 @@ def test_settings_wire_every_event_to_our_executables(e2e: E2E) -> None:
     wired = hook_commands(e2e.settings)
     for event, exe in HOOK_EXECUTABLES.items():
         commands = wired.get(event, [])
-        assert any(Path(c.split()[0]).name == exe for c in commands), (event, commands)
-        for command in commands:
-            assert Path(command.split()[0]).is_file(), command
+        # Each command is our launcher (docs/settings.md); handler_words gives what it runs.
+        targets = [handler_words({"command": c})[0] for c in commands]
+        assert any(Path(t).name == exe for t in targets), (event, commands)
+        for target in targets:
+            assert Path(target).is_file(), target
 
 
 def test_session_with_tool_calls_is_recorded(e2e: E2E) -> None:
@@ -163,7 +166,8 @@ def test_the_client_is_wired_by_settings_install(e2e: E2E, tmp_path: Path) -> No
     # The settings the client gets are the ones the CLI writes for a user, nothing hand-made.
     again = install_settings(tmp_path / "again.json", e2e.env())
     assert json.loads(e2e.settings_path.read_text()) == again == e2e.settings
-    assert all(Path(c.split()[0]).parent == BIN_DIR for cs in hook_commands(again).values() for c in cs)
+    targets = [handler_words({"command": c})[0] for cs in hook_commands(again).values() for c in cs]
+    assert targets and all(Path(t).parent == BIN_DIR for t in targets), targets
 
 
 def test_an_event_we_have_no_handler_for_is_accepted_and_noted(e2e: E2E) -> None:
