@@ -19,6 +19,7 @@ from agent_hooks.cli import cli
 from agent_hooks.cli.reference import markdown, walk
 from cli_support import SESSION_A, SESSION_C, populate
 from helpers import BIN, ROOT
+from server_support import free_port
 
 COMMANDS = [path for path, _ in walk(cli) if path]
 JSON_COMMANDS = {path: cmd for path, cmd in walk(cli)
@@ -91,7 +92,8 @@ def test_every_json_command_is_classified() -> None:
 
 def test_every_json_command_prints_json_on_a_populated_store(hooks_home: Path, tmp_path: Path) -> None:
     populate(hooks_home, tmp_path)
-    env = {"AGENT_HOOKS__FORWARD__AUTOSTART": "false"}
+    # `server start --json` starts this store's server on a free port; `settings uninstall` stops it.
+    env = {"AGENT_HOOKS__FORWARD__AUTOSTART": "false", "AGENT_HOOKS__SERVE__PORT": str(free_port())}
     reads = [(path, args) for path in JSON_COMMANDS if path not in CHANGE_ARGS
              for args in READ_ARGS.get(path, [[]])]
     assert len(reads) >= 15

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_hooks.wiring.entries import handler_words
+from server_support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     settings = home / ".claude" / "settings.json"
     settings.write_text(json.dumps(OTHERS, indent=2) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_", "VIRTUAL_ENV"))}
-    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state))
+    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state), AGENT_HOOKS__SERVE__PORT=str(free_port()))
 
     def sh(*args: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(["bash", str(REPO / "install.sh"), *args], capture_output=True, text=True, env=env,
@@ -90,8 +91,27 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert "kept the environment" in out and bin_dir.exists()
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
 
-    # Uninstall: exactly our entries go, then the environment; the store stays.
+    # --http: the frequent events go to the resident server, which install.sh starts; --command undoes it.
+    try:
+        out = sh("--venv", "--http").stdout
+    except BaseException:
+        subprocess.run([str(bin_dir / "agent-hook"), "server", "stop"], env=env, capture_output=True, timeout=60)
+        raise
+    assert "server started" in out and "\n0 broken," in out, out
+    doc = json.loads(settings.read_text())
+    urls = [h["url"] for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+            for g in doc["hooks"][e] for h in g["hooks"] if "url" in h]
+    assert urls == [f"http://127.0.0.1:{env['AGENT_HOOKS__SERVE__PORT']}/hooks/{e}"
+                    for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")]
+    assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
+    info = json.loads((state / "server.json").read_text())
+    out = sh("--venv", "--no-doctor", "--command").stdout
+    assert "replaced 4 older entries of ours" in out
+    assert json.loads(settings.read_text()) == json.loads(before)
+
+    # Uninstall: exactly our entries go, the server stops, then the environment; the store stays.
     out = sh("--uninstall").stdout
+    assert f"stopped the server (pid {info['pid']})" in out
     assert "removed 9 hooks of ours" in out
     assert json.loads(settings.read_text()) == OTHERS
     assert not (state / "venv").exists()

@@ -172,7 +172,7 @@ def test_store_is_wal_with_current_schema(hooks_home: Path) -> None:
     assert names == schema.MIGRATIONS
 
 
-HEAVY = ("click", "httpx", "sqlite_utils", "filelock")
+HEAVY = ("click", "httpx", "sqlite_utils", "filelock", "starlette", "uvicorn", "anyio", "httptools", "uvloop", "yaml")
 
 
 @pytest.mark.parametrize("name", ["PreToolUse-Bash.json", "PostToolUse-Bash.json", "PostToolUseFailure-Bash.json",

@@ -58,6 +58,8 @@ def _scratch_env(scratch: str) -> dict[str, str]:
     # The scratch run must not send synthetic events to the user's command center.
     if "enabled" in config_mod.DEFAULTS.get("forward", {}):
         env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+    # Nor start a resident server for the scratch store (SessionStart --serve would).
+    env["AGENT_HOOKS__SERVE__AUTOSTART"] = "false"
     for var in ("AGENT_HOOKS_DEADLINE_MS", "AGENT_HOOKS_BUSY_TIMEOUT_MS"):
         if var in os.environ:
             env[var] = os.environ[var]
@@ -94,7 +96,8 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
         for payload in sample_payloads(session_id, scratch):
             event = payload["hook_event_name"]
             exe = next(x for e, x, _ in HOOKS if e == event)
-            commands = wired.get(event) or [os.path.join(bin_dir, exe)]
+            # An http entry is the server's to check (checks/server.py); its executable is the fallback run here.
+            commands = [c for c in wired.get(event, []) if not c.startswith("http")] or [os.path.join(bin_dir, exe)]
             for command in commands:
                 calls += 1
                 log_size = _size(scratch_paths.error_log)

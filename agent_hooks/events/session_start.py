@@ -31,6 +31,12 @@ def handle(ctx: Context) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    if "--serve" in (sys.argv[1:] if argv is None else argv):
+        from agent_hooks.server.local import ensure_for_hook
+
+        ensure_for_hook(EVENT)  # the http transport is wired: its server must answer
     return run(EVENT, handle)
 
 

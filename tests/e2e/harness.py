@@ -35,20 +35,33 @@ HOOK_EXECUTABLES = {
     "Notification": "agent-hook-notification",
 }
 DEFAULT_TOOLS = ("Bash", "Write", "Edit", "Read")
+# Our two transports (docs/server.md). A module runs its scenarios over both with
+# `pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)` (the e2e fixture reads it).
+TRANSPORTS = ["command", "http"]
 RUN_TIMEOUT_S = 60
 
 
-def install_settings(path: Path, env: dict[str, str], bin_dir: Path = BIN_DIR) -> dict[str, Any]:
+def install_settings(path: Path, env: dict[str, str], bin_dir: Path = BIN_DIR,
+                     transport: str = "command") -> dict[str, Any]:
     """The project's own wiring: ``agent-hook settings install --settings PATH``, as a user runs it.
 
     Returns the settings it wrote. The e2e tier drives the client with these, so a
     matcher or an event that ``settings install`` gets wrong shows up here too.
     """
     proc = subprocess.run([str(bin_dir / "agent-hook"), "settings", "install", "--settings", str(path),
-                           "--bin-dir", str(bin_dir)], capture_output=True, text=True, env=env, timeout=60)
+                           "--bin-dir", str(bin_dir), "--transport", transport],
+                          capture_output=True, text=True, env=env, timeout=60)
     if proc.returncode != 0:
         raise AssertionError(f"agent-hook settings install exited {proc.returncode}: {proc.stdout}{proc.stderr}")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def hook_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
@@ -93,8 +106,9 @@ class ClaudeRun:
 class E2E:
     """One test's world: directories, model server, hook settings and the client."""
 
-    def __init__(self, claude: Path, server: ModelServer, root: Path) -> None:
+    def __init__(self, claude: Path, server: ModelServer, root: Path, transport: str = "command") -> None:
         self.claude = claude
+        self.transport = transport
         self.server = server
         self.root = root
         self.home = root / "home"
@@ -103,10 +117,18 @@ class E2E:
         for d in (self.home, self.agent_home, self.workspace):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings_path = root / "settings.json"
-        # What `settings install` wrote; tests may add their own hooks after ours (add_hook).
-        self.settings = install_settings(self.settings_path, self.env())
         self.runs: list[ClaudeRun] = []
         self.last_cmd: list[str] = []
+        # http: the frequent events go to our resident server (SessionStart starts it on this port).
+        self.port = free_port() if transport == "http" else None
+        # What `settings install --transport T` wrote; tests may add their own hooks after ours (add_hook).
+        self.settings = install_settings(self.settings_path, self.env(), transport=transport)
+
+    def close(self) -> None:
+        """Stop this test's resident server, if the http transport started one."""
+        if self.port:
+            subprocess.run([str(BIN_DIR / "agent-hook"), "server", "stop"], env={**os.environ, **self.env()},
+                           capture_output=True, timeout=60)
 
     # -- wiring ----------------------------------------------------------------------
     @property
@@ -139,6 +161,8 @@ class E2E:
             "NO_PROXY": "127.0.0.1,localhost",
             "AGENT_HOOKS_HOME": str(self.agent_home),
         }
+        if self.port:
+            env["AGENT_HOOKS__SERVE__PORT"] = str(self.port)
         env.update(extra or {})
         return env
 

@@ -6,9 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent_hooks.hashing import digest
 from agent_hooks.wiring.entries import handler_words
-from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, hook_commands, install_settings
+from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, TRANSPORTS, hook_commands, install_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -25,6 +27,7 @@ def test_settings_wire_every_event_to_our_executables(e2e: E2E) -> None:
             assert Path(target).is_file(), target
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 def test_session_with_tool_calls_is_recorded(e2e: E2E) -> None:
     notes = e2e.workspace / "notes.txt"
     e2e.server.set_script([

@@ -1,0 +1,89 @@
+"""Who is on the other end of a loopback connection: the uid the kernel shows for it.
+
+The caller's socket is the one whose local address is the request's client
+address and whose remote address is ours; Linux knows its owner's uid. Only
+the server's own uid may call the hook endpoints: a per-user secret would
+have to sit in settings.json, which is often readable by everyone (0644),
+while the kernel's answer needs nothing stored and cannot be copied.
+
+The kernel is asked for that one socket over netlink (sock_diag, as `ss`
+does: tens of microseconds). /proc/net/tcp lists every socket of the host and
+costs milliseconds once TIME_WAIT sockets pile up (each hook call is a new
+connection), so it is only the fallback where sock_diag is unavailable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import struct
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_NOCOOKIE = 0xFFFFFFFF
+
+
+def _diag_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid of the TCP socket (client -> server), from one sock_diag exact lookup."""
+    family = socket.AF_INET6 if ":" in client[0] else socket.AF_INET
+    src = socket.inet_pton(family, client[0]).ljust(16, b"\0")
+    dst = socket.inet_pton(family, server[0]).ljust(16, b"\0")
+    # struct inet_diag_req_v2 { u8 family, protocol, ext, pad; u32 states; struct inet_diag_sockid id }
+    sockid = struct.pack("!HH16s16s", client[1], server[1], src, dst) + struct.pack("=III", 0, _NOCOOKIE, _NOCOOKIE)
+    req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    msg = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + req
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+        nl.settimeout(1.0)
+        nl.send(msg)
+        data = nl.recv(8192)
+    _length, kind = struct.unpack_from("=IH", data, 0)
+    if kind == _NLMSG_ERROR or len(data) < 16 + 72:
+        return None
+    # struct inet_diag_msg { u8 family, state, timer, retrans; sockid (48); u32 expires, rqueue, wqueue, uid, inode }
+    return int(struct.unpack_from("=I", data, 16 + 64)[0])
+
+
+def _hex_addr(host: str, port: int) -> str:
+    """An address as /proc/net/tcp* prints it: each 32-bit word in host (little-endian) order."""
+    packed = ipaddress.ip_address(host).packed
+    words = [packed[i:i + 4] for i in range(0, len(packed), 4)]
+    return "".join(w[::-1].hex().upper() for w in words) + f":{port:04X}"
+
+
+def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid owning the socket ``client`` connected to ``server``; None when not found."""
+    try:
+        return _diag_uid(client, server)
+    except (OSError, ValueError, struct.error):
+        return _proc_uid(client, server)
+
+
+def _proc_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The same answer from /proc/net/tcp(6): slower, for hosts without sock_diag."""
+    v6 = ":" in client[0]
+    key = f"{_hex_addr(client[0], client[1])} {_hex_addr(server[0], server[1])}".encode()
+    try:
+        with open("/proc/net/tcp6" if v6 else "/proc/net/tcp", "rb") as f:
+            table = f.read()
+    except OSError:
+        return None
+    at = table.find(key)
+    if at < 0:
+        return None
+    end = table.find(b"\n", at)
+    fields = table[at:end if end >= 0 else len(table)].split()
+    # local rem st tx:rx tr:when retrnsmt uid ...
+    try:
+        return int(fields[6])
+    except (IndexError, ValueError):
+        return None
+
+
+def same_user(client: tuple[str, int] | None, server: tuple[str, int] | None) -> bool:
+    """True when the caller runs as the server's own uid."""
+    if not client or not server:
+        return False
+    return peer_uid((client[0], int(client[1])), (server[0], int(server[1]))) == os.geteuid()
