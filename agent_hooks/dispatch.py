@@ -8,9 +8,10 @@ promised for every call lives here once:
 * bad input (empty, not JSON, not an object, wrong types, too large, not
   UTF-8, a known event sent to another event's hook) gets a one-line message,
   no decision, a line in the error log and a row in ``errors``;
-* an event we have no handler for (newer clients send more) is not bad input:
-  it is accepted with no decision, one line on stderr and one in the notice
-  log (``logs/notices.log``), and is not counted as an error;
+* a payload for an event we have no handler for, sent to one of our
+  executables (newer clients send more), is not bad input: it is accepted
+  with no decision, one line on stderr and one in the notice log
+  (``logs/notices.log``), and is not counted as an error;
 * an internal error fails open the same way (no decision), with a traceback
   in the error log.
 
@@ -176,7 +177,9 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
             return
         call.session_id = payload.session_id
         if handler is None:
-            accept_unknown(paths, call, call.event, payload.session_id)
+            # The server's routes: a request for an event we do not serve is refused as bad input,
+            # so the problem header tells whoever wired it (tests/test_server.py).
+            report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
             call.done = True
             return
         ctx = Context(payload, config, paths, env, store)
