@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -136,13 +137,14 @@ def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, ser
     assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
 
-def _as_nobody(port: int, body: bytes, path: str = "/hooks") -> str:
+def _as_nobody(port: int, body: bytes, path: str = "/hooks", headers: dict[str, str] | None = None) -> str:
     runner = shutil.which("setpriv")
     if os.geteuid() != 0 or runner is None:
         pytest.skip("needs root and setpriv to run a client as another uid")
     code = ("import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',%d,timeout=10);"
             "c.request(sys.argv[1],sys.argv[2],sys.stdin.buffer.read() or None,"
-            "{'Content-Type':'application/json'});r=c.getresponse();print(r.status, r.read().decode())") % port
+            "dict({'Content-Type':'application/json'},**%r));r=c.getresponse();print(r.status, r.read().decode())") % (
+                port, headers or {})
     proc = subprocess.run([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
                            "-c", code, "POST" if path == "/hooks" else "GET", path],
                           input=body, capture_output=True, timeout=30, cwd="/")
@@ -162,6 +164,32 @@ def test_another_user_gets_401_and_changes_nothing(server: Server) -> None:
     assert [tuple(r) for r in store_rows(server.home, "SELECT * FROM tool_calls")] == before
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
     assert server.status()["requests"]["unauthorized"] == 1
+
+
+def test_a_forwarded_for_header_does_not_make_another_user_the_owner(server: Server) -> None:
+    # X-Forwarded-For naming a socket of ours (the server's own listening one) must not
+    # stand in for the caller's real connection: the kernel's answer is about that one only.
+    forged = dict(fixture_payload("PreToolUse-Bash.json"), session_id="forged", tool_use_id="toolu_forged")
+    spoof = {"X-Forwarded-For": f"127.0.0.1:{server.port}"}
+    assert _as_nobody(server.port, json.dumps(forged).encode(), headers=spoof).startswith("401 ")
+    assert _as_nobody(server.port, b"", "/status", headers=spoof).startswith("401 ")
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+
+
+def test_a_listening_socket_is_not_taken_for_a_caller() -> None:
+    # sock_diag's exact lookup falls back to a listener on the "client" address: a listening
+    # socket of ours must not answer for a connection that does not exist.
+    from agent_hooks.server import peer
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        assert peer.peer_uid(("127.0.0.1", port), ("127.0.0.1", port)) is None
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, addr = listener.accept()
+            with conn:
+                assert peer.peer_uid(addr, ("127.0.0.1", port)) == os.geteuid()
 
 
 def test_deadline_answers_fail_open_and_loses_nothing(hooks_home: Path) -> None:

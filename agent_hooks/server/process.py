@@ -143,6 +143,9 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     try:
         server = uvicorn.Server(uvicorn.Config(
             app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+            # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
+            # and the caller check (peer.py) would ask the kernel about a socket the caller names.
+            proxy_headers=False, server_header=False,
             log_config=None, log_level="info", timeout_graceful_shutdown=5))
         server.run(sockets=[sock])
     finally:
