@@ -226,20 +226,7 @@ def wait_up(paths: Paths, config: dict[str, Any], pid: int | None, timeout: floa
 
 
 def _alive(pid: int) -> bool:
-    if pid <= 0:  # kill(0 or -1, ...) would address process groups
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed server whose parent has not reaped it yet is a zombie: dead all the same.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+    return local.pid_alive(pid)
 
 
 def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], str]:
