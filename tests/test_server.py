@@ -56,6 +56,13 @@ def test_log_goes_to_the_log_dir_private(server: Server) -> None:
     assert oct(log.stat().st_mode & 0o777) == "0o600"
 
 
+def test_start_in_a_fresh_home_makes_it_private(server: Server) -> None:
+    # `server start` (and SessionStart --serve, before the runner sets its umask) may be the
+    # first to create the state directory: 0700 like every directory we make, not the umask's 0755.
+    assert oct(server.home.stat().st_mode & 0o777) == "0o700"
+    assert oct((server.home / "logs").stat().st_mode & 0o777) == "0o700"
+
+
 def test_same_answers_as_the_executables(server: Server) -> None:
     start = fixture_payload("SessionStart-startup.json")
     sid = start["session_id"]

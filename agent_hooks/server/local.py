@@ -133,7 +133,13 @@ def spawn(env: Any, replace: bool = False) -> int:
 
     child_env = server_env(env)
     paths = Paths(child_env)
-    os.makedirs(paths.log_dir, mode=0o700, exist_ok=True)
+    # This may create the state directory itself (before any hook has): makedirs gives parents
+    # the umask's mode, so mask it as the executables do (dirs 0700).
+    old_umask = os.umask(0o077)
+    try:
+        os.makedirs(paths.log_dir, mode=0o700, exist_ok=True)
+    finally:
+        os.umask(old_umask)
     # Early failures (port taken, lock held) and tracebacks land in the log too.
     err = os.open(log_file(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
