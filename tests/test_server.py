@@ -63,6 +63,23 @@ def test_start_in_a_fresh_home_makes_it_private(server: Server) -> None:
     assert oct((server.home / "logs").stat().st_mode & 0o777) == "0o700"
 
 
+def test_the_log_stays_rotated_with_what_goes_to_stderr(hooks_home: Path) -> None:
+    # The server's stderr (each bad input's line, tracebacks) was the fd `start` opened on
+    # server.log: after a rotation it wrote to server.log.1, then to an unlinked file, unbounded.
+    srv = start_server(hooks_home, env={"AGENT_HOOKS__SERVE__LOG_MAX_BYTES": "4000"})
+    try:
+        for i in range(120):
+            assert srv.post(b"not json %d" % i, event="PreToolUse")[0] == 200
+    finally:
+        srv.cli("stop")
+    logs = hooks_home / "logs"
+    assert (logs / "server.log.1").exists()
+    sizes = [p.stat().st_size for p in (logs / "server.log", logs / "server.log.1")]
+    assert max(sizes) < 8000, sizes
+    assert "stdin is not JSON" in (logs / "server.log").read_text()
+    assert oct((logs / "server.log.1").stat().st_mode & 0o777) == "0o600"
+
+
 def test_same_answers_as_the_executables(server: Server) -> None:
     start = fixture_payload("SessionStart-startup.json")
     sid = start["session_id"]
