@@ -292,6 +292,36 @@ DEFAULTS: dict[str, Any] = {
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
     },
+    # The command center (docs/command-center.md): this host on a fleet, and control across hosts.
+    "fleet": {
+        # This host's name on a command center's board; "" = the machine's hostname.
+        "host": "",
+        # File holding the fleet token: callers that are not this user on loopback must send it
+        # (Authorization: Bearer), and this host sends it to its command center. "" = <config dir>/fleet-token;
+        # $AGENT_HOOKS_FLEET_TOKEN overrides. `agent-hook fleet token --new` writes one (0600).
+        "token_file": "",
+        # Address the server listens on. "" = 127.0.0.1 only; anything else (e.g. "0.0.0.0") is an explicit
+        # choice to serve other hosts, and needs a fleet token.
+        "listen": "",
+        # Subscribe to the command center that forward.url names, and write its cancellations into this
+        # store (PreToolUse keeps deciding from the store, with no network on its path).
+        "subscribe": True,
+        # Long-poll length of the subscription, and the longest pause between reconnects.
+        "subscribe_wait_s": 20.0,
+        "subscribe_backoff_max_s": 2.0,
+    },
+    "board": {
+        # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
+        "poll_interval_s": 0.1,
+        # Cards on the board at most, most recent activity first.
+        "max_sessions": 500,
+        # Context window for "context fill" (the transcript's usage says how much of it the last turn used).
+        "context_window_tokens": 200000,
+        # Tool calls (or events, for other hosts' sessions) listed on a session page.
+        "recent_tool_calls": 30,
+        # Events kept per ingested session; older ones (and their idempotency keys) are dropped.
+        "events_kept": 500,
+    },
     # The resident server (agent_hooks/server, docs/server.md): Claude Code's http hooks
     # and the command center. It listens on 127.0.0.1 only.
     "serve": {

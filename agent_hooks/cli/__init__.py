@@ -20,6 +20,7 @@ from agent_hooks.cli import (
     summary,
     tasks,
 )
+from agent_hooks.cli import fleet as fleet_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,7 +30,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue,
-               server):
+               server, fleet_cli):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -25,8 +25,10 @@ def server() -> None:
 def run() -> None:
     """Serve in the foreground until Ctrl-C; logs go to stderr."""
     process = _process()
+    cfg = load_config()
+    click.echo(f"command center board: http://127.0.0.1:{cfg['serve']['port']}/", err=True)
     try:
-        process.run(paths(), load_config(), os.environ)
+        process.run(paths(), cfg, os.environ)
     except process.ServerError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -47,6 +49,7 @@ def start(as_json: bool) -> None:
         echo_json({"done": done, **doc})
     else:
         click.echo(f"server {done}: pid {doc['pid']}, http://127.0.0.1:{doc['port']}, build {doc['build']}")
+        click.echo(f"command center board: http://127.0.0.1:{doc['port']}/")
 
 
 @server.command()

@@ -213,6 +213,9 @@ def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
 
 
 def _selector_options(fn: Any) -> Any:
+    fn = click.option("--server", default=None, metavar="URL",
+                      help="Send it to this command center (agent-hook server) instead of this host's store.")(fn)
+    fn = click.option("--host", default=None, metavar="NAME", help="With --server and --tmux: the host of that tmux session.")(fn)
     fn = click.option("--tmux", "tmux", default=None, metavar="NAME", help="The live sessions in this tmux session.")(fn)
     fn = click.option("--task", "task_id", default=None, metavar="TASK_ID", help="A task: all its sessions, present and future.")(fn)
     return click.argument("session_id", required=False)(fn)
@@ -302,13 +305,20 @@ def _need_reason(reason: str | None) -> str:
 @_selector_options
 @click.option("--reason", default=None, help=REASON_HELP + "  [required]")
 @JSON_OPTION
-def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str | None, as_json: bool) -> None:
+def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str | None, as_json: bool,
+           server: str | None, host: str | None) -> None:
     """Cancel a session (id or unique prefix), a task, or the sessions of a tmux session.
 
     From its next hook call the agent's tool calls are denied and new prompts
-    are blocked, with REASON; `agent-hook uncancel` lifts it.
+    are blocked, with REASON; `agent-hook uncancel` lifts it. With --server, the
+    command center marks it and the session's own host applies it (within 2 s).
     """
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "cancel", session_id, task_id, tmux, _need_reason(reason), host)))
+        return
     result = do_cancel(session_id, task_id, tmux, _need_reason(reason))
     _done(as_json, result, _cancel_text(result))
 
@@ -316,9 +326,15 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
 @click.command()
 @_selector_options
 @JSON_OPTION
-def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_json: bool) -> None:
-    """Lift a cancellation (same selectors as `cancel`)."""
+def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_json: bool, server: str | None,
+             host: str | None) -> None:
+    """Lift a cancellation (same selectors as `cancel`, --server too)."""
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "uncancel", session_id, task_id, tmux, None, host)))
+        return
     result = do_uncancel(session_id, task_id, tmux)
     _done(as_json, result, _cancel_text(result))
 

@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 from filelock import FileLock, Timeout
 
-from agent_hooks import __version__
+from agent_hooks import __version__, fleet
 from agent_hooks.config import ConfigError, load
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
@@ -81,7 +81,8 @@ def retry_after(response: httpx.Response, cap: float) -> float | None:
         return None
 
 
-def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = None) -> httpx.Client:
+def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = None,
+                headers: dict[str, str] | None = None) -> httpx.Client:
     timeout = float(config["forward"]["timeout_s"])
     if transport is None:
         # Small requests on a kept-alive connection: Nagle + delayed ACK would add 40 ms each.
@@ -91,7 +92,7 @@ def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = 
         # Proxy variables must not reroute a loopback delivery.
         trust_env=False,
         transport=transport,
-        headers={"Content-Type": "application/json", "User-Agent": f"agent-hooks/{__version__}"},
+        headers={"Content-Type": "application/json", "User-Agent": f"agent-hooks/{__version__}", **(headers or {})},
     )
 
 
@@ -338,7 +339,9 @@ class Drainer:
             self._pause_hooks(float(fwd["give_up_after_s"]))
             return 0
         if self.client is None:
-            self.client = make_client(self.config)
+            # Our host's name and the fleet token (agent_hooks.fleet): a command center keeps
+            # each session with its host, and answers other addresses only with the token.
+            self.client = make_client(self.config, headers=fleet.client_headers(self.paths, self.config))
         self._clear_pause()
         self._prune_sessions()
         poll = max(0.005, float(fwd["poll_interval_s"]))

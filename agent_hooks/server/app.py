@@ -42,6 +42,11 @@ T = TypeVar("T")
 ROUTE_MODULES: list[str] = [
     "agent_hooks.server.meta",
     "agent_hooks.server.hooks",
+    # The command center (issue 15, docs/command-center.md); live first: it owns the writer thread.
+    "agent_hooks.server.live",
+    "agent_hooks.server.ingest",
+    "agent_hooks.server.control",
+    "agent_hooks.server.board",
 ]
 
 # Answer times kept for p50/p99 (the newest ones).

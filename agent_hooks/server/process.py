@@ -84,14 +84,30 @@ def lock_held(paths: Paths) -> bool:
     return False
 
 
-def _bind(port: int) -> socket.socket:
+def listen_host(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> str:
+    """Where to listen: 127.0.0.1, unless ``[fleet] listen = "0.0.0.0"`` says to serve other hosts too
+    (the command center, docs/command-center.md), which needs a fleet token for them to present."""
+    from agent_hooks import fleet
+
+    listen = str(config.get("fleet", {}).get("listen") or "") or local.HOST
+    if listen == local.HOST:
+        return listen
+    if listen != "0.0.0.0":
+        raise ServerError(f"[fleet] listen must be \"\" (127.0.0.1) or \"0.0.0.0\", got {listen!r}")
+    if not fleet.token(paths, config, env):
+        raise ServerError("[fleet] listen = \"0.0.0.0\" serves other hosts: set a fleet token first"
+                          " (agent-hook fleet token --new)")
+    return listen
+
+
+def _bind(port: int, host: str = local.HOST) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((local.HOST, port))
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ServerError(f"cannot listen on {local.HOST}:{port}: {exc.strerror or exc}"
+        raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
                           " (set [serve] port or AGENT_HOOKS__SERVE__PORT)") from None
     sock.listen(1024)
     sock.set_inheritable(True)
@@ -160,7 +176,7 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     os.umask(0o077)
     port = int(config["serve"]["port"])
     lock = _take_over(paths, float(config["serve"]["start_timeout_s"]), port) if replace else _hold_lock(paths)
-    sock = _bind(port)
+    sock = _bind(port, listen_host(paths, config, env))
     if log_file:
         _log_to_file(paths, config)
     def forget() -> None:
@@ -178,8 +194,9 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
         json.dump(info, f)
     os.replace(tmp, local.server_file(paths))
-    logging.getLogger("agent_hooks.server").info("serving %s on %s:%s (pid %s, build %s)",
-                                                 paths.store, local.HOST, port, os.getpid(), state.build)
+    logging.getLogger("agent_hooks.server").info("serving %s on %s:%s (pid %s, build %s); board at %s",
+                                                 paths.store, sock.getsockname()[0], port, os.getpid(), state.build,
+                                                 f"http://127.0.0.1:{port}/")
     try:
         server = uvicorn.Server(uvicorn.Config(
             app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
