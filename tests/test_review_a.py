@@ -46,3 +46,32 @@ def test_settings_install_creates_our_state_dir_private(tmp_path: Path, mode: st
     proc = _sh(f"umask 022; exec '{BIN}/agent-hook' settings install --settings '{settings}'", env)
     assert proc.returncode == 0, proc.stderr
     assert stat.S_IMODE(ours.stat().st_mode) == 0o700, oct(ours.stat().st_mode)
+
+
+def _doctor_json(env: dict[str, str], cwd: Path) -> dict:
+    proc = subprocess.run([str(BIN / "agent-hook"), "doctor", "--json", "--no-run"], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=120)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(("matcher", "dropped"), [
+    (".", []),  # any other character makes it an unanchored regex: "." matches every source
+    ("startup, resume, clear, compact, fork", []),  # a comma list of exact names (clients >= 2.1.191)
+    ("startup,resume", ["clear", "compact", "fork"]),
+    ("^(startup|resume|clear|compact)$", ["fork"]),
+    ("startup|resume|clear|compact", ["fork"]),  # what 0.1.0 wrote
+])
+def test_doctor_reads_a_source_matcher_as_the_client_does(tmp_path: Path, matcher: str, dropped: list[str]) -> None:
+    """Reference §6.3: a matcher of letters, digits, _ - space , | is a list of exact names; any other
+    character makes it an unanchored regex. Doctor matched every matcher as an anchored regex, so it
+    reported sources as dropped (a ✗ line, exit 1) that the client does run our hook for."""
+    state = tmp_path / "state"
+    env = _env(tmp_path, AGENT_HOOKS_HOME=str(state))
+    settings = Path(env["HOME"]) / ".claude" / "settings.json"
+    assert _sh(f"'{BIN}/agent-hook' settings install", env).returncode == 0
+    doc = json.loads(settings.read_text())
+    doc["hooks"]["SessionStart"][0]["matcher"] = matcher
+    settings.write_text(json.dumps(doc))
+    report = _doctor_json(env, tmp_path)
+    found = [c["data"]["dropped_sources"] for c in report["checks"] if "dropped_sources" in c.get("data", {})]
+    assert found == ([dropped] if dropped else []), report["checks"]
