@@ -75,3 +75,51 @@ def test_doctor_reads_a_source_matcher_as_the_client_does(tmp_path: Path, matche
     report = _doctor_json(env, tmp_path)
     found = [c["data"]["dropped_sources"] for c in report["checks"] if "dropped_sources" in c.get("data", {})]
     assert found == ([dropped] if dropped else []), report["checks"]
+
+
+def test_doctor_run_fix_feeds_the_payload_to_the_hook(tmp_path: Path) -> None:
+    """The synthetic run's fix for a failing hook said `echo '<payload>' | <wired command>`; the wired
+    command is our launcher (`h=...; if ...; exec "$h"`), so the pipe fed only the assignment and the
+    hook, run by hand as told, never saw the payload. The fix must be a command that does."""
+    state = tmp_path / "state"
+    env = _env(tmp_path, AGENT_HOOKS_HOME=str(state))
+    fake = tmp_path / "venv" / "bin"
+    fake.mkdir(parents=True)
+    got = tmp_path / "stdin-seen"
+    for exe in (BIN).glob("agent-hook-*"):
+        (fake / exe.name).symlink_to(exe)
+    (fake / "agent-hook-stop").unlink()
+    (fake / "agent-hook-stop").write_text(f"#!/bin/sh\ncat > '{got}'\necho boom >&2\nexit 1\n")
+    (fake / "agent-hook-stop").chmod(0o755)
+    assert _sh(f"'{BIN}/agent-hook' settings install --bin-dir '{fake}'", env).returncode == 0
+    proc = subprocess.run([str(BIN / "agent-hook"), "doctor", "--json"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    report = json.loads(proc.stdout)
+    (line,) = [c for c in report["checks"] if c["area"] == "run" and "agent-hook-stop (Stop)" in c["summary"]]
+    assert "exit 1" in line["summary"], line
+    fix = line["fix"]
+    assert "'<payload>'" in fix, fix
+    hand = fix.split("run it by hand: ", 1)[1].split("; see the error log")[0].replace("'<payload>'", "'{\"x\": 1}'")
+    got.unlink()
+    _sh(hand, env)
+    assert got.read_text().strip() == '{"x": 1}', hand
+
+
+def test_doctor_run_fix_for_a_gone_installation_says_reinstall(tmp_path: Path) -> None:
+    """When the launcher found its target gone (install_missing), the run lines told the user to pipe a
+    payload into the launcher by hand; the fix is to re-run install.sh."""
+    state = tmp_path / "state"
+    env = _env(tmp_path, AGENT_HOOKS_HOME=str(state))
+    gone = tmp_path / "venv" / "bin"
+    gone.mkdir(parents=True)
+    for exe in (BIN).glob("agent-hook-*"):
+        (gone / exe.name).symlink_to(exe)
+    assert _sh(f"'{BIN}/agent-hook' settings install --bin-dir '{gone}'", env).returncode == 0
+    for f in gone.iterdir():
+        f.unlink()
+    proc = subprocess.run([str(BIN / "agent-hook"), "doctor", "--json"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    report = json.loads(proc.stdout)
+    runs = [c for c in report["checks"] if c["area"] == "run" and "install_missing" in c["summary"]]
+    assert len(runs) == 10, report["checks"]  # 10 calls: PreToolUse runs twice
+    assert all("re-run install.sh" in c["fix"] and "<payload>" not in c["fix"] for c in runs), runs[0]
