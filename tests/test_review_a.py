@@ -123,3 +123,18 @@ def test_doctor_run_fix_for_a_gone_installation_says_reinstall(tmp_path: Path) -
     runs = [c for c in report["checks"] if c["area"] == "run" and "install_missing" in c["summary"]]
     assert len(runs) == 10, report["checks"]  # 10 calls: PreToolUse runs twice
     assert all("re-run install.sh" in c["fix"] and "<payload>" not in c["fix"] for c in runs), runs[0]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "agent-hook"), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_config_init_with_an_unusable_config_dir_is_a_clear_error(tmp_path: Path) -> None:
+    """`agent-hook config init` printed a Python traceback (FileExistsError / PermissionError from
+    makedirs) when the config directory could not be made; a user error is one clear line."""
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    proc = _cli(_env(tmp_path, AGENT_HOOKS_HOME=str(in_the_way)), "config", "init")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "Error:" in proc.stderr and str(in_the_way) in proc.stderr, proc.stderr
+

@@ -77,11 +77,15 @@ def init_cmd(force: bool) -> None:
     path = p.config_file
     if os.path.exists(path) and not force:
         raise click.ClickException(f"{path} exists; edit it, or pass --force to start again")
-    ensure_dir(os.path.dirname(path))
     text = ("# agent-hooks configuration: defaults < this file < environment. Values here are the defaults;\n"
             "# delete what you do not change. `agent-hook config` shows what is in effect.\n\n"
             + tomlout.dumps(config_mod.defaults()))
-    write_private(path, text, backup=force)
+    try:
+        ensure_dir(os.path.dirname(path))
+        write_private(path, text, backup=force)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc} (is {os.path.dirname(path)} "
+                                   "a directory you can write?); nothing was changed") from None
     click.echo(f"wrote {path} (mode 600)")
 
 
