@@ -138,3 +138,17 @@ def test_config_init_with_an_unusable_config_dir_is_a_clear_error(tmp_path: Path
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "Error:" in proc.stderr and str(in_the_way) in proc.stderr, proc.stderr
 
+
+def test_config_init_force_twice_keeps_the_users_file(tmp_path: Path) -> None:
+    """`config init --force` kept the old file as config.toml.bak, overwriting any earlier .bak: run twice,
+    the user's own configuration (the first .bak) was replaced by the defaults and lost."""
+    state = tmp_path / "state"
+    env = _env(tmp_path, AGENT_HOOKS_HOME=str(state))
+    state.mkdir(mode=0o700)
+    mine = '# my own settings\n[heartbeat]\nstalled_after_s = 60\n'
+    (state / "config.toml").write_text(mine)
+    for _ in range(2):
+        proc = _cli(env, "config", "init", "--force")
+        assert proc.returncode == 0, proc.stderr
+    kept = [p for p in state.iterdir() if p.name.startswith("config.toml.bak")]
+    assert any(p.read_text() == mine for p in kept), [p.name for p in kept]

@@ -96,7 +96,12 @@ def write_private(path: str, text: str, backup: bool = False) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     if backup and os.path.exists(path):
-        os.replace(path, path + ".bak")
+        # Never over an earlier backup: run twice, that one is the user's own file.
+        bak, n = path + ".bak", 1
+        while os.path.lexists(bak):
+            n += 1
+            bak = f"{path}.bak-{n}"
+        os.replace(path, bak)
     os.replace(tmp, path)
 
 
