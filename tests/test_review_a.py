@@ -152,3 +152,20 @@ def test_config_init_force_twice_keeps_the_users_file(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
     kept = [p for p in state.iterdir() if p.name.startswith("config.toml.bak")]
     assert any(p.read_text() == mine for p in kept), [p.name for p in kept]
+
+
+def test_install_over_our_executable_under_an_event_we_do_not_hook(tmp_path: Path) -> None:
+    """Our executable wired (by hand, or by an older version) only under an event we do not hook:
+    install took it out, the emptied "hooks" object went with it, and then an internal assert
+    failed: a traceback, and the file could not be wired at all."""
+    env = _env(tmp_path, AGENT_HOOKS_HOME=str(tmp_path / "state"))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"model": "opus", "hooks": {"SubagentStop": [
+        {"hooks": [{"type": "command", "command": str(BIN / "agent-hook-stop")}]}]}}, indent=2) + "\n")
+    proc = _cli(env, "settings", "install", "--settings", str(settings))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(settings.read_text())
+    assert list(doc) == ["model", "hooks"] and "SubagentStop" not in doc["hooks"]
+    assert len(doc["hooks"]) == 9
+    again = _cli(env, "settings", "install", "--settings", str(settings))
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
