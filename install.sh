@@ -5,6 +5,7 @@
 #   ./install.sh --project DIR        wire DIR/.claude/settings.json instead (--local: settings.local.json)
 #   ./install.sh --version 0.2.0      install that release from the package index instead of the checkout
 #   ./install.sh --spec SPEC          install any pip requirement (a path, a wheel, git+https://...)
+#   ./install.sh --http               PreToolUse/PostToolUse(Failure) as http hooks to the resident server
 #   ./install.sh --uninstall          take our hooks out of the settings and remove the environment
 #
 # Safe to re-run: the environment is reused and upgraded, the settings are rewritten only when
@@ -22,13 +23,14 @@ action=install
 spec=""
 manager=""
 target_args=()
+transport=command
 run_doctor=1
 
 say() { printf '%s\n' "install.sh: $*"; }
 die() { printf '%s\n' "install.sh: error: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     cat <<'EOF'
 
 Options:
@@ -39,6 +41,8 @@ Options:
   --spec SPEC      install this pip requirement instead of the checkout
   --venv           use a plain venv even when uv or pipx is present
   --python PY      the Python (3.11+) to build the environment with
+  --http           wire the frequent events as http hooks to the resident server (docs/server.md),
+                   and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
   --uninstall      remove our hooks from the settings file and remove the environment
 EOF
@@ -55,6 +59,8 @@ while [ $# -gt 0 ]; do
         --spec) [ $# -ge 2 ] || die "--spec needs a requirement"; spec="$2"; shift 2 ;;
         --venv) manager=venv; shift ;;
         --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON="$2"; shift 2 ;;
+        --http) transport=http; shift ;;
+        --command) transport=command; shift ;;
         --no-doctor) run_doctor=0; shift ;;
         --uninstall) action=uninstall; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -201,7 +207,12 @@ do_install() {
     [ -x "$bin/agent-hook" ] || die "$bin/agent-hook is missing after the install"
 
     "$bin/agent-hook" init | sed 's/^/install.sh: /'
-    "$bin/agent-hook" settings install --bin-dir "$bin" ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+    "$bin/agent-hook" settings install --bin-dir "$bin" --transport "$transport" \
+        ${target_args[@]+"${target_args[@]}"} | sed 's/^/install.sh: /'
+    if [ "$transport" = http ]; then
+        # Replaces a server of an older build (after an upgrade); SessionStart restarts it when it dies.
+        "$bin/agent-hook" server start | sed 's/^/install.sh: /'
+    fi
     link_cli "$bin"
 
     if [ "$run_doctor" = 1 ]; then

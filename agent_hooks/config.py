@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Every setting, with its default. A feature owns its section; docs in README.
+# Every setting, with its default. A feature owns its section; docs in docs/ (configuration.md lists them).
 DEFAULTS: dict[str, Any] = {
     "runtime": {
         # Internal deadline of one hook call. Our settings give Claude Code
@@ -31,13 +31,30 @@ DEFAULTS: dict[str, Any] = {
         # Keep at most this many tool-call rows per session (oldest pruned).
         "max_tool_calls_per_session": 5000,
     },
+    "errors": {
+        # The store's errors table keeps the newest rows, and none older than keep_days.
+        "keep_rows": 2000,
+        "keep_days": 30.0,
+        # The error log rotates (errors.log -> errors.log.1) before it would pass this size;
+        # a message is clipped to max_line_chars and a traceback to four times that.
+        "max_log_bytes": 1024 * 1024,
+        "max_line_chars": 2000,
+    },
+    "spool": {
+        # Work a hook owed when it answered before its write committed (deadline passed,
+        # store busy) is appended to STATE/spool/pending.jsonl and replayed by the next
+        # hook call (a detached replayer) or the drainer. The file never grows past this.
+        "max_bytes": 64 * 1024 * 1024,
+        # At the deadline, how long the main thread waits for a commit already under way.
+        "commit_wait_ms": 2000,
+    },
     "identity": {
         # Agent name when $AGENT_HOOKS_AGENT is unset.
         "agent": "default",
         # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
         "role": "worker",
     },
-    # Guards (features/cancellation.py, loops.py, polling.py; README "Guards").
+    # Guards (features/cancellation.py, loops.py, polling.py; docs/guards.md).
     "cancel": {
         # PreToolUse denies and UserPromptSubmit blocks in a cancelled session or task.
         "enabled": True,
@@ -249,6 +266,27 @@ DEFAULTS: dict[str, Any] = {
         # Default number of hits for `memory search`.
         "search_limit": 10,
     },
+    "persist": {
+        # Stop holds a worker whose task persists and is open (features/persist.py, docs/persistence.md).
+        "enabled": True,
+        # Whether a task persists when `task create --persist` / `task persist` never said:
+        # true holds every worker that has a task.
+        "default": False,
+        # Stop blocks a task may cost before it is let go (`task persist ID` grants a fresh budget).
+        # Kept under the client's own cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, 8), never relying on it.
+        "max_continuations": 5,
+        # No task progress, prompt or tool call for this long: the task is stale, the worker may stop.
+        "stale_after_s": 3600,
+        # Context used (percent of the model's window, from the transcript's latest usage) at which
+        # Stop lets the worker go so compaction can happen...
+        "context_stop_pct": 95.0,
+        # ...and at which the next PostToolUse asks it, once, to save its progress on the task.
+        "context_notice_pct": 85.0,
+        # The model's context window in tokens (models whose id ends in "[1m]" get 1,000,000).
+        "context_window_tokens": 200000,
+        # Bytes read from the transcript's end to find the latest usage.
+        "tail_bytes": 262144,
+    },
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint.
         "enabled": True,
@@ -262,6 +300,10 @@ DEFAULTS: dict[str, Any] = {
             "Notification": "to_review",
             "UserPromptSubmit": "prompt_ready",
             "Stop": "exit",
+            # Added with the waiting states (issue 19): a permission dialog needs a person,
+            # a turn ended on an API error failed; the others are recorded, not forwarded.
+            "PermissionRequest": "to_review",
+            "StopFailure": "exit_error",
         },
         # The seed's launcher skips sessions without a tmux name; so do we by default.
         "forward_without_tmux": False,
@@ -275,6 +317,9 @@ DEFAULTS: dict[str, Any] = {
         # An unreachable server is retried this long before the drainer exits; the
         # events stay queued and the next hook call (after the backoff) starts it again.
         "give_up_after_s": 300.0,
+        # While backing off from an outage, try a TCP connect to the server this often and
+        # retry as soon as it accepts (0: wait out the backoff).
+        "probe_interval_s": 0.5,
         # Sessions delivered side by side (each session's events stay in order).
         "concurrency": 4,
         # HTTP timeout of one delivery.
@@ -291,6 +336,70 @@ DEFAULTS: dict[str, Any] = {
         "start_grace_s": 5.0,
         # Forwarding state of sessions not heard from in this long is dropped.
         "session_ttl_s": 7 * 24 * 3600.0,
+    },
+    # The command center (docs/command-center.md): this host on a fleet, and control across hosts.
+    "fleet": {
+        # This host's name on a command center's board; "" = the machine's hostname.
+        "host": "",
+        # File holding the fleet token: callers that are not this user on loopback must send it
+        # (Authorization: Bearer), and this host sends it to its command center. "" = <config dir>/fleet-token;
+        # $AGENT_HOOKS_FLEET_TOKEN overrides. `agent-hook fleet token --new` writes one (0600).
+        "token_file": "",
+        # Address the server listens on. "" = 127.0.0.1 only; anything else (e.g. "0.0.0.0") is an explicit
+        # choice to serve other hosts, and needs a fleet token.
+        "listen": "",
+        # Subscribe to the command center that forward.url names, and write its cancellations into this
+        # store (PreToolUse keeps deciding from the store, with no network on its path).
+        "subscribe": True,
+        # Long-poll length of the subscription, and the longest pause between reconnects.
+        "subscribe_wait_s": 20.0,
+        "subscribe_backoff_max_s": 2.0,
+    },
+    "board": {
+        # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
+        "poll_interval_s": 0.1,
+        # Cards on the board at most, most recent activity first.
+        "max_sessions": 500,
+        # Context window for "context fill" (the transcript's usage says how much of it the last turn used).
+        "context_window_tokens": 200000,
+        # Tool calls (or events, for other hosts' sessions) listed on a session page.
+        "recent_tool_calls": 30,
+        # Events kept per ingested session; older ones (and their idempotency keys) are dropped.
+        "events_kept": 500,
+    },
+    # The resident server (agent_hooks/server, docs/server.md): Claude Code's http hooks
+    # and the command center. It listens on 127.0.0.1 only.
+    "serve": {
+        # Below Linux's ephemeral range (32768-60999), so no outgoing connection can hold it.
+        "port": 24817,
+        # Threads that run hook handlers; a slow one cannot hold the others' answers.
+        "threads": 16,
+        # The server's own log (logs/server.log) is rotated past this size, keeping one old file.
+        "log_max_bytes": 1024 * 1024,
+        # How long `agent-hook server start` (and SessionStart) waits for a new server to answer.
+        "start_timeout_s": 10.0,
+        # With the http transport wired, SessionStart starts the server when it does not answer
+        # (and replaces a stale build). Off: only `agent-hook server start` does.
+        "autostart": True,
+    },
+    "handlers": {
+        # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
+        "enabled": True,
+        # More sources, between bundled and managed in precedence: a directory of handler
+        # directories, a handler directory itself, or a pack (hooks-pack.json). `hooks install --link` adds here.
+        "extra_dirs": [],
+        # Workspaces (absolute paths) whose <workspace>/.agent-hooks/hooks may run code; a
+        # repository must not run code just by being opened. `hooks enable NAME` adds the workspace.
+        "trusted_workspaces": [],
+        # Per-handler settings by name: enabled (overrides HOOK.md), env (executables), and the
+        # handler's own keys, given to it as event["config"]. `hooks enable|disable NAME` writes here.
+        "entries": {},
+        # A handler's timeout when its HOOK.md gives none; every handler also stops at the hook's deadline.
+        "default_timeout_ms": 1000,
+        # Time kept back from the hook's deadline (runtime.deadline_ms) for the answer itself.
+        "deadline_margin_ms": 300,
+        # Characters the handlers' contexts may take together, per hook call.
+        "context_budget_chars": 4000,
     },
 }
 

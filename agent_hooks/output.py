@@ -16,6 +16,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# True in the command transport (runner.run): fd 1 is the pipe the answer goes out on, so
+# user handlers are kept off it (handlers/run.py). The resident server leaves it False.
+STDOUT_IS_PROTOCOL = False
+
 # Claude Code replaces longer strings with a file path and a preview.
 MAX_CONTEXT_CHARS = 9500
 
@@ -30,13 +34,14 @@ _BLOCK_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "Stop", "PreCompac
 class Outcome:
     """What a hook decided. Empty means: say nothing, exit 0."""
 
-    __slots__ = ("context", "deny_reason", "block_reason", "plain")
+    __slots__ = ("context", "deny_reason", "block_reason", "plain", "updated_input")
 
     def __init__(self) -> None:
         self.context: list[str] = []
         self.deny_reason: str | None = None  # PreToolUse permissionDecision deny
         self.block_reason: str | None = None  # decision: block elsewhere
         self.plain: list[str] = []  # PreCompact stdout
+        self.updated_input: dict[str, Any] | None = None  # PreToolUse: the whole new tool_input
 
     def add_context(self, text: str) -> None:
         if text:
@@ -76,6 +81,8 @@ def render(event: str, outcome: Outcome) -> str | None:
     if event == "PreToolUse" and outcome.deny_reason:
         specific["permissionDecision"] = "deny"
         specific["permissionDecisionReason"] = _clip(outcome.deny_reason)
+    elif event == "PreToolUse" and outcome.updated_input is not None:
+        specific["updatedInput"] = outcome.updated_input  # replaces the whole tool_input
     if outcome.block_reason and event in _BLOCK_EVENTS:
         doc["decision"] = "block"
         doc["reason"] = _clip(outcome.block_reason)
@@ -100,7 +107,8 @@ def emit(text: str | None, stream: Any = None) -> None:
 def warn(message: str, stream: Any = None) -> None:
     """One line on stderr (Claude Code keeps it in its debug log)."""
     stream = stream or sys.stderr
-    line = " ".join(str(message).split())
+    # Clipped first: a message may quote a megabyte of payload.
+    line = " ".join(str(message)[:2000].split())
     try:
         stream.write(f"agent-hooks: {line}\n")
         stream.flush()

@@ -1,168 +1,93 @@
-"""Every hook executable goes through :func:`run`.
+"""Every hook executable goes through :func:`run`: the stdin transport.
 
-It reads stdin, validates the payload, opens the store, calls the event's
-handler and prints its answer, under three promises:
-
-* a deadline: the work runs in a daemon thread; if it is not done in
-  ``runtime.deadline_ms`` the main thread gives the fail-open answer (nothing)
-  and exits 0, whatever the thread is stuck in (a locked store, a slow disk);
-* fail open, never silently: an internal error means exit 0 and no stdout, a
-  JSON line in the error log under the state dir and a row in ``errors``;
-* bad input (empty, not JSON, not an object, wrong types, too large, not UTF-8)
-  gets a one-line message on stderr, exit 0, and is logged the same way.
+It reads stdin and hands the bytes to :func:`agent_hooks.dispatch.dispatch`
+(payload, Context, handler, answer; bad input and internal errors fail open
+with a trace), under the deadline: the work runs in a daemon thread; if it is
+not done in ``runtime.deadline_ms`` the main thread gives the fail-open answer
+(nothing) and exits 0, whatever the thread is stuck in (a locked store, a slow
+disk). The resident server (agent_hooks.server.hooks) is the other transport
+over the same dispatch.
 
 Nothing here imports click, httpx, sqlite-utils or filelock.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
 import time
 
 from agent_hooks import config as config_mod
-from agent_hooks.output import emit, render, warn
-from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.payload import Payload, PayloadError, parse
-from agent_hooks.store import Store, record_error
+from agent_hooks import output, spool
+from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report, save_to_spool
+from agent_hooks.output import emit, warn
+from agent_hooks.paths import Paths
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
-    from agent_hooks.output import Outcome
+    from agent_hooks.dispatch import Handler
 
-MAX_LOG_BYTES = 1024 * 1024
-
-
-class Context:
-    """What a handler works with: the payload, configuration, store and environment."""
-
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store")
-
-    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any) -> None:
-        self.payload = payload
-        self.config = config
-        self.paths = paths
-        self.env = env
-        self.started = time.time()
-        self._store: Store | None = None
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
-        return self._store
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-
-
-if TYPE_CHECKING:
-    Handler = Callable[[Context], "Outcome | None"]
-
-
-def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None) -> None:
-    """Append one JSON line to the error log (rotated at 1 MiB). Never raises."""
-    try:
-        ensure_dir(paths.log_dir)
-        path = paths.error_log
-        try:
-            if os.path.getsize(path) > MAX_LOG_BYTES:
-                os.replace(path, path + ".1")
-        except OSError:
-            pass
-        entry = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "ts": time.time(),
-            "event": event,
-            "kind": kind,
-            "session_id": session_id,
-            "message": message,
-            "pid": os.getpid(),
-        }
-        if trace:
-            entry["traceback"] = trace
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
-        pass
-
-
-def _count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,
-                 session_id: str | None, busy_timeout_ms: int | None = None) -> None:
-    """Count the error in the store; if the store itself is the problem, the log has it."""
-    try:
-        import sqlite3
-
-        if not os.path.exists(paths.store):
-            return
-        timeout = (busy_timeout_ms or config["runtime"]["busy_timeout_ms"]) / 1000
-        conn = sqlite3.connect(paths.store, timeout=timeout, isolation_level=None)
-        try:
-            record_error(conn, event, kind, message, session_id)
-        finally:
-            conn.close()
-    except Exception:  # noqa: BLE001
-        pass
+# Context and log_error moved to dispatch; features and workers import them from here.
+__all__ = ["Context", "count_error", "load_config", "log_error", "run"]
 
 
 class _Result:
-    __slots__ = ("text", "done", "finished")
+    __slots__ = ("call", "finished")
 
-    def __init__(self) -> None:
-        self.text: str | None = None
-        self.done = False
+    def __init__(self, event: str) -> None:
+        self.call = Call(event)
         # Held while the worker runs; the main thread waits on it with the deadline.
         self.finished = _thread.allocate_lock()
         self.finished.acquire()
 
 
-def _work(event: str, handler: Handler, env: Any, paths: Paths, config: dict[str, Any],
-          result: _Result, session_box: list[str | None]) -> None:
+def _work(handler: Handler, env: Any, paths: Paths, config: dict[str, Any], result: _Result) -> None:
     try:
-        _handle(event, handler, env, paths, config, result, session_box)
+        try:
+            data = sys.stdin.buffer.read()
+            result.call.data = data
+        except BaseException as exc:  # noqa: BLE001 - fail open on anything
+            report(paths, config, result.call, "error", f"{type(exc).__name__}: {exc}",
+                   said=f"internal error ({type(exc).__name__}: {exc}); the agent carries on")
+            result.call.done = True
+            return
+        # The store connection is left open on purpose: the process ends with
+        # os._exit, and a close would make this (the last) connection checkpoint
+        # the WAL and fsync on every hook call. Committed data is safe in the WAL.
+        dispatch(result.call, handler, data, env, paths, config)
     finally:
         result.finished.release()
 
 
-def _handle(event: str, handler: Handler, env: Any, paths: Paths, config: dict[str, Any],
-            result: _Result, session_box: list[str | None]) -> None:
-    try:
-        data = sys.stdin.buffer.read()
-        try:
-            payload = parse(data, event, int(config["runtime"]["max_payload_bytes"]))
-        except PayloadError as exc:
-            warn(f"{event}: {exc}")
-            log_error(paths, event, "bad_input", str(exc))
-            _count_error(paths, config, event, "bad_input", str(exc), None)
-            result.done = True
-            return
-        session_box[0] = payload.session_id
-        ctx = Context(payload, config, paths, env)
-        # The connection is left open on purpose: the process ends with os._exit,
-        # and a close would make this (the last) connection checkpoint the WAL
-        # and fsync on every hook call. Committed data is safe in the WAL.
-        outcome = handler(ctx)
-        if outcome is not None:
-            result.text = render(event, outcome)
-        result.done = True
-    except BaseException as exc:  # noqa: BLE001 - fail open on anything
-        import traceback
+def _at_deadline(env: Any, paths: Paths, config: dict[str, Any], call: Call, deadline_ms: int,
+                 left_s: float) -> str:
+    """The spool point passed (``left_s`` before the deadline): keep the work, committed or spooled.
 
-        message = f"{type(exc).__name__}: {exc}"
-        warn(f"{event}: internal error ({message}); the agent carries on")
-        log_error(paths, event, "error", message, session_box[0], traceback.format_exc())
-        _count_error(paths, config, event, "error", message, session_box[0], busy_timeout_ms=250)
-        result.text = None
-        result.done = True
+    The gate is closed first, so a worker that has not committed yet never will:
+    "committed" (the write is in), "spooled", "unread" (no payload arrived: nothing
+    to keep) or "lost" (the spool refused it, or a commit outlived every wait).
+    """
+    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
+    committed = call.gate.abandon(left_s)
+    if committed is None:
+        # A commit under way at the deadline: letting it finish beats losing the call.
+        waited = time.monotonic()
+        committed = call.gate.abandon(wait_s)
+        warn(f"{call.event}: answered {int((time.monotonic() - waited) * 1000)} ms past the deadline:"
+             f" a commit was under way")
+    if committed:
+        return "committed"
+    if committed is None:
+        return "lost"
+    if call.data is None:
+        return "unread"
+    if save_to_spool(paths, config, env, call, f"deadline of {deadline_ms} ms passed before the write"):
+        return "spooled"
+    return "lost"
 
 
 def load_config(paths: Paths, env: Any, event: str) -> dict[str, Any]:
@@ -229,22 +154,41 @@ def _exit_now() -> None:
 
 def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
+    # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
+    output.STDOUT_IS_PROTOCOL = fast_exit
     paths = Paths(env)
     config = load_config(paths, env, event)
-    result = _Result()
-    session_box: list[str | None] = [None]
-    _thread.start_new_thread(_work, (event, handler, env, paths, config, result, session_box))
+    result = _Result(event)
+    _thread.start_new_thread(_work, (handler, env, paths, config, result))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-    if not result.finished.acquire(timeout=deadline) or not result.done:
-        message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
-        warn(f"{event}: {message}")
-        log_error(paths, event, "timeout", message, session_box[0])
-        _count_error(paths, config, event, "timeout", message, session_box[0], busy_timeout_ms=250)
-        _exit_now()  # the worker may still hold the store: do not wait for it
+    call = result.call
+    # The spool point comes a little before the deadline: a commit under way then can still land in time.
+    margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
+    began = time.monotonic()
+    if not result.finished.acquire(timeout=deadline - margin) or not call.done:
+        kept = _at_deadline(env, paths, config, call, int(deadline * 1000),
+                            max(0.001, deadline - (time.monotonic() - began)))
+        left = deadline - (time.monotonic() - began)
+        if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and call.done:
+            pass  # the work is in and the answer came in time after all: give it
+        else:
+            if kept in ("unread", "lost"):
+                unread = " before the payload was read" if kept == "unread" else ""
+                message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
+                warn(f"{event}: {message}")
+                log_error(paths, event, "timeout", message, call.session_id, config=config)
+                # Counted only if the store is free at once: the answer is due now.
+                count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
+            _exit_now()  # the worker may still hold the store: do not wait for it
     try:
-        emit(result.text)
+        emit(call.text)
     except (OSError, ValueError) as exc:
-        log_error(paths, event, "error", f"could not write the answer: {exc}", session_box[0])
+        log_error(paths, event, "error", f"could not write the answer: {exc}", call.session_id)
+    if spool.has_work(paths):  # after the answer; one listing when there is nothing owed
+        try:
+            spool.kick(paths, env)
+        except Exception as exc:  # noqa: BLE001 - the spool stays; the next call tries again
+            log_error(paths, event, "error", f"starting the spool replayer: {exc}", config=config)
     if not fast_exit:
         return 0
     # Skip interpreter finalization: nothing is left to clean up, and it costs

@@ -346,6 +346,148 @@ def m007_lineage(db: sqlite_utils.Database) -> None:
     if "parent_session_id" not in sessions.columns_dict:
         sessions.add_column("parent_session_id", str)
 
+@migration
+def m008_command_center(db: sqlite_utils.Database) -> None:
+    # The command center (agent_hooks/server, docs/command-center.md). One row per
+    # board card: this host's sessions (local = 1: their details stay in `sessions`,
+    # this row holds only the contract state) and other hosts' sessions, which
+    # arrive through ingest and are kept with the host they came from.
+    db["fleet_sessions"].create(
+        {
+            "id": str,  # card id: a local session's session_id; a random id for an ingested one
+            "host": str,  # "" for this host's own sessions
+            "local": int,
+            "session_id": str,  # the direct session id, when one is known
+            "tmux_session": str,
+            "agent_type": str,
+            "label": str,
+            "prompt": str,
+            "task_id": str,
+            "depends_on": str,  # JSON list
+            "state": str,  # idle | running | awaiting_review | completed | failed
+            "last_event": str,
+            "metadata": str,
+            "events": int,
+            "tool_events": int,
+            "cancelled_at": float,  # a cancel issued here for an ingested session
+            "cancel_reason": str,
+            "cancel_seq": int,  # its control's sequence number (delivered once the host confirms it)
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        not_null=["host", "local", "state", "created_at", "updated_at"],
+        defaults={"host": "", "local": 0, "state": "idle", "events": 0, "tool_events": 0},
+        if_not_exists=True,
+    )
+    db["fleet_sessions"].create_index(["host", "tmux_session"], if_not_exists=True)
+    db["fleet_sessions"].create_index(["session_id"], if_not_exists=True)
+    db["fleet_sessions"].create_index(["updated_at"], if_not_exists=True)
+    # Every event applied to a card, in order (ignored ones too: to_state NULL).
+    db["fleet_events"].create(
+        {"id": int, "fleet_id": str, "event": str, "from_state": str, "to_state": str, "metadata": str,
+         "source": str, "idem_key": str, "at": float},
+        pk="id",
+        not_null=["fleet_id", "event", "source", "at"],
+        if_not_exists=True,
+    )
+    db["fleet_events"].create_index(["fleet_id", "id"], if_not_exists=True)
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_events_idem ON fleet_events (idem_key)"
+               " WHERE idem_key IS NOT NULL")
+    # Cancel / uncancel issued on this command center, for the hosts that subscribe to it.
+    db["fleet_controls"].create(
+        {"seq": int, "host": str, "kind": str, "action": str, "fleet_id": str, "session_id": str,
+         "tmux_session": str, "task_id": str, "reason": str, "at": float},
+        pk="seq",
+        not_null=["host", "kind", "action", "at"],
+        if_not_exists=True,
+    )
+    db["fleet_controls"].create_index(["host", "seq"], if_not_exists=True)
+    # Subscribed hosts: when last heard, and the last control each confirmed applying.
+    db["fleet_hosts"].create(
+        {"host": str, "last_seen_at": float, "applied_seq": int},
+        pk="host",
+        not_null=["last_seen_at"],
+        if_not_exists=True,
+    )
+    # Every hook call of this host, in order (a trigger on `sessions`): the server
+    # replays it through forward.event_map and the contract's state machine, so a
+    # local card moves exactly as the same events would move it on a command center.
+    # Capped at 20000 rows by the trigger itself, so it stays small with no server.
+    db["local_feed"].create(
+        {"id": int, "session_id": str, "hook_event": str, "at": float},
+        pk="id",
+        if_not_exists=True,
+    )
+    for name, when in (("local_feed_insert", "AFTER INSERT ON sessions"),
+                       ("local_feed_update", "AFTER UPDATE OF last_seen_at ON sessions")):
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN"
+            " INSERT INTO local_feed (session_id, hook_event, at) VALUES (NEW.session_id, NEW.last_event, NEW.last_seen_at);"
+            " DELETE FROM local_feed WHERE id <= (SELECT max(id) FROM local_feed) - 20000;"
+            " END"
+        )
+    # Sessions recorded before this migration get a card in the state their own state implies.
+    db.execute(
+        "INSERT OR IGNORE INTO fleet_sessions (id, host, local, session_id, tmux_session, agent_type, state,"
+        " last_event, events, created_at, updated_at)"
+        " SELECT session_id, '', 1, session_id, tmux_session, 'claude-code',"
+        " CASE state WHEN 'ended' THEN 'completed' WHEN 'awaiting' THEN 'awaiting_review' ELSE 'running' END,"
+        " NULL, 0, first_seen_at, last_seen_at FROM sessions"
+    )
+
+
+@migration
+def m009_identity_workspaces(db: sqlite_utils.Database) -> None:
+    # The workspace SessionStart wrote identity files into, by device and inode: Stop and
+    # SessionEnd refuse to sync from a workspace replaced since (features/workspace_check.py).
+    db["identity_workspaces"].create(
+        {"session_id": str, "path": str, "dev": int, "ino": int, "at": float},
+        pk="session_id",
+        not_null=["path", "dev", "ino", "at"],
+        if_not_exists=True,
+    )
+    db["identity_workspaces"].create_index(["at"], if_not_exists=True)
+
+
+@migration
+def m010_spool(db: sqlite_utils.Database) -> None:
+    # Calls replayed from the spool (agent_hooks/spool.py), keyed by the call's id and
+    # inserted in the same transaction as its work: a line replayed twice counts once.
+    db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
+    db["spool_applied"].create_index(["at"], if_not_exists=True)
+
+
+@migration
+def m011_persist(db: sqlite_utils.Database) -> None:
+    # Persistence (features/persist.py): a task may hold its workers at Stop. persist NULL
+    # means "as [persist] default says"; continuations counts the Stop blocks the task cost.
+    tasks = db["tasks"]
+    for name, kind in (("persist", int), ("max_continuations", int), ("done_note", str), ("done_at", float),
+                       ("blocked_reason", str), ("blocked_at", float), ("last_bypass", str),
+                       ("last_bypass_at", float)):
+        if name not in tasks.columns_dict:
+            tasks.add_column(name, kind)
+    if "continuations" not in tasks.columns_dict:
+        tasks.add_column("continuations", int, not_null_default=0)
+    # Per session: consecutive holds (the chain stop_hook_active reports), the last persist
+    # decision with its reason, the context-pressure notice, and what the session waits on
+    # (issue 19: needs_input / error / awaiting, the tool asked about or the error's kind).
+    sessions = db["sessions"]
+    for name, kind in (("persist_chain", int), ("persist_last", str), ("persist_last_at", float),
+                       ("context_pct", float), ("pressure_noticed_at", float), ("waiting_on", str),
+                       ("waiting_detail", str), ("waiting_since", float)):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, kind)
+    # SubagentStart / SubagentStop: a session's running and finished subagents.
+    db["subagents"].create(
+        {"session_id": str, "agent_id": str, "agent_type": str, "started_at": float, "stopped_at": float,
+         "last_message": str},
+        pk=("session_id", "agent_id"),
+        not_null=["session_id", "agent_id"],
+        if_not_exists=True,
+    )
+
 
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):

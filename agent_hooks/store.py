@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 11
 
 
 class StoreError(Exception):
@@ -28,12 +28,17 @@ class StoreError(Exception):
 
 
 class Transaction:
-    """``with store.write():`` -> BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+    """``with store.write():`` -> BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error).
 
-    __slots__ = ("conn",)
+    With a gate (:class:`agent_hooks.spool.CommitGate`) the COMMIT goes through it:
+    a hook that answered at its deadline and spooled its work never also commits it.
+    """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    __slots__ = ("conn", "gate")
+
+    def __init__(self, conn: sqlite3.Connection, gate: Any = None) -> None:
         self.conn = conn
+        self.gate = gate
 
     def __enter__(self) -> sqlite3.Connection:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -41,7 +46,10 @@ class Transaction:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
+            if self.gate is None:
+                self.conn.execute("COMMIT")
+            else:
+                self.gate.commit(self.conn)
         elif self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
@@ -52,6 +60,7 @@ class Store:
     def __init__(self, path: str, busy_timeout_ms: int = 2500, migrate: bool = True) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
+        self.gate: Any = None  # the CommitGate of the call this store serves, if any
         self.conn = self._connect()
         version = self.schema_version()
         if version < SCHEMA_VERSION:
@@ -102,7 +111,7 @@ class Store:
             raise StoreError(f"{self.path}: {exc}") from None
 
     def write(self) -> Transaction:
-        return Transaction(self.conn)
+        return Transaction(self.conn, self.gate)
 
     def close(self) -> None:
         self.conn.close()
@@ -112,11 +121,39 @@ def now() -> float:
     return time.time()
 
 
+# The errors table keeps the newest rows and drops old ones (issue 12, item 6): config [errors].
+KEEP_ERROR_ROWS = 2000
+KEEP_ERROR_DAYS = 30.0
+MAX_ERROR_MESSAGE = 2000
+PRUNE_ERRORS_EVERY = 64
+
+
+def safe_text(text: object, limit: int) -> str:
+    """``text`` cut to ``limit`` chars, lone surrogates replaced: always storable as UTF-8."""
+    value = str(text)[:limit]
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def record_error(
-    conn: sqlite3.Connection, event: str, kind: str, message: str, session_id: str | None = None
+    conn: sqlite3.Connection, event: str, kind: str, message: str, session_id: str | None = None,
+    keep_rows: int = KEEP_ERROR_ROWS, keep_days: float = KEEP_ERROR_DAYS,
 ) -> None:
-    """Count an internal error in the store (the error log has the details)."""
-    conn.execute(
+    """Count an internal error in the store (the error log has the details).
+
+    Every field is clipped and made storable, so counting cannot fail on the very
+    input that caused the error; every PRUNE_ERRORS_EVERY rows, rows beyond the
+    newest ``keep_rows`` or older than ``keep_days`` are dropped.
+    """
+    at = now()
+    cur = conn.execute(
         "INSERT INTO errors (at, event, kind, session_id, message) VALUES (?, ?, ?, ?, ?)",
-        (now(), event, kind, session_id, message[:2000]),
+        (at, safe_text(event, 100), safe_text(kind, 100),
+         None if session_id is None else safe_text(session_id, 256), safe_text(message, MAX_ERROR_MESSAGE)),
     )
+    rid = int(cur.lastrowid or 0)
+    if rid % PRUNE_ERRORS_EVERY == 0:
+        conn.execute("DELETE FROM errors WHERE id <= ? OR at < ?", (rid - max(1, keep_rows), at - keep_days * 86400))

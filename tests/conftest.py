@@ -8,6 +8,25 @@ from pathlib import Path
 import pytest
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Claude Code the e2e tier drives, at the top of every run's log."""
+    from agent_hooks.claude_code import NEWEST_TESTED, PINNED
+
+    asked = os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or PINNED
+    if asked == "latest":
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+        try:
+            import claude_client
+
+            asked = f"{claude_client.resolve('latest')} (latest)"
+        except Exception as exc:  # noqa: BLE001 - the header must not stop the run; the tier reports it
+            asked = f"latest (not resolved: {exc})"
+    return (f"e2e tier: Claude Code {asked} (AGENT_HOOKS_CLAUDE_VERSION; pinned {PINNED}, "
+            f"newest tested {NEWEST_TESTED})")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every path at tmp_path; the real home directory is never touched."""
@@ -29,3 +48,15 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def hooks_home(isolated_env: Path) -> Path:
     return isolated_env
+
+
+# Tiers that take minutes run only when asked for by name: pytest -m load, pytest -m fuzz.
+_OPT_IN_MARKERS = ("load", "fuzz")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    asked = config.getoption("markexpr") or ""
+    for item in items:
+        for name in _OPT_IN_MARKERS:
+            if item.get_closest_marker(name) and name not in asked:
+                item.add_marker(pytest.mark.skip(reason=f"{name} tier: run with -m {name}"))

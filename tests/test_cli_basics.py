@@ -56,7 +56,9 @@ def test_init_creates_then_is_idempotent(hooks_home: Path) -> None:
 
 
 def test_status_json_shape(hooks_home: Path) -> None:
-    assert json.loads(agent_hook("status", "--json").stdout) == {"sessions": [], "errors": 0, "errors_seen_at": None}
+    assert json.loads(agent_hook("status", "--json").stdout) == {
+        "sessions": [], "errors": 0, "errors_seen_at": None,
+        "spool": {"spooled": 0, "pending": 0, "replayed": 0, "duplicates": 0, "failed": 0}}
     env = {"OPTIMALOS_SESSION_TMUX": "agent-build-1", "AGENT_HOOKS_AGENT": "ada", "AGENT_HOOKS_ROLE": "lead"}
     for name in ("SessionStart-startup.json", "PreToolUse-Bash.json", "PostToolUseFailure-Bash.json",
                  "PreToolUse-Edit.json", "PostToolUse-Edit.json"):

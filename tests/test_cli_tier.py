@@ -19,6 +19,7 @@ from agent_hooks.cli import cli
 from agent_hooks.cli.reference import markdown, walk
 from cli_support import SESSION_A, SESSION_C, populate
 from helpers import BIN, ROOT
+from server_support import free_port
 
 COMMANDS = [path for path, _ in walk(cli) if path]
 JSON_COMMANDS = {path: cmd for path, cmd in walk(cli)
@@ -27,13 +28,14 @@ JSON_COMMANDS = {path: cmd for path, cmd in walk(cli)
 # Read commands: the argument lists to run each with (a command that needs none runs bare).
 READ_ARGS: dict[tuple[str, ...], list[list[str]]] = {
     ("doctor",): [["--no-run"]],
+    ("hooks", "info"): [["command-logger"]],
     ("identity", "history"): [["ada", "SOUL.md"]],
     ("identity", "show"): [["ada"], ["ada", "SOUL.md"]],
     ("memory", "search"): [["deploy"], ["--agent", "bob", "runbook"]],
     ("session", "list"): [[], ["--state", "live"]],
-    ("session", "show"): [[SESSION_A], ["4e1b17"]],
+    ("session", "show"): [[SESSION_A], [SESSION_A[:6]]],
     ("summary", "search"): [["session"]],
-    ("summary", "show"): [["4e1b17"]],
+    ("summary", "show"): [[SESSION_A[:6]]],
     ("task", "list"): [[], ["--state", "cancelled"]],
     ("task", "show"): [["build-1"]],
 }
@@ -56,6 +58,8 @@ CHANGE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("queue", "retry"): ["--all"],
     ("queue", "purge"): ["--all", "--yes"],
     ("queue", "drain"): [],
+    ("hooks", "enable"): ["command-logger"],
+    ("hooks", "disable"): ["command-logger"],
 }
 # Exit statuses other than 0 a command may give on this store with --json (doctor: nothing is wired).
 ALLOWED_EXIT = {("doctor",): {0, 1}}
@@ -91,7 +95,8 @@ def test_every_json_command_is_classified() -> None:
 
 def test_every_json_command_prints_json_on_a_populated_store(hooks_home: Path, tmp_path: Path) -> None:
     populate(hooks_home, tmp_path)
-    env = {"AGENT_HOOKS__FORWARD__AUTOSTART": "false"}
+    # `server start --json` starts this store's server on a free port; `settings uninstall` stops it.
+    env = {"AGENT_HOOKS__FORWARD__AUTOSTART": "false", "AGENT_HOOKS__SERVE__PORT": str(free_port())}
     reads = [(path, args) for path in JSON_COMMANDS if path not in CHANGE_ARGS
              for args in READ_ARGS.get(path, [[]])]
     assert len(reads) >= 15

@@ -87,7 +87,7 @@ def test_a_whole_session_drives_the_state_machine_in_order(home: Home, server: I
     assert {b["tmux_session"] for b in got} == {"agent-forward-test"}
     assert all(b["agent_type"] == "claude-code" and "session_id" not in b for b in got)
     # metadata names the tool, never its input or output.
-    assert got[2]["metadata"] == "Read: ok in 2 ms"
+    assert got[2]["metadata"] == f"Read: ok in {fixture('PostToolUse-Read')['duration_ms']} ms"
     text = json.dumps(got)
     assert "notes.txt" not in text and "tidy notes" not in text and "Finished." not in text
     (session,) = server.sessions.values()
@@ -332,6 +332,8 @@ def test_config_defaults_validate() -> None:
     assert config_mod.DEFAULTS["forward"]["event_map"] == {
         "SessionStart": "start", "PostToolUse": "tool_use", "Notification": "to_review",
         "UserPromptSubmit": "prompt_ready", "Stop": "exit",
+        # The waiting states (issue 19): a permission dialog, a turn ended on an API error.
+        "PermissionRequest": "to_review", "StopFailure": "exit_error",
     }
 
 

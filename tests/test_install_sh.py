@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.wiring.entries import handler_words
+from agent_hooks.wiring.table import HOOKS
+from server_support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +35,7 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     settings = home / ".claude" / "settings.json"
     settings.write_text(json.dumps(OTHERS, indent=2) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_", "VIRTUAL_ENV"))}
-    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state))
+    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state), AGENT_HOOKS__SERVE__PORT=str(free_port()))
 
     def sh(*args: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(["bash", str(REPO / "install.sh"), *args], capture_output=True, text=True, env=env,
@@ -48,9 +51,10 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert "install.sh: pip: Collecting" in out and "install.sh: pip: Successfully installed" in out
     assert "install.sh: pip: done in" in out
     assert oct((state / "install-pip.log").stat().st_mode & 0o777) == "0o600"
-    assert f"wired 9 hooks to {bin_dir}" in out
+    assert f"wired {len(HOOKS)} hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
-    assert "✓ run         the scratch store shows the session: 10 hook calls, ended" in out
+    calls = len(sample_payloads("s", "/"))
+    assert f"✓ run         the scratch store shows the session: {calls} hook calls, ended" in out
 
     doc = json.loads(settings.read_text())
     assert doc["model"] == "opus" and doc["permissions"] == OTHERS["permissions"]
@@ -59,7 +63,7 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     ours = [c for c in commands if "agent-hook-" in c]
     # Through the launcher (docs/settings.md): each runs an executable of this venv.
     targets = [handler_words({"command": c})[0] for c in ours]
-    assert len(ours) == 9 and all(t.startswith(f"{bin_dir}/agent-hook-") for t in targets)
+    assert len(ours) == len(HOOKS) and all(t.startswith(f"{bin_dir}/agent-hook-") for t in targets)
     assert (home / ".local" / "bin" / "agent-hook").resolve() == (bin_dir / "agent-hook").resolve()
 
     # What Claude Code does with the wiring: `sh -c COMMAND` with the payload on stdin.
@@ -85,14 +89,33 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     project.mkdir()
     sh("--venv", "--no-doctor", "--project", str(project))
-    assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == 9
+    assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == len(HOOKS)
     out = sh("--uninstall", "--project", str(project)).stdout
     assert "kept the environment" in out and bin_dir.exists()
     assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
 
-    # Uninstall: exactly our entries go, then the environment; the store stays.
+    # --http: the frequent events go to the resident server, which install.sh starts; --command undoes it.
+    try:
+        out = sh("--venv", "--http").stdout
+    except BaseException:
+        subprocess.run([str(bin_dir / "agent-hook"), "server", "stop"], env=env, capture_output=True, timeout=60)
+        raise
+    assert "server started" in out and "\n0 broken," in out, out
+    doc = json.loads(settings.read_text())
+    urls = [h["url"] for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+            for g in doc["hooks"][e] for h in g["hooks"] if "url" in h]
+    assert urls == [f"http://127.0.0.1:{env['AGENT_HOOKS__SERVE__PORT']}/hooks/{e}"
+                    for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure")]
+    assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
+    info = json.loads((state / "server.json").read_text())
+    out = sh("--venv", "--no-doctor", "--command").stdout
+    assert "replaced 4 older entries of ours" in out
+    assert json.loads(settings.read_text()) == json.loads(before)
+
+    # Uninstall: exactly our entries go, the server stops, then the environment; the store stays.
     out = sh("--uninstall").stdout
-    assert "removed 9 hooks of ours" in out
+    assert f"stopped the server (pid {info['pid']})" in out
+    assert f"removed {len(HOOKS)} hooks of ours" in out
     assert json.loads(settings.read_text()) == OTHERS
     assert not (state / "venv").exists()
     assert not (home / ".local" / "bin" / "agent-hook").exists()

@@ -214,7 +214,9 @@ def test_install_upgrades_what_the_previous_version_wrote(env: Env) -> None:
                 assert json.dumps(handler["command"]) in text
     # Ours stay where they were: first in each event, the user's after them.
     assert handler_words(doc["hooks"]["Stop"][1]["hooks"][0]) == [str(BIN / "agent-hook-stop")]
-    assert list(doc) == ["model", "hooks"] and list(doc["hooks"]) == list(old["hooks"])
+    # The events 0.1.0 did not hook (issue 17's) come after the ones it did, in table order.
+    added = [h.event for h in HOOKS if h.event not in old["hooks"]]
+    assert list(doc) == ["model", "hooks"] and list(doc["hooks"]) == list(old["hooks"]) + added
 
 
 def test_unwritable_state_dir_is_a_clear_error(env: Env, tmp_path: Path) -> None:

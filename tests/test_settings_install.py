@@ -261,7 +261,7 @@ def test_install_keeps_other_tools_hooks_and_keys(home: Path) -> None:
     (backup,) = backups(path)
     assert backup.read_bytes() == original
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
-    assert "wired 9 hooks" in result.output and str(backup) in result.output
+    assert f"wired {len(HOOKS)} hooks" in result.output and str(backup) in result.output
 
     # Idempotent: byte-identical, no new backup.
     installed = path.read_bytes()
@@ -347,7 +347,7 @@ def test_install_moves_to_a_new_bin_dir(home: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(path.read_text())
     found = ours_by_event(doc)
-    assert all(len(v) == 1 for v in found.values()) and len(found) == 9
+    assert all(len(v) == 1 for v in found.values()) and len(found) == len(HOOKS)
     # A path with a space is quoted for `sh -c`, and still recognised as ours.
     assert handler_words(found["Stop"][0]["handler"]) == [f"{other}/agent-hook-stop"]
     assert found["Stop"][0]["handler"]["command"].startswith(f"h='{other}/agent-hook-stop';")
@@ -430,7 +430,7 @@ def test_install_is_a_pure_merge() -> None:
     for doc, stripped in ((OTHERS, OTHERS), (OLDER, OLDER_STRIPPED), ({}, {})):
         text = json.dumps(doc, indent=2)
         new, change = merge.install(text, "t", groups)
-        assert change.added == 9
+        assert change.added == len(HOOKS)
         again, second = merge.install(new, "t", groups, change.created)
         assert again == new and second.added == 0
         back, _ = merge.uninstall(new, "t", change.created if doc is not OLDER else None)

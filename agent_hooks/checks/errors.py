@@ -19,6 +19,8 @@ def errors(ctx: Context) -> list[Check]:
         text += " (" + ", ".join(f"{k}: {n}" for k, n in rep["by_kind"].items()) + ")"
     if rep["recent"]:
         latest = rep["recent"][-1]
-        text += f"; latest: {latest.get('event')}: {str(latest.get('message'))[:160]}"
+        from agent_hooks.cli.table import cell  # payload text: escaped, clipped
+
+        text += f"; latest: {cell(latest.get('event'), limit=40)}: {cell(latest.get('message'), limit=160)}"
     return [Check("errors", WARN, text, "read them with agent-hook errors (the hooks failed open on these calls), "
                   "then agent-hook errors seen", rep)]

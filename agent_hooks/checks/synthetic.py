@@ -46,7 +46,23 @@ def sample_payloads(session_id: str, cwd: str) -> list[dict[str, Any]]:
          "title": "Permission needed", "notification_type": "permission_prompt"},
         {**common, "hook_event_name": "PreCompact", "trigger": "manual", "custom_instructions": ""},
         {**common, "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "Done."},
+    ] + newer_payloads(common, ok_call) + [
         {**common, "hook_event_name": "SessionEnd", "reason": "other"},
+    ]
+
+
+def newer_payloads(common: dict[str, Any], call: dict[str, Any]) -> list[dict[str, Any]]:
+    """Events of newer clients (shapes captured from 2.1.330, tests/fixtures/claude-code-2.1.330)."""
+    agent = {**common, "agent_id": "adoctor0000000001", "agent_type": "general-purpose"}
+    return [
+        {**common, "hook_event_name": "PermissionRequest", "permission_mode": "default", "tool_name": "Bash",
+         "tool_input": call, "permission_suggestions": []},
+        {**common, "hook_event_name": "PermissionDenied", "tool_name": "Bash", "tool_input": call},
+        {**agent, "hook_event_name": "SubagentStart"},
+        {**agent, "hook_event_name": "SubagentStop", "stop_hook_active": False, "last_assistant_message": "Done."},
+        {**common, "hook_event_name": "PostCompact", "trigger": "manual", "compact_summary": "Summary."},
+        {**common, "hook_event_name": "StopFailure", "error": "rate_limit",
+         "last_assistant_message": "API Error: Request rejected (429)"},
     ]
 
 
@@ -58,6 +74,8 @@ def _scratch_env(scratch: str) -> dict[str, str]:
     # The scratch run must not send synthetic events to the user's command center.
     if "enabled" in config_mod.DEFAULTS.get("forward", {}):
         env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+    # Nor start a resident server for the scratch store (SessionStart --serve would).
+    env["AGENT_HOOKS__SERVE__AUTOSTART"] = "false"
     for var in ("AGENT_HOOKS_DEADLINE_MS", "AGENT_HOOKS_BUSY_TIMEOUT_MS"):
         if var in os.environ:
             env[var] = os.environ[var]
@@ -94,7 +112,8 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
         for payload in sample_payloads(session_id, scratch):
             event = payload["hook_event_name"]
             exe = next(x for e, x, _ in HOOKS if e == event)
-            commands = wired.get(event) or [os.path.join(bin_dir, exe)]
+            # An http entry is the server's to check (checks/server.py); its executable is the fallback run here.
+            commands = [c for c in wired.get(event, []) if not c.startswith("http")] or [os.path.join(bin_dir, exe)]
             for command in commands:
                 calls += 1
                 log_size = _size(scratch_paths.error_log)

@@ -10,15 +10,19 @@ from agent_hooks.cli import (
     configure,
     doctor,
     errors,
+    hooks,
     identity,
     memory,
+    persist,
     queue,
+    server,
     sessions,
     settings,
     status,
     summary,
     tasks,
 )
+from agent_hooks.cli import fleet as fleet_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,7 +31,8 @@ def cli() -> None:
     """Claude Code hooks for fleets of agents: guards, fleet visibility and memory."""
 
 
-for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, sessions, queue):
+for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
+               server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)
 

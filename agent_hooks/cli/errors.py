@@ -6,6 +6,7 @@ import click
 
 from agent_hooks import errorlog
 from agent_hooks.cli.common import echo_json, iso, open_store, paths, plural, writing
+from agent_hooks.cli.table import cell
 
 
 @click.group(invoke_without_command=True)
@@ -36,8 +37,8 @@ def errors(ctx: click.Context, limit: int, as_json: bool) -> None:
         return
     click.echo(f"{plural(rep['unseen'], 'error')}{since} (log: {rep['error_log']}):")
     for e in rep["recent"]:
-        click.echo(f"  {e.get('at') or '-'}  {str(e.get('event') or '-'):18} {str(e.get('kind') or '-'):10} "
-                   f"{str(e.get('message') or '')[:200]}")
+        click.echo(f"  {cell(e.get('at'), 20)}  {cell(e.get('event'), 18)} {cell(e.get('kind'), 10)} "
+                   f"{cell(e.get('message'), limit=200, empty='')}")
     click.echo("mark them seen with: agent-hook errors seen")
 
 

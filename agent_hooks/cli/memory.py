@@ -17,6 +17,7 @@ from agent_hooks.cli.common import (
     plural,
     writing,
 )
+from agent_hooks.cli.table import cell
 from agent_hooks.features import files
 from agent_hooks.features import memory as mem
 from agent_hooks.features import summary as summaries
@@ -70,10 +71,10 @@ def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bo
         click.echo("no hits")
     for h in hits:
         if h["kind"] == "session":
-            click.echo(f"{h['score']:>8.3g}  {h['name']}  [session summary, {h['at']}]")
+            click.echo(f"{h['score']:>8.3g}  {cell(h['name'])}  [session summary, {h['at']}]")
         else:
-            click.echo(f"{h['score']:>8.3g}  {h['path']}  [{h['scope']}, {h['agent']}]")
-        click.echo(f"          {' '.join(h['snippet'].split())}")
+            click.echo(f"{h['score']:>8.3g}  {cell(h['path'])}  [{cell(h['scope'])}, {cell(h['agent'])}]")
+        click.echo(f"          {cell(' '.join(h['snippet'].split()), limit=300)}")
 
 
 def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str, ...]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from agent_hooks.cli.common import (
     plural,
     writing,
 )
+from agent_hooks.cli.table import cell
 from agent_hooks.forward import eventmap, outbox
 from agent_hooks.forward.urls import url_problem
 
@@ -91,9 +92,9 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {data['url']}")
+    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(data['url'])}")
     for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:
-        click.echo(f"problem: {problem}")
+        click.echo(f"problem: {cell(problem, limit=300)}")
     age = f", oldest {data['oldest_age_s']:.1f} s old" if data["oldest_age_s"] is not None else ""
     click.echo(f"queued: {data['depth']}{age}, retrying: {data['retrying']}, dead letters: {data['dead']}")
     pid = f" (pid {data['drainer_pid']})" if data["drainer_pid"] else ""
@@ -101,9 +102,10 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if data["last_ok_at"]:
         click.echo(f"last delivery: {data['last_ok_at']}")
     if data["last_error"]:
-        click.echo(f"last error: {data['last_error_at']} {data['last_error']}")
+        click.echo(f"last error: {data['last_error_at']} {cell(data['last_error'], limit=300)}")
     for d in data["dead_letters"]:
-        click.echo(f"  dead #{d['id']} {d['event']:14} {d['session'][:36]:36} attempts={d['attempts']} {d['error'] or ''}")
+        click.echo(f"  dead #{d['id']} {cell(d['event'], 14)} {cell(d['session'], 36)} attempts={d['attempts']}"
+                   f" {cell(d['error'], empty='')}")
 
 
 @queue.command()
@@ -111,14 +113,19 @@ def queue(ctx: click.Context, as_json: bool) -> None:
               help="Seconds to wait for new events once the queue is empty.")
 @click.option("--give-up-after", "give_up", type=click.FloatRange(0), default=None, metavar="SECONDS",
               help="Stop waiting for an unreachable server after this long (default: forward.give_up_after_s).")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for a running drainer to empty the queue.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress goes to stderr).")
-def drain(idle: float, give_up: float | None, as_json: bool) -> None:
-    """Deliver the outbox now, in the foreground (exits when it is empty).
+def drain(idle: float, give_up: float | None, timeout: float, as_json: bool) -> None:
+    """Deliver the outbox now, in the foreground (exits 0 once it is empty).
 
     While the ingest server does not answer it says so, retries with backoff,
     and gives up after forward.give_up_after_s (or --give-up-after); the events stay queued.
+    When a drainer is already running (a hook started it), it is woken to retry at
+    once and this command shows the queue going down until it is empty (at most
+    --timeout seconds); if that drainer goes away, this command takes over.
     """
-    from agent_hooks.forward.drain import Drainer
+    from agent_hooks.forward.drain import Drainer, wake
 
     os.umask(0o077)
     store = open_store(write=True)  # creates / migrates the store
@@ -127,20 +134,51 @@ def drain(idle: float, give_up: float | None, as_json: bool) -> None:
     cfg = load_config()
     if give_up is not None:
         cfg["forward"]["give_up_after_s"] = give_up
-    pending = collect()["depth"]
+    p = paths()
     say = (lambda text: click.echo(text, err=True)) if as_json else click.echo
-    if pending and cfg["forward"]["enabled"]:
-        say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
-    drainer = Drainer(paths(), cfg, idle_exit_s=idle, echo=say)
-    drainer.run()
+    delivered = dead = 0
+    deadline = time.monotonic() + timeout
+    shown: int | None = None
+    while True:
+        if not outbox.drainer_alive(p):
+            pending = collect()["depth"]
+            if pending and cfg["forward"]["enabled"]:
+                say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
+            drainer = Drainer(p, cfg, idle_exit_s=idle, echo=say)
+            if not drainer.run_if_free():
+                continue  # another drainer took the lock first: wait for it like the one before
+            delivered, dead = delivered + drainer.delivered, dead + drainer.dead
+            break
+        depth = collect()["depth"]
+        if depth == 0:
+            say("all delivered by the running drainer")
+            break
+        if depth != shown:
+            pid = _drainer_pid(p)
+            say(f"waiting for the running drainer{f' (pid {pid})' if pid else ''}: {plural(depth, 'event')} queued")
+            if shown is None:
+                wake(p)  # retry now: the server may just have come back
+            shown = depth
+        if time.monotonic() >= deadline:
+            raise click.ClickException(f"{plural(depth, 'event')} still queued after {timeout:g} s"
+                                       " (see `agent-hook queue`)")
+        time.sleep(0.2)
     remaining = collect()
     if as_json:
-        echo_json({"delivered": drainer.delivered, "dead_lettered": drainer.dead, "remaining": remaining["depth"],
+        echo_json({"delivered": delivered, "dead_lettered": dead, "remaining": remaining["depth"],
                    "last_error": remaining["last_error"]})
     else:
-        click.echo(f"delivered {drainer.delivered}, dead-lettered {drainer.dead}")
+        click.echo(f"delivered {delivered}, dead-lettered {dead}")
     if remaining["depth"]:
         raise click.ClickException(f"{plural(remaining['depth'], 'event')} still queued")
+
+
+def _drainer_pid(p: Any) -> int | None:
+    try:
+        with open(os.path.join(p.lock_dir, "drain.pid"), encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 @queue.command()

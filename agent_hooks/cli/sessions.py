@@ -9,6 +9,7 @@ import click
 
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
 from agent_hooks.cli.ids import SESSIONS, resolve
+from agent_hooks.cli.table import cell
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
@@ -65,6 +66,14 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
         calls.append(call)
     calls.reverse()
     session["recent_tool_calls"] = calls
+    from agent_hooks.features import subagents
+
+    subs = subagents.of_session(conn, session_id)
+    for rec in subs["running"] + subs["finished"]:
+        rec["started_at"], rec["stopped_at"] = iso(rec["started_at"]), iso(rec["stopped_at"])
+    session["subagents"] = subs
+    for key in ("waiting_since", "persist_last_at", "pressure_noticed_at"):
+        session[key] = iso(session.get(key))
     return session
 
 
@@ -103,8 +112,9 @@ def list_cmd(state: tuple[str, ...], agent: str | None, task_id: str | None, tmu
         return
     click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'AGENT':12} {'TASK':16} TMUX")
     for s in sessions:
-        click.echo(f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                   f"  {(s['agent'] or '-')[:12]:12} {(s['task_id'] or '-')[:16]:16} {s['tmux_session'] or '-'}")
+        click.echo(f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+                   f"{cell(s['last_activity_at'], 20)}  {cell(s['agent'], 12)} {cell(s['task_id'], 16)}"
+                   f" {cell(s['tmux_session'])}")
 
 
 @session.command(name="show")
@@ -126,15 +136,26 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
         echo_json(data)
         return
     for key in ("session_id", "state", "agent", "role", "cwd", "tmux_session", "task_id", "last_seen_at"):
-        click.echo(f"{key:14} {data.get(key) if data.get(key) is not None else '-'}")
-    cancelled = f"yes ({data['cancelled_by']}): {data['cancel_reason'] or '-'}" if data["cancelled"] else "no"
+        click.echo(f"{key:14} {cell(data.get(key))}")
+    cancelled = f"yes ({cell(data['cancelled_by'])}): {cell(data['cancel_reason'])}" if data["cancelled"] else "no"
     click.echo(f"{'cancelled':14} {cancelled}")
     click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
+    if data.get("waiting_on"):
+        click.echo(f"{'waiting on':14} {data['waiting_on']}: {data.get('waiting_detail') or '-'}"
+                   f" (since {data.get('waiting_since') or '-'})")
+    if data.get("persist_last"):
+        click.echo(f"{'persist':14} {data['persist_last']} ({data.get('persist_last_at') or '-'})")
+    if data.get("context_pct") is not None:
+        click.echo(f"{'context':14} {data['context_pct']:.0f}% (notice given {data.get('pressure_noticed_at') or '-'})")
+    for kind in ("running", "finished"):
+        for sub in data["subagents"][kind]:
+            click.echo(f"{'subagent':14} {kind:8} {sub['agent_id']}  {sub['agent_type'] or '-'}"
+                       f"  {sub['last_message'] or ''}"[:200])
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
         for c in data["recent_tool_calls"]:
-            click.echo(f"{c['id']:>6}  {c['started_at'] or '-':20}  {c['tool_name'][:14]:14} "
-                       f"{c['decision'] or '-':8} {c['outcome']:8} {c['rule'] or ''}")
+            click.echo(f"{c['id']:>6}  {cell(c['started_at'], 20)}  {cell(c['tool_name'], 14)} "
+                       f"{cell(c['decision'], 8)} {cell(c['outcome'], 8)} {cell(c['rule'], empty='')}")
 
 
 @session.command(name="reset-guards")

@@ -43,9 +43,9 @@ def _check_bin(bin_dir: str) -> None:
         )
 
 
-def _apply(path: str, action: str, bin_dir: str, dry_run: bool) -> dict[str, Any]:
+def _apply(path: str, action: str, bin_dir: str, dry_run: bool, transport: str = "command") -> dict[str, Any]:
     try:
-        return apply(path, action, bin_dir, load_config(), dry_run)
+        return apply(path, action, bin_dir, load_config(), dry_run, transport)
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -94,13 +94,25 @@ def settings() -> None:
 @_target_options
 @click.option("--bin-dir", type=click.Path(file_okay=False),
               help="Directory of the agent-hook-* executables (default: this interpreter's bin).")
+@click.option("--transport", type=click.Choice(["command", "http"]), default="command", show_default=True,
+              help="http: PreToolUse, PostToolUse and PostToolUseFailure go to the resident server"
+                   " (docs/server.md); the rest stay executables.")
 def install(settings_path: str | None, project: str | None, local: bool, bin_dir: str | None,
-            as_json: bool, dry_run: bool) -> None:
-    """Insert or update our hooks (absolute paths); keep everything else. A second run changes nothing."""
+            as_json: bool, dry_run: bool, transport: str) -> None:
+    """Insert or update our hooks (absolute paths); keep everything else. A second run changes nothing.
+
+    Switching --transport replaces our entries of the other form.
+    """
     path = target_path(settings_path, project, local)
     bin_dir = os.path.abspath(os.path.expanduser(bin_dir)) if bin_dir else default_bin_dir()
     _check_bin(bin_dir)
-    _say(_apply(path, "install", bin_dir, dry_run), as_json)
+    report = _apply(path, "install", bin_dir, dry_run, transport)
+    _say(report, as_json)
+    if transport == "http" and not dry_run and not as_json:
+        from agent_hooks.wiring.http import HTTP_EVENTS
+
+        click.echo(f"{', '.join(HTTP_EVENTS)} go to http://127.0.0.1:{load_config()['serve']['port']};"
+                   " SessionStart starts the server (or `agent-hook server start` now)")
 
 
 @settings.command()
@@ -116,9 +128,15 @@ def uninstall(settings_path: str | None, project: str | None, local: bool, as_js
         from agent_hooks.wiring.teardown import stop_drainer
 
         report["drainer_stopped"] = stop_drainer(Paths(os.environ))
+        # So would the resident server; a file still wired for http starts it again at SessionStart.
+        from agent_hooks.server.process import stop as stop_server
+
+        report["server_stopped"] = stop_server(Paths(os.environ), load_config())
     _say(report, as_json)
     if report.get("drainer_stopped") and not as_json:
         click.echo(f"stopped the drainer (pid {report['drainer_stopped']}); queued events stay in the store")
+    if report.get("server_stopped") and not as_json:
+        click.echo(f"stopped the server (pid {report['server_stopped']})")
 
 
 @settings.command(name="template")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agent_hooks import errorlog
+from agent_hooks import errorlog, spool
 from agent_hooks.cli.common import (
     echo_json,
     iso,
@@ -17,10 +17,13 @@ from agent_hooks.cli.common import (
     plural,
 )
 from agent_hooks.cli.sessions import guard_fields
-from agent_hooks.features import heartbeat
+from agent_hooks.cli.table import cell
+from agent_hooks.features import heartbeat, subagents
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
-                   "task_id", "compactions")
+                   "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
+# Shown states, in the order the summary line counts them.
+STATES = ("live", "awaiting", "stalled", "ended", "needs_input", "error")
 
 
 def collect() -> dict[str, Any]:
@@ -33,7 +36,7 @@ def collect() -> dict[str, Any]:
     now = time.time()
     if store is None:
         errors = errorlog.report(paths(), None, limit=0)
-        return {"sessions": [], "errors": errors["unseen"], "errors_seen_at": None}
+        return {"sessions": [], "errors": errors["unseen"], "errors_seen_at": None, "spool": spool.counts(paths(), None)}
     try:
         rows = store.conn.execute(
             f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY last_seen_at DESC"
@@ -41,6 +44,11 @@ def collect() -> dict[str, Any]:
         # The same count as doctor's: errors since they were last marked seen.
         errors = errorlog.report(paths(), store.conn, limit=0)
         guards = guard_fields(store.conn)
+        # Calls answered fail-open before their write committed, and replayed since (issue 12).
+        spooled = spool.counts(paths(), store.conn)
+        subs = subagents.counts(store.conn)
+        tasks = {tid: (state, used) for tid, state, used in store.conn.execute(
+            "SELECT task_id, state, coalesce(continuations, 0) FROM tasks")}
     finally:
         store.close()
     sessions = []
@@ -57,8 +65,17 @@ def collect() -> dict[str, Any]:
         )
         # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
+        # What it waits on (needs_input: the tool asked about; error: the error's kind), the last
+        # persistence decision, and its subagents.
+        running, finished = subs.get(rec["session_id"], (0, 0))
+        sessions[-1].update(waiting_on=rec["waiting_on"], waiting_detail=rec["waiting_detail"],
+                            waiting_since=iso(rec["waiting_since"]), persist=rec["persist_last"],
+                            subagents_running=running, subagents_finished=finished)
+        # The task's state (open, done, blocked, cancelled) and the continuations it cost.
+        state, used = tasks.get(rec["task_id"], (None, 0))
+        sessions[-1].update(task_state=state, task_continuations=used)
     return {"sessions": sessions, "errors": errors["unseen"], "errors_seen_at": iso(errors["seen_at"]),
-            "stalled_after_s": stalled_after_s}
+            "stalled_after_s": stalled_after_s, "spool": spooled}
 
 
 @click.command()
@@ -66,8 +83,10 @@ def collect() -> dict[str, Any]:
 def status(as_json: bool) -> None:
     """Show sessions with their state, tool calls and last activity, and the error count.
 
-    State is live, awaiting (stopped, waiting for input), ended, or stalled: live
-    but without any hook call for heartbeat.stalled_after_s seconds.
+    State is live, needs_input (a permission dialog is open: the tool is shown),
+    error (the turn ended on an API error: its kind is shown), awaiting (stopped,
+    waiting for a prompt), ended, or stalled: live but without any hook call for
+    heartbeat.stalled_after_s seconds (a session waiting on a person never is).
     """
     data = collect()
     if as_json:
@@ -80,18 +99,41 @@ def status(as_json: bool) -> None:
                    f" {'GUARDS':12} CWD")
         for s in data["sessions"]:
             click.echo(
-                f"{s['session_id'][:36]:36}  {s['state']:9} {s['tool_calls']:>6}  {s['last_activity_at'] or '-':20}"
-                f"  {_idle(s['idle_s']):>6}  {(s['agent'] or '-')[:12]:12} {_guards(s):12} {s['cwd'] or '-'}"
+                f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+                f"{cell(s['last_activity_at'], 20)}  {_idle(s['idle_s']):>6}  {cell(s['agent'], 12)} {_guards(s):12}"
+                f" {cell(s['cwd'])}"
             )
+            for note in _notes(s):
+                click.echo(f"    {note}")
         counts: dict[str, int] = {}
         for s in data["sessions"]:
             counts[s["state"]] = counts.get(s["state"], 0) + 1
-        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in ("live", "awaiting", "stalled", "ended")))
+        # The waiting states are counted after the classic four, and only when present.
+        click.echo("  ".join(f"{k}: {counts.get(k, 0)}" for k in STATES
+                             if k in ("live", "awaiting", "stalled", "ended") or counts.get(k)))
     if data["errors"]:
         click.echo(f"{plural(data['errors'], 'error')} not yet marked seen: `agent-hook errors` lists them,"
                    " `agent-hook errors seen` marks them seen")
     else:
         click.echo("errors: none" + (f" since {data['errors_seen_at']}" if data.get("errors_seen_at") else ""))
+    sp = data["spool"]
+    if sp["spooled"]:
+        click.echo(f"spool: {sp['spooled']} calls spooled, {sp['replayed']} replayed, {sp['pending']} pending"
+                   + (f", {sp['failed']} failed" if sp["failed"] else ""))
+
+
+def _notes(s: dict[str, Any]) -> list[str]:
+    """Lines under a session: what it waits on, its persistence, its subagents."""
+    notes = []
+    if s.get("waiting_on") in ("needs_input", "error"):
+        what = "needs input" if s["waiting_on"] == "needs_input" else "error"
+        notes.append(f"{what}: {cell(s.get('waiting_detail'))} (since {s.get('waiting_since') or '-'})")
+    if s.get("persist"):
+        notes.append(f"persist: {cell(s['persist'])} (task {cell(s.get('task_id'))}: {s.get('task_state') or '-'},"
+                     f" {s.get('task_continuations', 0)} continuation(s))")
+    if s.get("subagents_running") or s.get("subagents_finished"):
+        notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")
+    return notes
 
 
 def _guards(s: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ import click
 
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store
 from agent_hooks.cli.ids import SUMMARIES, resolve
+from agent_hooks.cli.table import block, cell
 from agent_hooks.features import summary as summary_mod
 
 
@@ -35,8 +36,8 @@ def show(session_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(rec)
         return
-    click.echo(f"# session {rec['session_id']}  ({rec['source']}, {rec['at']})")
-    click.echo(rec["summary"])
+    click.echo(f"# session {cell(rec['session_id'])}  ({cell(rec['source'])}, {rec['at']})")
+    click.echo(block(rec["summary"]))
 
 
 @summary_group.command(name="search")
@@ -61,8 +62,8 @@ def search(query: str, limit: int, as_json: bool) -> None:
         click.echo("no matching session summaries")
         return
     for hit in hits:
-        click.echo(f"{hit['score']:>8.3g}  {hit['name']}  {hit['at']}")
-        click.echo(f"          {' '.join(hit['snippet'].split())}")
+        click.echo(f"{hit['score']:>8.3g}  {cell(hit['name'])}  {hit['at']}")
+        click.echo(f"          {cell(' '.join(hit['snippet'].split()), limit=300)}")
 
 
 COMMANDS = [summary_group]

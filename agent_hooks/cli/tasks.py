@@ -12,9 +12,11 @@ from typing import Any
 
 import click
 
+from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked (issue 17)
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
+from agent_hooks.cli.table import cell
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
@@ -50,17 +52,23 @@ def task() -> None:
 @task.command(name="create")
 @click.argument("task_id")
 @click.option("--description", "-d", default=None, help="What the task is.")
+@persist_cli.create_options
 @JSON_OPTION
-def create(task_id: str, description: str | None, as_json: bool) -> None:
+def create(task_id: str, description: str | None, as_json: bool, persist_on: bool = False,
+           max_continuations: int | None = None) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
+    if max_continuations is not None and not persist_on:
+        raise click.ClickException("--max-continuations goes with --persist")
     with writing() as conn:
         if not ensure_task(conn, task_id, time.time()):
             raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
         if description is not None:
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
+        if persist_on:
+            persist_cli.set_persist(conn, task_id, True, max_continuations)
         record = task_record(conn, task_id)
-    _done(as_json, record, f"task {task_id}: created")
+    _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else ""))
 
 
 @task.command(name="describe")
@@ -135,6 +143,8 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
     for key in ("cancelled_at", "created_at", "updated_at"):
         rec[key] = iso(rec.get(key))
     rec["cancelled"] = rec.get("state") == "cancelled"
+    if row:
+        rec.update(persist_cli.persist_fields(conn, task_id))
     rec["sessions"] = [
         {"session_id": sid, "state": state, "cancelled": at is not None, "cancel_reason": reason,
          "last_activity_at": iso(seen), "tmux_session": tmux, "agent": agent}
@@ -160,12 +170,17 @@ def show(task_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at"):
+    for key in ("task_id", "state", "description", "progress", "cancel_reason", "cancelled_at", "updated_at",
+                "done_note", "blocked_reason"):
         if data.get(key) is not None or key in ("task_id", "state"):
-            click.echo(f"{key:14} {data.get(key)}")
+            click.echo(f"{key:14} {cell(data.get(key), limit=2000)}")
+    if data.get("persists"):
+        click.echo(f"{'persists':14} yes, continuations {data['continuations']} of {data['max_continuations']}")
+    if data.get("last_bypass"):
+        click.echo(f"{'let go':14} {cell(data['last_bypass'])} ({data.get('last_bypass_at')})")
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
-        click.echo(f"  session {s['session_id']}  {s['state']}  {s['last_activity_at'] or '-'}{mark}")
+        click.echo(f"  session {cell(s['session_id'])}  {cell(s['state'])}  {cell(s['last_activity_at'])}{mark}")
 
 
 def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
@@ -188,7 +203,7 @@ def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[
 
 
 @task.command(name="list")
-@click.option("--state", type=click.Choice(["open", "cancelled"]), default=None, help="Only tasks in this state.")
+@click.option("--state", type=click.Choice(["open", "cancelled", "done", "blocked"]), default=None, help="Only tasks in this state.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000), help="Most tasks listed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
@@ -208,11 +223,14 @@ def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
         return
     click.echo(f"{'TASK':24} {'STATE':10} {'SESSIONS':>8}  {'UPDATED':20}  DESCRIPTION")
     for t in tasks:
-        click.echo(f"{one_line(t['task_id'], 24):24} {t['state']:10} {t['sessions']:>8}  {t['updated_at'] or '-':20}"
-                   f"  {one_line(t['description'] or '-', 60)}")
+        click.echo(f"{cell(t['task_id'], 24)} {cell(t['state'], 10)} {t['sessions']:>8}  {cell(t['updated_at'], 20)}"
+                   f"  {cell(one_line(t['description'] or '-', 60))}")
 
 
 def _selector_options(fn: Any) -> Any:
+    fn = click.option("--server", default=None, metavar="URL",
+                      help="Send it to this command center (agent-hook server) instead of this host's store.")(fn)
+    fn = click.option("--host", default=None, metavar="NAME", help="With --server and --tmux: the host of that tmux session.")(fn)
     fn = click.option("--tmux", "tmux", default=None, metavar="NAME", help="The live sessions in this tmux session.")(fn)
     fn = click.option("--task", "task_id", default=None, metavar="TASK_ID", help="A task: all its sessions, present and future.")(fn)
     return click.argument("session_id", required=False)(fn)
@@ -302,13 +320,20 @@ def _need_reason(reason: str | None) -> str:
 @_selector_options
 @click.option("--reason", default=None, help=REASON_HELP + "  [required]")
 @JSON_OPTION
-def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str | None, as_json: bool) -> None:
+def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason: str | None, as_json: bool,
+           server: str | None, host: str | None) -> None:
     """Cancel a session (id or unique prefix), a task, or the sessions of a tmux session.
 
     From its next hook call the agent's tool calls are denied and new prompts
-    are blocked, with REASON; `agent-hook uncancel` lifts it.
+    are blocked, with REASON; `agent-hook uncancel` lifts it. With --server, the
+    command center marks it and the session's own host applies it (within 2 s).
     """
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "cancel", session_id, task_id, tmux, _need_reason(reason), host)))
+        return
     result = do_cancel(session_id, task_id, tmux, _need_reason(reason))
     _done(as_json, result, _cancel_text(result))
 
@@ -316,9 +341,15 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
 @click.command()
 @_selector_options
 @JSON_OPTION
-def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_json: bool) -> None:
-    """Lift a cancellation (same selectors as `cancel`)."""
+def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_json: bool, server: str | None,
+             host: str | None) -> None:
+    """Lift a cancellation (same selectors as `cancel`, --server too)."""
     _select(session_id, task_id, tmux)
+    if server:
+        from agent_hooks.cli.fleet import remote
+
+        click.echo("\n".join(remote(server, "uncancel", session_id, task_id, tmux, None, host)))
+        return
     result = do_uncancel(session_id, task_id, tmux)
     _done(as_json, result, _cancel_text(result))
 
@@ -344,5 +375,8 @@ def task_uncancel(task_id: str, as_json: bool) -> None:
     result = do_uncancel(None, task_id, None)
     _done(as_json, result, _cancel_text(result))
 
+
+for _command in persist_cli.TASK_COMMANDS:
+    task.add_command(_command)
 
 COMMANDS = [task, cancel, uncancel]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import sessions, toolcalls
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -18,6 +19,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False, output_hash=output_hash)
         forward(conn, ctx)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

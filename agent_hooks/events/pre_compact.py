@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import reminders, sessions
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -20,6 +21,7 @@ def handle(ctx: Context) -> Outcome:
         forward(conn, ctx)
     # Plain stdout: the client appends it to the summarisation instructions.
     out.say(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

@@ -1,10 +1,11 @@
-"""PreToolUse: cancellation, loop detection, polling limits; then record the call with the decision."""
+"""PreToolUse: cancellation, loop detection, polling limits; record the call with the decision; then user handlers."""
 
 from __future__ import annotations
 
 from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
 from agent_hooks.features.verdict import DENY, combine
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.hashing import digest
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -20,9 +21,11 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, cfg, ctx.started, state=sessions.LIVE)
         snap = cancellation.read_snapshot(conn, p.session_id)
-        verdicts = [cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
-        poll = polling.match(p.tool_name, p.tool_input, input_hash, cfg)
-        if verdicts[0] is None:  # a cancelled session needs no further reads
+        # `task done` / `task blocked` on its own task end a persisting task: no guard stands in the way.
+        finishing = cancellation.is_finish_command(snap, p.tool_name, p.tool_input)
+        verdicts = [None if finishing else cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
+        poll = None if finishing else polling.match(p.tool_name, p.tool_input, input_hash, cfg)
+        if verdicts[0] is None and not finishing:  # a cancelled session needs no further reads
             if cfg["loops"].get("enabled", True):
                 history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]),
                                              p.get("agent_id"))
@@ -30,7 +33,8 @@ def handle(ctx: Context) -> Outcome:
             if poll is not None:
                 psnap = polling.read_snapshot(conn, p.session_id, snap.guards_since_id, poll, ctx.started, cfg)
                 verdicts.append(polling.decide(poll, psnap, ctx.started, cfg))
-        top, warnings = combine(verdicts)
+        # Replayed from the spool: the call was answered fail-open and ran unguarded.
+        top, warnings = combine([] if ctx.replayed else verdicts)
         denied = top.decision == DENY
         toolcalls.start(
             conn, p, ctx.started, cfg, input_hash=input_hash,
@@ -39,11 +43,22 @@ def handle(ctx: Context) -> Outcome:
             poll_rule=poll.name if poll else None, poll_key=poll.key if poll else None,
         )
         forward(conn, ctx)
-    if denied:
+    if denied:  # the guards' deny (cancellation first) stands: user handlers do not even run
         out.deny(top.message or "blocked by agent-hooks")
-    else:
-        for warning in warnings:
-            out.add_context(warning.message or "")
+        return out
+    for warning in warnings:
+        out.add_context(warning.message or "")
+    # User handlers (docs/handlers.md), by priority, outside the store's write lock.
+    merged = user_handlers.run_due(ctx, EVENT)
+    if merged is not None:
+        if merged.decision == DENY:  # on the call's row too: a denied call leaves the loop history
+            with ctx.store.write() as conn:
+                toolcalls.redecide(conn, p, merged.decision, merged.rule, merged.reason)
+            out.deny(merged.reason or "blocked by a handler")
+            return out
+        for text in merged.contexts:
+            out.add_context(text)
+        out.updated_input = merged.tool_input
     return out
 
 

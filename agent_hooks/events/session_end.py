@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent_hooks.features import identity, sessions
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -19,6 +20,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.log_event(conn, p, ctx.started, p.get("reason"))
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx, True)
         forward(conn, ctx)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from agent_hooks.features import identity, lead_context, lineage, reminders, sessions
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -27,10 +28,17 @@ def handle(ctx: Context) -> Outcome:
     if p.get("source") == "compact":
         out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     out.add_context(lead_context.block(ctx.store.conn, p.session_id, ctx.env, ctx.config, ctx.started))
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    if "--serve" in (sys.argv[1:] if argv is None else argv):
+        from agent_hooks.server.local import ensure_for_hook
+
+        ensure_for_hook(EVENT)  # the http transport is wired: its server must answer
     return run(EVENT, handle)
 
 

@@ -1,10 +1,12 @@
-"""Stop: the turn is over; the session now awaits input. Session summary, cleanup."""
+"""Stop: the turn is over. Persistence first (a worker whose task persists and is open is held,
+unless a bypass applies); otherwise the session now awaits input. Session summary, cleanup."""
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, identity, lineage, memory, sessions, summary
+from agent_hooks.features import cleanup, identity, lineage, memory, persist, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -18,18 +20,45 @@ def handle(ctx: Context) -> Outcome:
     digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read
     walked = memory.before_stop(ctx)  # stats of the memory directories
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
+    seen = _transcript_if_held(ctx)
     with ctx.store.write() as conn:
-        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.AWAITING)
+        decision = None
+        if seen is not None:
+            snap = persist.read(conn, p.session_id)
+            if snap is not None:
+                decision = persist.decide(snap, ctx.config, ctx.env, ctx.started, bool(p.get("stop_hook_active")),
+                                          seen, p.get("last_assistant_message", ""))
+                if decision is not None:
+                    persist.record(conn, snap, decision, ctx.started, seen.context_pct)
+        held = decision is not None and decision.hold
+        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE if held else sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
         lineage.record(conn, p, parent, ctx.started)
         summary.record(conn, p, digest, ctx.config, ctx.started)
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx)
         isolated(conn, ctx, "memory", memory.on_stop, conn, ctx, walked)
-        forward(conn, ctx)
+        if not held:  # a held worker goes on working: no "exit" for the command center
+            forward(conn, ctx)
+    if held:
+        out.block(decision.reason)
+        return out
     # Detached workers (only when configured): the hook never waits for them.
     summary.after_stop(p, ctx.env, ctx.config)
     cleanup.after_stop(p, ctx.env, ctx.config)
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
+
+
+def _transcript_if_held(ctx: Context) -> persist.TranscriptState | None:
+    """The transcript's tail, read only for a session whose task persists (a cheap read first)."""
+    if not ctx.config["persist"].get("enabled", True):
+        return None
+    snap = persist.read(ctx.store.conn, ctx.payload.session_id)
+    if snap is None or not persist.enabled_for(snap.persist, ctx.config):
+        return None
+    if snap.task_state != "open":
+        return persist.TranscriptState()  # let go whatever the transcript says; recorded all the same
+    return persist.transcript_state(ctx.payload.transcript_path, ctx.env, ctx.config)
 
 
 def main(argv: list[str] | None = None) -> int:

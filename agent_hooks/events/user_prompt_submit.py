@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_hooks.features import cancellation, sessions
 from agent_hooks.forward import forward
+from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
@@ -20,8 +21,10 @@ def handle(ctx: Context) -> Outcome:
             sessions.note_prompt(conn, p)
         sessions.log_event(conn, p, ctx.started, verdict.rule if verdict else None)
         forward(conn, ctx)
-    if verdict is not None:
+    if verdict is not None:  # cancellation wins: user handlers do not run
         out.block(verdict.message or "cancelled")
+        return out
+    user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
 
 

@@ -82,6 +82,29 @@ def is_progress_report(snapshot: Snapshot, tool_name: str | None, tool_input: di
     return bool(m) and _our_cli(m.group("exe")) and m.group("task").strip("'\"") == snapshot.task_id
 
 
+# `agent-hook task done TASK [--note '<text>']` and `agent-hook task blocked TASK '<why>'`: how a
+# persisting task ends (features/persist.py). Same shape rules as the report above.
+_QUOTED = r"""(?:'[^']*'|"[^"$`\\]*")"""
+_FINISH = (
+    r"""[ \t]*(?P<exe>[^\s'"]*)[ \t]+task[ \t]+(?:done[ \t]+(?P<done>[\w.:@-]+|'[^']*'|"[^"$`\\]*")"""
+    r"""(?:[ \t]+--note[ \t]+""" + _QUOTED + r""")?|blocked[ \t]+(?P<blocked>[\w.:@-]+|'[^']*'|"[^"$`\\]*")"""
+    r"""[ \t]+""" + _QUOTED + r""")[ \t]*"""
+)
+
+
+def is_finish_command(snapshot: Snapshot, tool_name: str | None, tool_input: dict[str, Any] | None) -> bool:
+    """`task done` / `task blocked` on the session's own task: allowed whatever the guards say."""
+    if tool_name != "Bash" or not snapshot.task_id or not isinstance(tool_input, dict):
+        return False
+    command = tool_input.get("command")
+    if not isinstance(command, str) or "\n" in command or "\r" in command:
+        return False
+    m = re.fullmatch(_FINISH, command)
+    if not m or not _our_cli(m.group("exe")):
+        return False
+    return (m.group("done") or m.group("blocked") or "").strip("'\"") == snapshot.task_id
+
+
 def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = None,
            tool_input: dict[str, Any] | None = None) -> Verdict | None:
     """Deny when the session or its task is cancelled; None otherwise. Pure.

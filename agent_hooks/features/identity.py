@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 
-from agent_hooks.features import files
+from agent_hooks.features import files, workspace_check
 from agent_hooks.features.sessions import agent_name
 from agent_hooks.features.toolcalls import WRITE_TOOLS
 
@@ -298,10 +298,19 @@ def final_sync(conn: sqlite3.Connection, ctx: "Context", end: bool = False) -> N
     rows = conn.execute(
         "SELECT name, agent, path FROM identity_baselines WHERE session_id = ?", (p.session_id,)
     ).fetchall()
+    swapped = workspace_check.problem(conn, p.session_id) if rows else None
+    if swapped is not None:
+        from agent_hooks.runner import log_error
+        from agent_hooks.store import record_error
+
+        log_error(ctx.paths, p.event, "workspace", swapped[0], p.session_id, swapped[1], ctx.config)
+        record_error(conn, p.event, "workspace", swapped[0], p.session_id)
+        rows = []
     for name, agent, path in rows:
         sync_file(conn, ctx.config, agent, name, path, p.session_id, SESSION_SYNC, ctx.started, explicit=False)
     if end:
         conn.execute("DELETE FROM identity_baselines WHERE session_id = ?", (p.session_id,))
+        workspace_check.forget(conn, p.session_id)
 
 
 # --- SessionStart ------------------------------------------------------------
@@ -416,8 +425,9 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     if not managed(conn, config, agent):
         return
     # Sessions killed before SessionEnd leave baselines behind; a few rows each, pruned here.
-    conn.execute("DELETE FROM identity_baselines WHERE at < ?",
-                 (ctx.started - float(settings(config)["baseline_days"]) * 86400,))
+    cutoff = ctx.started - float(settings(config)["baseline_days"]) * 86400
+    conn.execute("DELETE FROM identity_baselines WHERE at < ?", (cutoff,))
+    workspace_check.forget(conn, before=cutoff)
     injected = dict(conn.execute(
         "SELECT name, injected_version_id FROM identity_baselines WHERE session_id = ?", (p.session_id,)
     ).fetchall())
@@ -427,6 +437,7 @@ def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> N
     ws = files.workspace(config, p.cwd)
     if ws is not None:
         result = materialise(conn, config, agent, ws, ctx.started, p.session_id)
+        workspace_check.record(conn, p.session_id, ws, ctx.started)
     else:
         result = {n: {"head": head(conn, agent, n), "action": "absent", "path": n, "disk_was_current": False}
                   for n in names(config)}

@@ -2,8 +2,11 @@
 
 Every hook call upserts its session: cwd, transcript, tmux name, agent, role,
 first and last seen, state. States stored here are ``live`` (working),
-``awaiting`` (Stop: waiting for input) and ``ended`` (SessionEnd); ``stalled``
-is derived by readers from ``last_seen_at``.
+``awaiting`` (Stop: waiting for input) and ``ended`` (SessionEnd), and the
+waiting states ``needs_input`` and ``error`` (features/waiting.py); ``stalled``
+is derived by readers from ``last_seen_at``. A call that sets the session
+working or awaiting clears what it was waiting on; an ended session keeps it
+(a one-shot run that ended on an API error still says so).
 """
 
 from __future__ import annotations
@@ -51,13 +54,20 @@ def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str
             tmux_session = coalesce(excluded.tmux_session, sessions.tmux_session),
             agent = excluded.agent,
             role = excluded.role,
-            state = coalesce(:state, sessions.state),
-            last_seen_at = excluded.last_seen_at,
-            last_event = excluded.last_event,
-            ended_at = CASE WHEN :state = 'ended' THEN excluded.last_seen_at
+            -- A replayed call (agent_hooks.spool) is older than what came since: it moves nothing back.
+            state = CASE WHEN excluded.last_seen_at >= sessions.last_seen_at
+                         THEN coalesce(:state, sessions.state) ELSE sessions.state END,
+            last_seen_at = max(sessions.last_seen_at, excluded.last_seen_at),
+            last_event = CASE WHEN excluded.last_seen_at >= sessions.last_seen_at
+                              THEN excluded.last_event ELSE sessions.last_event END,
+            ended_at = CASE WHEN excluded.last_seen_at < sessions.last_seen_at THEN sessions.ended_at
+                            WHEN :state = 'ended' THEN excluded.last_seen_at
                             WHEN :state IS NULL THEN sessions.ended_at END,
             hook_calls = sessions.hook_calls + 1,
-            task_id = coalesce(excluded.task_id, sessions.task_id)
+            task_id = coalesce(excluded.task_id, sessions.task_id),
+            waiting_on = CASE WHEN :state IS NULL OR :state = 'ended' THEN sessions.waiting_on END,
+            waiting_detail = CASE WHEN :state IS NULL OR :state = 'ended' THEN sessions.waiting_detail END,
+            waiting_since = CASE WHEN :state IS NULL OR :state = 'ended' THEN sessions.waiting_since END
         """,
         {
             "sid": payload.session_id,

@@ -51,6 +51,19 @@ def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[st
     return rid
 
 
+def redecide(conn: sqlite3.Connection, payload: Payload, decision: str, rule: str | None,
+             reason: str | None) -> None:
+    """A user handler's deny of a call the guards let through (its row, opened by :func:`start`):
+    the row is marked denied, so the loop history leaves it out like a guard's deny. (A handler's
+    warning is not recorded: the loop guard reads ``warn`` rows as "this loop was warned about".)"""
+    conn.execute(
+        "UPDATE tool_calls SET decision = ?, rule = ?, reason = ?,"
+        " outcome = CASE WHEN ? = 'deny' THEN 'denied' ELSE outcome END"
+        " WHERE id = (SELECT max(id) FROM tool_calls WHERE session_id = ? AND coalesce(tool_use_id, '') = ?)",
+        (decision, rule, reason, decision, payload.session_id, payload.tool_use_id or ""),
+    )
+
+
 def output_digest(payload: Payload, ok: bool) -> str:
     """The hash "no progress" compares. Computed before the write transaction:
     a large tool response takes milliseconds to hash, and the store's lock is shared."""

@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 from filelock import FileLock, Timeout
 
-from agent_hooks import __version__
+from agent_hooks import __version__, fleet
 from agent_hooks.config import ConfigError, load
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
@@ -56,6 +56,43 @@ OK, TRANSIENT, PERMANENT, UNREACHABLE = "ok", "transient", "permanent", "unreach
 TRANSIENT_STATUSES = frozenset({408, 429})
 BATCH = 200
 PID_NAME = "drain.pid"
+# `agent-hook queue drain` touches this file to wake a running drainer (a file, not a
+# signal: a stale pid must never get a signal meant for us).
+WAKE_NAME = "drain.wake"
+# While backing off, the drainer looks this often for a wake-up or a server that is back.
+NAP_SLICE_S = 0.1
+
+
+def wake_path(paths: Paths) -> str:
+    return os.path.join(paths.lock_dir, WAKE_NAME)
+
+
+def wake(paths: Paths) -> None:
+    """Ask a running drainer to retry everything now (it notices within NAP_SLICE_S)."""
+    ensure_dir(paths.lock_dir)
+    with open(wake_path(paths), "a", encoding="ascii"):
+        pass
+    os.utime(wake_path(paths))
+
+
+def _wake_stamp(paths: Paths) -> int:
+    try:
+        return os.stat(wake_path(paths)).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def server_answers(url: str, timeout: float = 0.2) -> bool:
+    """A cheap probe: does the server's port accept a TCP connection? (no request is sent)"""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def classify(status: int) -> str:
@@ -81,7 +118,8 @@ def retry_after(response: httpx.Response, cap: float) -> float | None:
         return None
 
 
-def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = None) -> httpx.Client:
+def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = None,
+                headers: dict[str, str] | None = None) -> httpx.Client:
     timeout = float(config["forward"]["timeout_s"])
     if transport is None:
         # Small requests on a kept-alive connection: Nagle + delayed ACK would add 40 ms each.
@@ -91,7 +129,7 @@ def make_client(config: dict[str, Any], transport: httpx.BaseTransport | None = 
         # Proxy variables must not reroute a loopback delivery.
         trust_env=False,
         transport=transport,
-        headers={"Content-Type": "application/json", "User-Agent": f"agent-hooks/{__version__}"},
+        headers={"Content-Type": "application/json", "User-Agent": f"agent-hooks/{__version__}", **(headers or {})},
     )
 
 
@@ -123,6 +161,7 @@ class Drainer:
         self.dead = 0
         self.store: Store | None = None
         self.lock: FileLock | None = None
+        self._woken_at = _wake_stamp(paths)
 
     # -- store ---------------------------------------------------------------
 
@@ -304,6 +343,55 @@ class Drainer:
                 self._settle(row, kind, status, error, hint, time.time())
         return answered, outage
 
+    def _replay_spool(self) -> bool:
+        """Apply calls hooks spooled when they had to answer first (agent_hooks.spool)."""
+        from agent_hooks import spool
+
+        if not spool.has_work(self.paths):
+            return False
+        try:
+            done = spool.replay(self.paths, self.config)
+        except Exception as exc:  # noqa: BLE001 - the spool stays for the next replayer
+            log_error(self.paths, "spool", "error", f"replay from the drainer: {type(exc).__name__}: {exc}")
+            return False
+        if done and done["replayed"]:
+            self._say(f"replayed {done['replayed']} spooled calls")
+        return bool(done and done["taken"])
+
+    def _nap(self, seconds: float, probe_url: str | None = None) -> str | None:
+        """Sleep up to ``seconds``; return early with "woken" (`queue drain` asked) or "back"
+        (the server accepts connections again while we back off from an outage)."""
+        if self.sleep is not time.sleep:  # tests drive time themselves
+            self.sleep(seconds)
+            return None
+        end = time.monotonic() + seconds
+        every = float(self.fwd.get("probe_interval_s", 0.5))
+        if every <= 0:
+            probe_url = None
+        next_probe = time.monotonic() + every
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(NAP_SLICE_S, left))
+            stamp = _wake_stamp(self.paths)
+            if stamp != self._woken_at:
+                self._woken_at = stamp
+                self._due_now()
+                return "woken"
+            if probe_url is not None and time.monotonic() >= next_probe:
+                next_probe = time.monotonic() + every
+                if server_answers(probe_url):
+                    return "back"
+
+    def _due_now(self) -> None:
+        """Asked to deliver now: events waiting for a retry are due at once."""
+        try:
+            with self.store.write() as conn:  # type: ignore[union-attr]
+                conn.execute("UPDATE outbox SET next_at = 0 WHERE state = 'queued' AND next_at > 0")
+        except sqlite3.Error:
+            pass
+
     def _prune_sessions(self) -> None:
         ttl = float(self.fwd["session_ttl_s"])
         with self.store.write() as conn:  # type: ignore[union-attr]
@@ -311,11 +399,17 @@ class Drainer:
 
     def run(self) -> int:
         """Drain until the queue stays empty; returns 0 (also when another drainer is alive)."""
-        if not self._acquire():
+        if not self.run_if_free():
             self._say("another drainer is running")
-            return 0
+        return 0
+
+    def run_if_free(self) -> bool:
+        """:meth:`run` when no other drainer holds the lock; False (nothing done) when one does."""
+        if not self._acquire():
+            return False
         try:
-            return self._run()
+            self._run()
+            return True
         finally:
             self._release()
             if self.store is not None:
@@ -328,6 +422,7 @@ class Drainer:
         if not os.path.exists(self.paths.store):
             return 0
         self.store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
+        self._replay_spool()
         url = str(fwd["url"])
         if not fwd["enabled"]:
             self._say("forwarding is disabled (forward.enabled = false); events stay queued")
@@ -338,7 +433,9 @@ class Drainer:
             self._pause_hooks(float(fwd["give_up_after_s"]))
             return 0
         if self.client is None:
-            self.client = make_client(self.config)
+            # Our host's name and the fleet token (agent_hooks.fleet): a command center keeps
+            # each session with its host, and answers other addresses only with the token.
+            self.client = make_client(self.config, headers=fleet.client_headers(self.paths, self.config))
         self._clear_pause()
         self._prune_sessions()
         poll = max(0.005, float(fwd["poll_interval_s"]))
@@ -369,7 +466,8 @@ class Drainer:
                 if outage_tries > 1:
                     self._say(f"still unreachable after {now - outage_since:.0f} s; next try in {delay:g} s "
                               f"(giving up in {give_up - (now - outage_since):.0f} s)")
-                self.sleep(delay)
+                if self._nap(delay, probe_url=url) is not None:
+                    outage_tries = 0  # woken, or the server is back: retry now, backoff from the start
                 continue
             if answered:
                 if outage_since is not None:
@@ -381,10 +479,12 @@ class Drainer:
             wake = self._next_wake()
             if wake is not None:
                 idle_since = None
-                self.sleep(min(poll, max(0.0, wake - now)) or poll)
+                self._nap(min(poll, max(0.0, wake - now)) or poll)
                 continue
             if idle_since is None:
                 idle_since = now
+                if self._replay_spool():
+                    continue  # replayed calls may have queued events
             if now - idle_since >= self.idle_exit_s:
                 # Exit protocol (module docstring): release, then look once more.
                 self._release()

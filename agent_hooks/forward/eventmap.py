@@ -100,13 +100,29 @@ def metadata(payload: Payload, config: dict[str, Any]) -> str:
         text = f"prompt submitted ({len(prompt)} chars)"
         raw = prompt or None
     elif ev == "Notification":
-        text = f"notification: {payload.get('notification_type', 'attention')}"
+        kind = payload.get("notification_type", "attention")
+        # The waiting states (issue 19) by name: a person is needed, or the session is idle.
+        text = {"permission_prompt": "needs input: permission prompt", "idle_prompt": "awaiting: idle prompt"}.get(
+            kind, f"notification: {kind}")
         raw = payload.get("message")
     elif ev == "Stop":
         text = "turn ended"
         raw = payload.get("last_assistant_message")
     elif ev == "PreCompact":
         text = f"compaction: {payload.get('trigger', 'auto')}"
+    elif ev == "PermissionRequest":
+        from agent_hooks.features.waiting import tool_asked
+
+        text = f"needs input: {tool_asked(payload) if fwd['include_raw'] else payload.get('tool_name', 'tool')}"
+    elif ev == "StopFailure":
+        text = f"error: {payload.get('error', 'unknown')}"
+        raw = payload.get("last_assistant_message")
+    elif ev in ("SubagentStart", "SubagentStop"):
+        text = f"subagent {'started' if ev == 'SubagentStart' else 'stopped'}: {payload.get('agent_type') or 'agent'}"
+    elif ev == "PostCompact":
+        text = f"compacted: {payload.get('trigger', 'auto')}"
+    elif ev == "PermissionDenied":
+        text = f"permission denied: {payload.get('tool_name', 'tool')}"
     else:
         text = ev
     if fwd["include_raw"] and raw:

@@ -124,7 +124,7 @@ def timeouts(cfg: dict[str, Any]) -> dict[str, int]:
             for h in HOOKS}
 
 
-def launcher(exe_path: str, event: str) -> str:
+def launcher(exe_path: str, event: str, args: str = "") -> str:
     """The ``command`` we wire: run ``exe_path``, or, when it is gone, log that and exit 0.
 
     Claude Code runs a command hook with ``sh -c``, so this costs no process of
@@ -141,26 +141,37 @@ def launcher(exe_path: str, event: str) -> str:
     # The interpreter on the script's shebang line is checked too (read is a builtin): a venv whose
     # base Python was removed keeps its scripts, and exec of one would fail with 126/127.
     return (f'h={quoted}; if [ -x "$h" ]; then IFS= read -r l <"$h"; '
-            f"case $l in '#!'*) p=${{l#??}}; [ -x \"${{p%% *}}\" ] && exec \"$h\";; *) exec \"$h\";; esac; fi; "
+            f"case $l in '#!'*) p=${{l#??}}; [ -x \"${{p%% *}}\" ] && exec \"$h\"{args};; *) exec \"$h\"{args};; esac; fi; "
             f'umask 077; exec 2>/dev/null; d="{log_dir}"; '
             f"mkdir -p \"$d\" && printf '{record}' \"$(date +%s)\" {event} \"$h\" >>\"$d/errors.log\"; "
             f"exit 0 {LAUNCHER_MARK}")
 
 
-def command_for(bin_dir: str, exe: str, event: str = "") -> str:
+def command_for(bin_dir: str, exe: str, event: str = "", args: str = "") -> str:
     """The ``command`` string of our entry for ``exe`` in ``bin_dir`` (through the launcher)."""
-    return launcher(f"{bin_dir.rstrip('/')}/{exe}", event or EVENT_OF.get(exe, ""))
+    return launcher(f"{bin_dir.rstrip('/')}/{exe}", event or EVENT_OF.get(exe, ""), args)
 
 
-def our_groups(bin_dir: str, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Event -> the matcher group we install for it."""
+def our_groups(bin_dir: str, cfg: dict[str, Any], transport: str = "command") -> dict[str, dict[str, Any]]:
+    """Event -> the matcher group we install for it (``transport``: "command" or "http",
+    see agent_hooks.wiring.http)."""
     secs = timeouts(cfg)
     groups: dict[str, dict[str, Any]] = {}
     for h in HOOKS:
         group: dict[str, Any] = {}
         if h.matcher is not None:
             group["matcher"] = h.matcher
-        group["hooks"] = [{"type": "command", "command": command_for(bin_dir, h.executable, h.event),
+        if transport == "http":
+            from agent_hooks.wiring import http
+
+            if h.event in http.HTTP_EVENTS:
+                group["hooks"] = [http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event])]
+                groups[h.event] = group
+                continue
+            args = f" {http.SERVE_ARG}" if h.event == "SessionStart" else ""
+        else:
+            args = ""
+        group["hooks"] = [{"type": "command", "command": command_for(bin_dir, h.executable, h.event, args),
                            "timeout": secs[h.event]}]
         groups[h.event] = group
     return groups

@@ -181,7 +181,8 @@ def resolve_target(path: str) -> str:
     return real
 
 
-def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bool = False,
+          transport: str = "command") -> dict[str, Any]:
     """Install or uninstall in the file at ``path``; returns a report (also the --json shape).
 
     Only our entries change: the edits are spliced into the file's text. With
@@ -193,7 +194,7 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
         bom = BOM if original and original.startswith(BOM) else ""
         body = (original or "").removeprefix(BOM)
         if action == "install":
-            groups = our_groups(bin_dir, cfg)
+            groups = our_groups(bin_dir, cfg, transport)
             if body.strip():
                 refuse_jsonc(body, real)
             if not body.strip():
@@ -208,7 +209,8 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
             else:
                 text, change = merge.uninstall(body, real, created)
         report: dict[str, Any] = {"path": path, "action": action, "changed": False, "backup": None,
-                                  "removed": change.removed, "added": change.added, "bin_dir": bin_dir}
+                                  "removed": change.removed, "added": change.added, "bin_dir": bin_dir,
+                                  "transport": transport}
         text = bom + text
         if text == original or (original is None and action == "uninstall"):
             return report

@@ -28,6 +28,13 @@ HOOKS: tuple[Hook, ...] = (
     Hook("PreCompact", "agent-hook-pre-compact", None),
     Hook("Stop", "agent-hook-stop", None),
     Hook("SessionEnd", "agent-hook-session-end", None),
+    # Newer clients (2.1.330): subagents, the waiting states (issue 19), compaction done.
+    Hook("SubagentStart", "agent-hook-subagent-start", None),
+    Hook("SubagentStop", "agent-hook-subagent-stop", None),
+    Hook("StopFailure", "agent-hook-stop-failure", None),
+    Hook("PermissionRequest", "agent-hook-permission-request", "*"),
+    Hook("PermissionDenied", "agent-hook-permission-denied", "*"),
+    Hook("PostCompact", "agent-hook-post-compact", None),
 )
 EXECUTABLES = [h.executable for h in HOOKS]
 EVENT_OF = {h.executable: h.event for h in HOOKS}

@@ -66,9 +66,30 @@ def model_server() -> Iterator[ModelServer]:
         server.stop()
 
 
+# http hooks that carry the session's variables in headers: observed on 2.1.330 (reference Part A2).
+HTTP_CLIENT_VERSION = "2.1.330"
+
+
 @pytest.fixture
-def e2e(claude_bin: Path, hook_bin_dir: Path, model_server: ModelServer, tmp_path: Path) -> E2E:
-    return E2E(claude_bin, model_server, tmp_path)
+def transport(request: pytest.FixtureRequest) -> str:
+    """"command" (the executables) unless a test is parametrized with "http"."""
+    return getattr(request, "param", "command")
+
+
+@pytest.fixture
+def e2e(claude_bin: Path, hook_bin_dir: Path, model_server: ModelServer, tmp_path: Path,
+        transport: str) -> Iterator[E2E]:
+    claude = claude_bin
+    if transport == "http" and claude_client.version() not in claude_client.HTTP_HOOK_VERSIONS:
+        try:
+            claude = claude_client.ensure_client(HTTP_CLIENT_VERSION)
+        except claude_client.InstallError as exc:
+            pytest.skip(f"the http transport needs Claude Code {HTTP_CLIENT_VERSION}: {exc}")
+    world = E2E(claude, model_server, tmp_path, transport)
+    try:
+        yield world
+    finally:
+        world.close()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The e2e harness: hook settings and one test's world around the real client.
+"""The e2e harness: one test's world around the real client, wired by ``agent-hook settings install``.
 
 See conftest.py for the fixtures that build it.
 """
@@ -19,8 +19,6 @@ from model_server import ModelServer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SETTINGS_TEMPLATE = REPO / "settings.template.json"
-BIN_PLACEHOLDER = "{{BIN}}"
 # The venv's bin dir (not resolved: the venv's python is a symlink out of it).
 BIN_DIR = Path(os.path.abspath(os.path.dirname(sys.executable)))
 
@@ -35,26 +33,41 @@ HOOK_EXECUTABLES = {
     "Stop": "agent-hook-stop",
     "SessionEnd": "agent-hook-session-end",
     "Notification": "agent-hook-notification",
+    "SubagentStart": "agent-hook-subagent-start",
+    "SubagentStop": "agent-hook-subagent-stop",
+    "StopFailure": "agent-hook-stop-failure",
+    "PermissionRequest": "agent-hook-permission-request",
+    "PermissionDenied": "agent-hook-permission-denied",
+    "PostCompact": "agent-hook-post-compact",
 }
 DEFAULT_TOOLS = ("Bash", "Write", "Edit", "Read")
+# Our two transports (docs/server.md). A module runs its scenarios over both with
+# `pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)` (the e2e fixture reads it).
+TRANSPORTS = ["command", "http"]
 RUN_TIMEOUT_S = 60
 
 
-def generated_settings(bin_dir: Path = BIN_DIR) -> dict[str, Any]:
-    """Hook settings wiring our executables for every event (used until the template exists)."""
-    hooks: dict[str, Any] = {}
-    for event, exe in HOOK_EXECUTABLES.items():
-        hooks[event] = [{"hooks": [{"type": "command", "command": str(bin_dir / exe)}]}]
-    return {"hooks": hooks}
+def install_settings(path: Path, env: dict[str, str], bin_dir: Path = BIN_DIR,
+                     transport: str = "command") -> dict[str, Any]:
+    """The project's own wiring: ``agent-hook settings install --settings PATH``, as a user runs it.
+
+    Returns the settings it wrote. The e2e tier drives the client with these, so a
+    matcher or an event that ``settings install`` gets wrong shows up here too.
+    """
+    proc = subprocess.run([str(bin_dir / "agent-hook"), "settings", "install", "--settings", str(path),
+                           "--bin-dir", str(bin_dir), "--transport", transport],
+                          capture_output=True, text=True, env=env, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"agent-hook settings install exited {proc.returncode}: {proc.stdout}{proc.stderr}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def hook_settings(bin_dir: Path = BIN_DIR, template: Path = SETTINGS_TEMPLATE) -> dict[str, Any]:
-    """settings.template.json with ``{{BIN}}`` filled in, or the generated settings."""
-    if template.exists():
-        raw = template.read_text(encoding="utf-8")
-        # Substituted inside JSON strings, so the path is JSON-escaped.
-        return json.loads(raw.replace(BIN_PLACEHOLDER, json.dumps(str(bin_dir))[1:-1]))
-    return generated_settings(bin_dir)
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def hook_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
@@ -99,8 +112,9 @@ class ClaudeRun:
 class E2E:
     """One test's world: directories, model server, hook settings and the client."""
 
-    def __init__(self, claude: Path, server: ModelServer, root: Path) -> None:
+    def __init__(self, claude: Path, server: ModelServer, root: Path, transport: str = "command") -> None:
         self.claude = claude
+        self.transport = transport
         self.server = server
         self.root = root
         self.home = root / "home"
@@ -109,8 +123,18 @@ class E2E:
         for d in (self.home, self.agent_home, self.workspace):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings_path = root / "settings.json"
-        self.settings = hook_settings()
         self.runs: list[ClaudeRun] = []
+        self.last_cmd: list[str] = []
+        # http: the frequent events go to our resident server (SessionStart starts it on this port).
+        self.port = free_port() if transport == "http" else None
+        # What `settings install --transport T` wrote; tests may add their own hooks after ours (add_hook).
+        self.settings = install_settings(self.settings_path, self.env(), transport=transport)
+
+    def close(self) -> None:
+        """Stop this test's resident server, if the http transport started one."""
+        if self.port:
+            subprocess.run([str(BIN_DIR / "agent-hook"), "server", "stop"], env={**os.environ, **self.env()},
+                           capture_output=True, timeout=60)
 
     # -- wiring ----------------------------------------------------------------------
     @property
@@ -143,6 +167,8 @@ class E2E:
             "NO_PROXY": "127.0.0.1,localhost",
             "AGENT_HOOKS_HOME": str(self.agent_home),
         }
+        if self.port:
+            env["AGENT_HOOKS__SERVE__PORT"] = str(self.port)
         env.update(extra or {})
         return env
 
@@ -163,6 +189,7 @@ class E2E:
         if resume:
             cmd += ["--resume", resume]
         cmd += list(extra_args or [])
+        self.last_cmd = cmd
         started = time.monotonic()
         proc = subprocess.run(cmd, cwd=self.workspace, env=self.env(env_extra), capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)

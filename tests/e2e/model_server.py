@@ -13,6 +13,8 @@ Which requests consume a scripted turn (reference Part A):
   message asks for a summary and says not to call tools: a plain text summary.
 
 When the script runs out, a main-loop request gets a final ``end_turn`` text.
+A turn made of :func:`api_error` answers with an HTTP error instead (the client's
+StopFailure path).
 Answers are streamed as server-sent events when the request says
 ``"stream": true`` and returned as one JSON message otherwise.
 """
@@ -34,7 +36,9 @@ Turn = "list[Block] | Callable[[dict[str, Any]], list[Block]]"
 MAIN, SIDE, COMPACT, OTHER = "main", "side", "compact", "other"
 DONE_TEXT = "Done."
 SIDE_TEXT = "ok"
-SUMMARY_TEXT = "Summary: the user asked for a few scripted steps; they were carried out."
+# In the shape the compaction prompt asks for (newer clients ask again when the tags are missing).
+SUMMARY_TEXT = ("<analysis>Scripted.</analysis>\n"
+                "<summary>Summary: the user asked for a few scripted steps; they were carried out.</summary>")
 
 
 def text(value: str) -> Block:
@@ -48,6 +52,16 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> Block: 
     if id:
         block["id"] = id
     return block
+
+
+def api_error(status: int = 400, kind: str = "invalid_request_error", message: str = "scripted error",
+              sticky: bool = False) -> Block:
+    """A turn of its own: the request gets HTTP ``status`` with an API error body.
+
+    ``sticky`` keeps answering every later main-loop request with it (a client may
+    retry or fall back once before it gives up).
+    """
+    return {"type": "api_error", "status": status, "error": {"type": kind, "message": message}, "sticky": sticky}
 
 
 def flatten(value: Any) -> str:
@@ -131,6 +145,9 @@ class ModelServer:
         self.consumed = 0
         self.extra_turns = 0  # main-loop requests answered after the script ran out
         self._ids = itertools.count(1)
+        # Input tokens every answer reports: the client writes them to the transcript, where
+        # hooks read how full the context is (the default is an almost empty context).
+        self.input_tokens = 10
         self.set_script(script or [])
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.httpd.daemon_threads = True
@@ -183,7 +200,8 @@ class ModelServer:
             if self.consumed < len(self.script):
                 index = self.consumed
                 turn = self.script[index]
-                self.consumed += 1
+                if not (isinstance(turn, list) and turn and turn[0].get("sticky")):
+                    self.consumed += 1
             else:
                 self.extra_turns += 1
                 return None, [text(DONE_TEXT)]
@@ -241,21 +259,22 @@ class ModelServer:
             self.requests.append(req)
 
 
-def _usage(output_tokens: int = 1) -> dict[str, int]:
+def _usage(output_tokens: int = 1, input_tokens: int = 10) -> dict[str, int]:
     return {
-        "input_tokens": 10,
+        "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
     }
 
 
-def _sse_events(message_id: str, model: str, blocks: list[Block], stop: str) -> list[tuple[str, dict[str, Any]]]:
+def _sse_events(message_id: str, model: str, blocks: list[Block], stop: str,
+                input_tokens: int = 10) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = [(
         "message_start",
         {"type": "message_start", "message": {
             "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": _usage()}},
+            "stop_reason": None, "stop_sequence": None, "usage": _usage(input_tokens=input_tokens)}},
     )]
     for index, block in enumerate(blocks):
         if block["type"] == "text":
@@ -329,14 +348,19 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                     self._send_json(200, {})
                 return
             blocks, stop = server.answer(req)
+            if blocks and blocks[0]["type"] == "api_error":
+                self._send_json(blocks[0]["status"], {"type": "error", "error": blocks[0]["error"]})
+                return
             message_id = f"msg_e2e{next(server._ids):06d}"
             model = (body or {}).get("model") or server.model
+            tokens = server.input_tokens if req.kind == MAIN else 10
             if (body or {}).get("stream"):
-                self._stream(_sse_events(message_id, model, blocks, stop))
+                self._stream(_sse_events(message_id, model, blocks, stop, tokens))
             else:
                 self._send_json(200, {
                     "id": message_id, "type": "message", "role": "assistant", "model": model,
-                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": _usage(5)})
+                    "content": blocks, "stop_reason": stop, "stop_sequence": None,
+                    "usage": _usage(5, tokens)})
 
         def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
             data = b"".join(

@@ -6,8 +6,13 @@ import json
 import subprocess
 from typing import Any
 
-from harness import BIN_DIR, E2E
+import pytest
+
+from harness import BIN_DIR, E2E, TRANSPORTS
 from model_server import text, tool_use
+
+# Every scenario over both transports: the executables, and http hooks to the resident server.
+pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 
 AGENT = "ada"
 

@@ -1,0 +1,94 @@
+"""``agent-hook server run|start|stop|status``: the resident server (docs/server.md)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+
+from agent_hooks.cli.common import echo_json, iso, load_config, paths
+
+
+def _process():  # noqa: ANN202 - the module, imported when a command runs
+    from agent_hooks.server import process
+
+    return process
+
+
+@click.group()
+def server() -> None:
+    """The resident server that answers Claude Code's http hooks (127.0.0.1, [serve] port)."""
+
+
+@server.command()
+def run() -> None:
+    """Serve in the foreground until Ctrl-C; logs go to stderr."""
+    process = _process()
+    cfg = load_config()
+    click.echo(f"command center board: http://127.0.0.1:{cfg['serve']['port']}/", err=True)
+    try:
+        process.run(paths(), cfg, os.environ)
+    except process.ServerError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@server.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the server's /health as JSON.")
+def start(as_json: bool) -> None:
+    """Start the server in the background and return once it answers.
+
+    Does nothing when the current build already serves this store; replaces a stale one.
+    """
+    process = _process()
+    try:
+        doc, done = process.start(paths(), load_config(), os.environ)
+    except process.ServerError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        echo_json({"done": done, **doc})
+    else:
+        click.echo(f"server {done}: pid {doc['pid']}, http://127.0.0.1:{doc['port']}, build {doc['build']}")
+        click.echo(f"command center board: http://127.0.0.1:{doc['port']}/")
+
+
+@server.command()
+def stop() -> None:
+    """Stop this store's server (SIGTERM, then SIGKILL after 10 s)."""
+    pid = _process().stop(paths(), load_config())
+    click.echo("no server was running" if pid is None else f"server stopped (pid {pid})")
+
+
+@server.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(as_json: bool) -> None:
+    """Up or not, stale or not, pid, port, version, uptime, requests served, p50/p99, errors."""
+    st = _process().status(paths(), load_config())
+    if as_json:
+        echo_json(st)
+        return
+    if not st["up"]:
+        held = " (its lock is held: a server is starting or hung)" if st.get("locked") else ""
+        click.echo(f"server: down on port {st['port']}{held}")
+        return
+    counts = st.get("requests") or {}
+    errors = st.get("errors", 0)
+    click.echo(f"server: up, pid {st['pid']}, http://127.0.0.1:{st['port']}, version {st['version']}"
+               f" (build {st['build']}{', STALE: installed ' + st['installed_build'] if st['stale'] else ''})")
+    click.echo(f"  since {iso(st.get('started'))}, uptime {_duration(st.get('uptime_s') or 0)}")
+    click.echo(f"  requests answered {counts.get('answered', 0)}, errors {errors}"
+               f" (bad input or internal {counts.get('problem', 0)}, past the deadline {counts.get('timeout', 0)}),"
+               f" refused {counts.get('unauthorized', 0)}")
+    click.echo(f"  answer time p50 {_ms(st.get('p50_ms'))}, p99 {_ms(st.get('p99_ms'))};"
+               f" probe from here {_ms(st.get('probe_ms'))}")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def _duration(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(seconds)) if seconds < 86400 else f"{seconds / 86400:.1f} days"
+
+
+COMMANDS = [server]

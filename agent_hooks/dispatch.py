@@ -1,0 +1,257 @@
+"""One hook call without a transport: bytes -> payload -> Context -> handler -> answer.
+
+Both transports go through :func:`dispatch`: the executables (runner.py:
+stdin, a deadline thread, stdout) and the resident server (server/hooks.py:
+a request body, a thread pool with a timeout, a response body). What is
+promised for every call lives here once:
+
+* bad input (empty, not JSON, not an object, wrong types, too large, not
+  UTF-8, a known event sent to another event's hook) gets a one-line message,
+  no decision, a line in the error log and a row in ``errors``;
+* a payload for an event we have no handler for, sent to one of our
+  executables (newer clients send more), is not bad input: it is accepted
+  with no decision, one line on stderr and one in the notice log
+  (``logs/notices.log``), and is not counted as an error;
+* an internal error fails open the same way (no decision), with a traceback
+  in the error log.
+
+Standard library only: the executables import this on every tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from agent_hooks import spool
+from agent_hooks.output import render, warn
+from agent_hooks.paths import Paths, ensure_dir
+from agent_hooks.payload import Payload, PayloadError, UnknownEvent, parse
+from agent_hooks.store import Store, record_error
+
+# Annotations only: importing typing costs the hook path ~2 ms per call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_hooks.output import Outcome
+
+MAX_LOG_BYTES = 1024 * 1024
+MAX_LINE_CHARS = 2000
+
+
+class Context:
+    """What a handler works with: the payload, configuration, store and environment.
+
+    ``store`` may be handed in (the server keeps one connection per worker
+    thread); otherwise the first use opens one.
+    """
+
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
+
+    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
+                 store: Store | None = None, gate: spool.CommitGate | None = None) -> None:
+        self.payload = payload
+        self.config = config
+        self.paths = paths
+        self.env = env
+        self.started = time.time()
+        self._store = store
+        self.gate = gate  # the write commits through it (see agent_hooks.spool)
+        self.replayed = False  # True when the spool replays a call answered fail-open earlier
+        if store is not None:
+            store.gate = gate
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
+            self._store.gate = self.gate
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+if TYPE_CHECKING:
+    Handler = Callable[[Context], "Outcome | None"]
+
+
+class Call:
+    """One call's progress, shared with whoever enforces the deadline.
+
+    ``session_id`` is known once the payload parses (for the timeout's log
+    line); ``text`` is the answer (None: no decision); ``problem`` is the
+    one-line message of bad input or an internal error.
+    """
+
+    __slots__ = ("event", "session_id", "text", "problem", "done", "data", "started", "gate", "call_id")
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.session_id: str | None = None
+        self.text: str | None = None
+        self.problem: str | None = None
+        self.done = False
+        self.data: bytes | None = None  # the payload, once read: what a spool entry holds
+        self.started = time.time()
+        self.gate = spool.CommitGate()  # the deadline and the commit decide under it (agent_hooks.spool)
+        # One id per call: the worker (store busy) and the deadline may both spool it; replay records it once.
+        self.call_id = os.urandom(12).hex()
+
+
+def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
+              trace: str | None = None, config: dict[str, Any] | None = None, path: str | None = None) -> None:
+    """Append one JSON line to the error log (or ``path``), rotated before it would pass ``errors.max_log_bytes``.
+
+    The message and traceback are clipped first, so one line cannot outgrow the
+    rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
+    """
+    try:
+        limits = (config or {}).get("errors") or {}
+        max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
+        max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
+        ensure_dir(paths.log_dir)
+        path = path or paths.error_log
+        entry = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "ts": time.time(),
+            "event": str(event)[:100],
+            "kind": kind,
+            "session_id": None if session_id is None else str(session_id)[:256],
+            "message": _clip(message, max_chars),
+            "pid": os.getpid(),
+        }
+        if trace:
+            entry["traceback"] = _clip(trace, 4 * max_chars, keep_end=True)
+        line = json.dumps(entry) + "\n"  # ASCII: a lone surrogate cannot fail the write
+        try:
+            if os.path.getsize(path) + len(line) > max_bytes:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(line)
+    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
+        pass
+
+
+def _clip(text: object, limit: int, keep_end: bool = False) -> str:
+    """At most ``limit`` chars; a traceback keeps its end, where the error is."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    note = f"[… {len(text) - limit} chars clipped]"
+    return note + text[-limit:] if keep_end else text[:limit] + note
+
+
+def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,
+                session_id: str | None, busy_timeout_ms: int | None = None) -> None:
+    """Count the error in the store; if the store itself is the problem, the log has it."""
+    try:
+        import sqlite3
+
+        if not os.path.exists(paths.store):
+            return
+        timeout = (busy_timeout_ms or config["runtime"]["busy_timeout_ms"]) / 1000
+        conn = sqlite3.connect(paths.store, timeout=timeout, isolation_level=None)
+        limits = config.get("errors") or {}
+        try:
+            record_error(conn, event, kind, message, session_id, int(limits.get("keep_rows", 2000)),
+                         float(limits.get("keep_days", 30.0)))
+        finally:
+            conn.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def save_to_spool(paths: Paths, config: dict[str, Any], env: Any, call: Call, why: str) -> bool:
+    """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
+    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id)
+    if problem is None:
+        warn(f"{call.event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
+        log_error(paths, call.event, "spooled", why, call.session_id, config=config)
+        return True
+    log_error(paths, call.event, "error", f"{why}; the call could not be spooled: {problem}", call.session_id,
+              config=config)
+    return False
+
+
+def report(paths: Paths, config: dict[str, Any], call: Call, kind: str, message: str,
+           trace: str | None = None, said: str | None = None) -> None:
+    """Leave the trace of a failed call: a stderr line (``said``, else ``message``),
+    the error log and the ``errors`` table."""
+    call.problem = said or message
+    warn(f"{call.event}: {call.problem}")
+    log_error(paths, call.event, kind, message, call.session_id, trace, config)
+    count_error(paths, config, call.event, kind, message, call.session_id,
+                busy_timeout_ms=None if kind == "bad_input" else 250)
+
+
+def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None) -> None:
+    """An event with no handler here: accepted, said on stderr and in the notice log, not an error."""
+    message = f"no agent-hooks handler for {event} events; accepted, nothing done"
+    where = "" if event == call.event else f" (sent to the {call.event} hook)"
+    warn(f"{event}{where}: {message}")
+    log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
+
+
+def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: Paths,
+             config: dict[str, Any], store: Store | None = None) -> None:
+    """Answer one call into ``call`` (see module docstring). Never raises.
+
+    ``handler`` None means the event has no handler here: the payload is
+    still checked, and then refused as bad input.
+    """
+    call.data = data
+    try:
+        try:
+            payload = parse(data, call.event, int(config["runtime"]["max_payload_bytes"]))
+        except UnknownEvent as exc:
+            accept_unknown(paths, call, exc.event, exc.session_id)
+            call.done = True
+            return
+        except PayloadError as exc:
+            report(paths, config, call, "bad_input", str(exc))
+            call.done = True
+            return
+        call.session_id = payload.session_id
+        if handler is None:
+            # The server's routes: a request for an event we do not serve is refused as bad input,
+            # so the problem header tells whoever wired it (tests/test_server.py).
+            report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
+            call.done = True
+            return
+        if payload.notes:
+            # Repaired bad input: said and logged now, counted once the store is free.
+            note = "; ".join(payload.notes)
+            warn(f"{call.event}: bad input, repaired: {note}")
+            log_error(paths, call.event, "bad_input", note, payload.session_id, config=config)
+        ctx = Context(payload, config, paths, env, store, call.gate)
+        ctx.started = call.started
+        try:
+            outcome = handler(ctx)
+        finally:
+            if payload.notes:
+                count_error(paths, config, call.event, "bad_input", note, payload.session_id)
+        if outcome is not None:
+            call.text = render(call.event, outcome)
+        call.done = True
+    except BaseException as exc:  # noqa: BLE001 - fail open on anything
+        if isinstance(exc, spool.Abandoned):
+            return  # the deadline came first and the work was spooled
+        if spool.transient(exc) and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
+            call.text = None
+            call.done = True
+            return
+        import traceback
+
+        message = f"{type(exc).__name__}: {exc}"
+        report(paths, config, call, "error", message, traceback.format_exc(),
+               said=f"internal error ({message}); the agent carries on")
+        call.text = None
+        call.done = True

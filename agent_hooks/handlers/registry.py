@@ -1,0 +1,213 @@
+"""The compiled list of handlers: rebuilt when a source changes, read cheaply on every hook call.
+
+A rebuild (discovery.py, PyYAML) writes ``<state dir>/cache/handlers-<key>.json``:
+the handler records and the stamp (inode, mtime, size) of every directory and
+file it read. A hook call stats the source directories (none there: no
+handlers, done), then checks every recorded stamp; only a difference rebuilds.
+So a long-lived process (the http transport) sees an edit, an install or a
+removal on its next call, and the command transport pays a few stat calls.
+
+The sources themselves (bundled < extra dirs < managed < workspace, lowest
+precedence first) are listed here rather than in discovery.py because every
+call needs them, and discovery.py is imported only to rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+# Annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+BUNDLED, EXTRA, MANAGED, WORKSPACE = "bundled", "extra", "managed", "workspace"
+PRECEDENCE = (BUNDLED, EXTRA, MANAGED, WORKSPACE)  # lowest first
+WORKSPACE_SUBDIR = os.path.join(".agent-hooks", "hooks")
+BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
+
+CACHE_VERSION = 1
+# path of a cache file -> (its stamp, its parsed content): a long-lived process skips the JSON parse.
+_MEMO: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+
+class Source:
+    """One place handlers are found: its kind and its directory (as configured)."""
+
+    __slots__ = ("kind", "path", "trusted")
+
+    def __init__(self, kind: str, path: str, trusted: bool = True) -> None:
+        self.kind = kind
+        self.path = path
+        self.trusted = trusted  # False: an untrusted workspace (listed, never run, shadows nothing)
+
+    def as_list(self) -> list[Any]:
+        return [self.kind, self.path, self.trusted]
+
+
+def managed_dir(config_dir: str) -> str:
+    """``<config dir>/hooks``: where ``hooks install`` and ``hooks new`` put handlers."""
+    return os.path.join(config_dir, "hooks")
+
+
+def workspace_dir(workspace: str) -> str:
+    return os.path.join(workspace, WORKSPACE_SUBDIR)
+
+
+def is_trusted(workspace: str, trusted: list[Any]) -> bool:
+    """True when the resolved ``workspace`` is one the operator listed in ``handlers.trusted_workspaces``."""
+    real = os.path.realpath(workspace)
+    return any(isinstance(t, str) and t and os.path.realpath(os.path.expanduser(t)) == real for t in trusted)
+
+
+def sources(hcfg: dict[str, Any], config_dir: str, workspace: str | None, include_bundled: bool = True,
+            include_untrusted: bool = False) -> list[Source]:
+    """The sources to scan, lowest precedence first (see module docstring)."""
+    out = [Source(BUNDLED, BUNDLED_DIR)] if include_bundled else []
+    for d in hcfg.get("extra_dirs") or []:
+        if isinstance(d, str) and d:
+            out.append(Source(EXTRA, os.path.abspath(os.path.expanduser(d))))
+    out.append(Source(MANAGED, managed_dir(config_dir)))
+    if workspace:
+        trusted = is_trusted(workspace, hcfg.get("trusted_workspaces") or [])
+        if trusted or include_untrusted:
+            out.append(Source(WORKSPACE, workspace_dir(workspace), trusted))
+    return out
+
+
+def stamp(path: str) -> list[int] | None:
+    """What must stay the same for a compiled registry to stay valid: inode, mtime, size (None: absent)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_mtime_ns, st.st_size]
+
+
+def platform() -> str:
+    """The OS name HOOK.md's ``os`` is compared with: linux, darwin, win32."""
+    return sys.platform
+
+
+def workspace_of(env: Mapping[str, str], cwd: str | None) -> str | None:
+    """The session's workspace: $CLAUDE_PROJECT_DIR (the project root), else the payload's cwd."""
+    ws = env.get("CLAUDE_PROJECT_DIR") or cwd or None
+    return ws if ws and os.path.isabs(ws) else None
+
+
+def current_sources(config: Mapping[str, Any], config_dir: str, workspace: str | None,
+                    hot: bool = False) -> list[Source]:
+    """The sources for this call. ``hot`` (the hook path) leaves out what cannot run: bundled
+    handlers when none is enabled in the config (all are off by default), untrusted workspaces."""
+    hcfg = config["handlers"]
+    include_bundled = True
+    if hot:
+        entries = hcfg.get("entries") or {}
+        include_bundled = isinstance(entries, dict) and any(
+            isinstance(e, dict) and e.get("enabled") is True for e in entries.values())
+        if workspace and not hcfg.get("trusted_workspaces"):
+            workspace = None  # skip even the realpath: nothing in a workspace can run
+    return sources(hcfg, config_dir, workspace, include_bundled=include_bundled,
+                             include_untrusted=not hot)
+
+
+def _cache_path(state_dir: str, srcs: list[Source]) -> str:
+    from agent_hooks.hashing import sha256
+
+    key = sha256(json.dumps([s.as_list() for s in srcs]).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(state_dir, "cache", f"handlers-{key}.json")
+
+
+def _read_cache(path: str, srcs: list[Source]) -> dict[str, Any] | None:
+    file_stamp = stamp(path)
+    if file_stamp is None:
+        return None
+    memo = _MEMO.get(path)
+    if memo is not None and memo[0] == file_stamp:
+        data = memo[1]
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        _MEMO[path] = (file_stamp, data)
+    if data.get("version") != CACHE_VERSION or data.get("sources") != [s.as_list() for s in srcs]:
+        return None
+    stamps = data.get("stamps")
+    if not isinstance(stamps, dict):
+        return None
+    for p, recorded in stamps.items():
+        if stamp(p) != recorded:
+            return None
+    return data
+
+
+def _write_cache(path: str, data: dict[str, Any]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache we cannot write costs a rebuild next time, nothing else
+
+
+def compile_sources(srcs: list[Source], state_dir: str, force: bool = False) -> tuple[list[dict[str, Any]], bool]:
+    """(every handler record of ``srcs``, whether it was rebuilt): from the cache while its stamps hold."""
+    path = _cache_path(state_dir, srcs)
+    data = None if force else _read_cache(path, srcs)
+    if data is not None:
+        return data["handlers"], False
+    from agent_hooks.handlers import discovery  # PyYAML: only on a rebuild
+
+    handlers, stamps = discovery.discover(srcs)
+    _write_cache(path, {"version": CACHE_VERSION, "sources": [s.as_list() for s in srcs], "stamps": stamps,
+                        "handlers": handlers})
+    return handlers, True
+
+
+def matches(matcher: str | None, tool_name: str) -> bool:
+    """Does HOOK.md's ``matcher`` take this tool? Empty or "*": every tool; plain names
+    (``Bash``, ``Write|Edit``, ``Write, Edit``): exactly those; else a regex matched against the whole name."""
+    if not matcher or matcher == "*":
+        return True
+    if all(c.isalnum() or c in "_-|, " for c in matcher):
+        return tool_name in {n.strip() for n in matcher.replace(",", "|").split("|")}
+    import re
+
+    return re.fullmatch(matcher, tool_name) is not None
+
+
+def due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping[str, str], cwd: str | None,
+        event: str, tool_name: str = "") -> list[dict[str, Any]]:
+    """The handlers to run for this call, in priority order (the hook path; cheap when there are none)."""
+    hcfg = config.get("handlers") or {}
+    if not hcfg.get("enabled", True):
+        return []
+    srcs = current_sources(config, config_dir, workspace_of(env, cwd), hot=True)
+    srcs = [s for s in srcs if os.path.isdir(s.path)]
+    if not srcs:
+        return []
+    handlers, _ = compile_sources(srcs, state_dir)
+    candidates = [h for h in handlers
+                  if event in h["events"] and not h["errors"]
+                  and (not h["matcher"] or matches(h["matcher"], tool_name))]
+    if not candidates:
+        return []
+    from agent_hooks.handlers import eligibility
+    from agent_hooks.features.sessions import agent_name, role
+
+    agent, who = agent_name(env, config), role(env, config)
+    plat = platform()
+    ready = [h for h in candidates
+             if eligibility.evaluate(h, plat, env, config, agent, who)[0] == eligibility.READY]
+    ready.sort(key=lambda h: (h["priority"], h["name"]))
+    return ready

@@ -1,0 +1,419 @@
+"""Running the due handlers: in priority order, each isolated, within the hook's deadline; then one merged verdict.
+
+Isolation: an exception, a timeout, a result that is not the documented dict,
+or an in-process handler that writes to stdout (our protocol) is logged with
+the handler's name (error log and ``errors`` table), its result is dropped and
+the next handler runs. In the command transport stdout's file descriptor is
+moved away before the first handler runs, so not even ``os.write(1, ...)`` or a
+child process can reach Claude Code; only output.emit writes the answer.
+
+Merge: the strongest decision wins (deny and block, then warn, then allow; the
+first of equals), and the first deny ends the run; contexts (and warnings'
+reasons) are joined within ``handlers.context_budget_chars``; on PreToolUse
+each ``updated_input`` is merged into the tool input in priority order, and the
+next handler sees the result.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import sys
+import time
+
+from agent_hooks.handlers import API_VERSION, registry
+
+# Annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_hooks.runner import Context
+
+ALLOW, WARN, DENY = "allow", "warn", "deny"
+RANK = {None: -1, "allow": 0, "warn": 1, "deny": 2, "block": 2}
+RESULT_KEYS = ("decision", "reason", "context", "updated_input")
+MAX_OUTPUT_BYTES = 1024 * 1024
+CUT = " [… cut]"
+# path of handler.py -> (its stamp, its handle function): a long-lived process reloads on change only.
+_MODULES: dict[str, tuple[Any, Callable[[dict[str, Any]], Any]]] = {}
+
+
+class Merged:
+    """What the handlers decided together."""
+
+    __slots__ = ("decision", "reason", "rule", "contexts", "tool_input", "ran", "failed")
+
+    def __init__(self) -> None:
+        self.decision: str = ALLOW
+        self.reason: str | None = None
+        self.rule: str | None = None  # "handler:<name>" of the decision
+        self.contexts: list[str] = []
+        self.tool_input: dict[str, Any] | None = None  # PreToolUse: the input after every updated_input
+        self.ran: list[str] = []
+        self.failed: list[str] = []
+
+
+# -- stdout protection -------------------------------------------------------------------------
+
+class _Stdout:
+    """sys.stdout for the process once handlers run: handler threads write into their own buffer
+    (which fails the handler), every other thread to the real stream."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.owners: dict[int, list[str]] = {}
+
+    def write(self, text: str) -> int:
+        buf = self.owners.get(_thread.get_ident())
+        if buf is None:
+            return self.real.write(text)
+        buf.append(str(text))
+        return len(text)
+
+    def flush(self) -> None:
+        if _thread.get_ident() not in self.owners:
+            self.real.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def guard_stdout(fd_level: bool) -> _Stdout:
+    """Install the thread-aware stdout (once). ``fd_level`` (the command transport, whose fd 1 is
+    the pipe to Claude Code): fd 1 becomes a copy of stderr for good, and the answer goes out
+    through a private duplicate of the pipe."""
+    current = sys.stdout
+    if isinstance(current, _Stdout):
+        return current
+    real = current
+    if fd_level:
+        try:
+            current.flush()
+            saved = os.dup(1)
+            os.dup2(2, 1)
+            real = open(saved, "w", encoding="utf-8", errors="surrogateescape", closefd=True)  # noqa: SIM115
+        except (OSError, ValueError, AttributeError):
+            real = current
+    proxy = _Stdout(real)
+    sys.stdout = proxy
+    return proxy
+
+
+# -- the event a handler is given ----------------------------------------------------------------
+
+def session_info(ctx: Context) -> dict[str, Any]:
+    from agent_hooks.features.sessions import agent_name, role, task_id, tmux_session
+
+    return {"id": ctx.payload.session_id, "agent": agent_name(ctx.env, ctx.config),
+            "role": role(ctx.env, ctx.config), "task_id": task_id(ctx.env), "cwd": ctx.payload.cwd,
+            "tmux_session": tmux_session(ctx.env)}
+
+
+def data_dir(state_dir: str, name: str) -> str:
+    """A directory the handler may write to: ``<state dir>/handlers/<name>``."""
+    return os.path.join(state_dir, "handlers", name)
+
+
+def event_for(ctx: Context, event: str, h: dict[str, Any], payload: dict[str, Any],
+              session: dict[str, Any]) -> dict[str, Any]:
+    """The documented event dict (docs/handlers.md, API version 1)."""
+    from agent_hooks.handlers.eligibility import entry_of
+
+    ddir = data_dir(ctx.paths.state_dir, h["name"])
+    try:
+        os.makedirs(ddir, mode=0o700, exist_ok=True)
+    except OSError:
+        pass
+    return {"api_version": API_VERSION, "event": event, "payload": payload, "session": session,
+            "config": entry_of(ctx.config, h["name"]),
+            "handler": {"name": h["name"], "dir": h["dir"], "source": h["source"], "data_dir": ddir}}
+
+
+# -- calling one handler -----------------------------------------------------------------------
+
+def _code(entry: str, stamp: Any, state_dir: str) -> Any:
+    """handler.py compiled, from a marshal cache keyed by its stamp: a process's first
+    compile() costs ~2 ms of CPU, a marshal load ~0.06 ms (what a .pyc does for a module)."""
+    import marshal
+
+    from agent_hooks.hashing import sha256
+
+    key = sha256(entry.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    path = os.path.join(state_dir, "cache", "code", f"{key}.bin")
+    header = json.dumps([entry, stamp, sys.implementation.cache_tag]).encode() + b"\n"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(header):
+            return marshal.loads(data[len(header):])
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    with open(entry, encoding="utf-8") as f:
+        code = compile(f.read(), entry, "exec")
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(header + marshal.dumps(code))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no cache: compiled again next call
+    return code
+
+
+def _load(h: dict[str, Any], state_dir: str) -> Callable[[dict[str, Any]], Any]:
+    entry = h["entry"]
+    stamp = registry.stamp(entry)
+    memo = _MODULES.get(entry)
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    code = _code(entry, stamp, state_dir)
+    namespace: dict[str, Any] = {"__name__": f"agent_hooks_handler_{h['name'].replace('-', '_')}",
+                                 "__file__": entry, "__builtins__": __builtins__}
+    exec(code, namespace)  # noqa: S102 - the operator installed and enabled this handler
+    fn = namespace.get("handle")
+    if not callable(fn):
+        raise TypeError("handler.py defines no handle(event) function")
+    _MODULES[entry] = (stamp, fn)
+    return fn
+
+
+def call_python(h: dict[str, Any], event: dict[str, Any], printed: list[str], state_dir: str) -> tuple[Any, str | None]:
+    """(result, error) of an in-process handler, called on this thread (the run's worker)."""
+    try:
+        result = _load(h, state_dir)(event)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
+        import traceback
+
+        tb = traceback.format_exc().strip().splitlines()
+        return None, f"raised {type(exc).__name__}: {exc}" + (f" ({tb[-3].strip()})" if len(tb) >= 3 else "")
+    if printed:
+        text = "".join(printed)
+        return None, (f"wrote {len(text)} characters to stdout, which is the hook protocol"
+                      f" (use the result's context, or stderr): {text[:120]!r}")
+    return result, None
+
+
+def call_exec(h: dict[str, Any], event: dict[str, Any], timeout_s: float, env: Any, cwd: str | None) -> tuple[Any, str | None]:
+    """(result, error) of an executable handler: the event JSON on stdin, the result JSON on stdout."""
+    import signal
+    import subprocess
+
+    child_env = dict(env)
+    child_env.update({"AGENT_HOOKS_HANDLER": h["name"], "AGENT_HOOKS_HANDLER_DIR": h["dir"],
+                      "AGENT_HOOKS_NESTED": "1"})
+    extra = event["config"].get("env")
+    if isinstance(extra, dict):
+        child_env.update({str(k): str(v) for k, v in extra.items()})
+    workdir = cwd if cwd and os.path.isdir(cwd) else h["dir"]
+    try:
+        proc = subprocess.Popen([h["entry"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=workdir, env=child_env, start_new_session=True)
+    except OSError as exc:
+        return None, f"could not start: {exc}"
+    try:
+        stdout, stderr = proc.communicate(json.dumps(event).encode("utf-8", "surrogatepass"),
+                                          timeout=max(0.001, timeout_s))
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            proc.communicate(timeout=0.2)
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            pass
+        return None, f"timed out after {int(timeout_s * 1000)} ms (killed)"
+    if proc.returncode != 0:
+        tail = " ".join(stderr.decode("utf-8", "replace").split())[-300:]
+        return None, f"exited {proc.returncode}" + (f": {tail}" if tail else "")
+    if len(stdout) > MAX_OUTPUT_BYTES:
+        return None, f"printed {len(stdout)} bytes, over the {MAX_OUTPUT_BYTES}-byte limit"
+    text = stdout.decode("utf-8", "replace").strip()
+    if not text:
+        return None, None
+    try:
+        return json.loads(text), None
+    except ValueError:
+        return None, f"printed something that is not JSON: {text[:120]!r}"
+
+
+def validate(result: Any, event: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the result as documented, or None for no opinion; what is wrong with it)."""
+    if result is None:
+        return None, None
+    if not isinstance(result, dict):
+        return None, f"returned {type(result).__name__}; expected a dict (or None)"
+    decision = result.get("decision")
+    if decision is not None and decision not in RANK:
+        return None, f"decision {decision!r} is not allow, warn, deny or block"
+    for key in ("reason", "context"):
+        if result.get(key) is not None and not isinstance(result[key], str):
+            return None, f"{key} must be a string"
+    updated = result.get("updated_input")
+    if updated is not None and not isinstance(updated, dict):
+        return None, "updated_input must be an object"
+    return {k: result.get(k) for k in RESULT_KEYS}, None
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def _fail(ctx: Context, event: str, name: str, message: str) -> None:
+    from agent_hooks.runner import log_error
+    from agent_hooks.store import record_error
+
+    text = f"handler {name}: {message}"
+    log_error(ctx.paths, event, "handler", text, ctx.payload.session_id)
+    try:
+        record_error(ctx.store.conn, event, "handler", text, ctx.payload.session_id)
+    except Exception:  # noqa: BLE001 - the log line is the trace; a busy store must not cost the answer
+        pass
+
+
+def budget_s(ctx: Context) -> float:
+    """Seconds the handlers may still use: up to the hook's deadline, minus a margin for the answer."""
+    cfg = ctx.config
+    deadline = max(50, int(cfg["runtime"]["deadline_ms"])) / 1000
+    margin = max(0, int(cfg["handlers"].get("deadline_margin_ms", 300))) / 1000
+    return ctx.started + deadline - margin - time.time()
+
+
+class _Run:
+    """One hook call's handlers. The loop runs on one worker thread (one thread start and one
+    wake-up per call, whatever the number of handlers); the caller's thread watches the clock
+    and, when a handler overruns, abandons that worker and starts another at the next handler."""
+
+    def __init__(self, ctx: Context, event: str, handlers: list[dict[str, Any]], out: _Stdout) -> None:
+        self.ctx, self.event, self.handlers, self.out = ctx, event, handlers, out
+        self.lock = _thread.allocate_lock()  # guards everything below
+        self.merged = Merged()
+        self.payload: dict[str, Any] = ctx.payload.raw
+        self.session = session_info(ctx)
+        self.default_ms = int(ctx.config["handlers"].get("default_timeout_ms", 1000))
+        self.next = 0
+        self.gen = 0
+        self.current: tuple[str, float, int] | None = None  # running handler: name, monotonic deadline, timeout ms
+        self.failures: list[tuple[str, str]] = []
+        self.finished = _thread.allocate_lock()
+
+    def start_worker(self) -> None:
+        self.gen += 1
+        self.finished = done = _thread.allocate_lock()
+        done.acquire()
+        _thread.start_new_thread(self.work, (self.gen, done))
+
+    def work(self, gen: int, done: Any) -> None:
+        printed: list[str] = []
+        self.out.owners[_thread.get_ident()] = printed  # stays registered: a late print is caught too
+        try:
+            while True:
+                with self.lock:
+                    if gen != self.gen or self.next >= len(self.handlers) or self.merged.decision == DENY:
+                        return  # all run, abandoned, or a deny ended the run
+                    h = self.handlers[self.next]
+                    self.next += 1
+                    left = budget_s(self.ctx)
+                    if left <= 0.005:
+                        self.failures.append((h["name"], "not run: the hook's deadline is reached"))
+                        continue
+                    timeout_s = min(left, (h["timeout_ms"] or self.default_ms) / 1000)
+                    grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
+                    self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
+                    payload = self.payload
+                ev = event_for(self.ctx, self.event, h, payload, self.session)
+                del printed[:]
+                if h["kind"] == "python":
+                    # A copy: one handler cannot change what the next is given, nor our own records.
+                    result, error = call_python(h, json.loads(json.dumps(ev)), printed, self.ctx.paths.state_dir)
+                else:
+                    result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
+                if error is None:
+                    result, error = validate(result, self.event)
+                with self.lock:
+                    if gen != self.gen:
+                        return  # timed out meanwhile: its result is ignored
+                    self.current = None
+                    if error is not None:
+                        self.failures.append((h["name"], error))
+                    else:
+                        self.apply(h, result)
+        finally:
+            done.release()
+
+    def apply(self, h: dict[str, Any], result: dict[str, Any] | None) -> None:
+        merged = self.merged
+        merged.ran.append(h["name"])
+        if result is None:
+            return
+        updated = result["updated_input"]
+        if updated is not None and self.event == "PreToolUse":
+            tool_input = {**(self.payload.get("tool_input") or {}), **updated}
+            tool_input = {k: v for k, v in tool_input.items() if v is not None}  # null removes a key
+            self.payload = {**self.payload, "tool_input": tool_input}
+            merged.tool_input = tool_input
+        decision = result["decision"]
+        text = result["context"]
+        if decision == WARN and result["reason"]:
+            text = result["reason"] if not text else f"{result['reason']}\n{text}"
+        if text:
+            merged.contexts.append(text)
+        if RANK[decision] > RANK[merged.decision]:
+            merged.decision = DENY if decision == "block" else decision
+            merged.reason = result["reason"] or f"{decision} by handler {h['name']}"
+            merged.rule = f"handler:{h['name']}"
+
+    def watch(self) -> Merged:
+        self.start_worker()
+        while True:
+            with self.lock:
+                current, finished = self.current, self.finished
+            now = time.monotonic()
+            # No handler started yet (or between two): look again shortly, then wait for its deadline.
+            wait = current[1] - now if current else 0.005
+            if finished.acquire(timeout=max(0.001, wait)):
+                break
+            with self.lock:
+                current = self.current
+                if current is None or time.monotonic() < current[1]:
+                    continue
+                self.failures.append((current[0], f"timed out after {current[2]} ms"
+                                                  " (left running; its result will be ignored)"))
+                self.current = None
+                self.start_worker()
+        return self.merged
+
+
+def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
+    """Run ``handlers`` (already due, in priority order) for this call and merge their results."""
+    from agent_hooks import output
+
+    out = guard_stdout(output.STDOUT_IS_PROTOCOL)
+    state = _Run(ctx, event, handlers, out)
+    merged = state.watch()
+    with state.lock:
+        failures = list(state.failures)
+    for name, message in failures:  # here, on the caller's thread: the store's connection is its own
+        _fail(ctx, event, name, message)
+        merged.failed.append(name)
+    merged.contexts = clip_contexts(merged.contexts, int(ctx.config["handlers"].get("context_budget_chars", 4000)))
+    return merged
+
+
+def clip_contexts(texts: list[str], budget: int) -> list[str]:
+    """The contexts in order, cut so that together they fit ``budget`` characters."""
+    out: list[str] = []
+    used = 0
+    for i, text in enumerate(texts):
+        room = budget - used
+        if room <= 0:
+            out.append(f"[{len(texts) - i} more handler context(s) cut: over the budget]")
+            break
+        if len(text) > room:
+            text = text[: max(0, room - len(CUT))] + CUT
+        out.append(text)
+        used += len(text)
+    return out

@@ -1,0 +1,239 @@
+"""The one Starlette app of the resident server, built from route modules.
+
+Routes are data: every module named in :data:`ROUTE_MODULES` has
+
+    def routes(state: ServerState) -> list[starlette.routing.BaseRoute]
+
+and may have ``async def startup(state)`` / ``async def shutdown(state)``,
+run by the app's lifespan in the list's order (shutdown in reverse). To add
+an area (the command center's ingest, live board, control), write a module
+beside this one and add its name to ``ROUTE_MODULES``; everything it needs
+from the process is on the :class:`ServerState` it is handed (also at
+``request.app.state.server``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute
+
+from agent_hooks import __version__
+from agent_hooks import config as config_mod
+from agent_hooks.paths import Paths
+from agent_hooks.server import fastpath, local, peer
+from agent_hooks.store import Store, Transaction
+
+T = TypeVar("T")
+
+# Route modules, in order. issue 15 (command center) adds its own here:
+# "agent_hooks.server.ingest", "agent_hooks.server.live", "agent_hooks.server.control", ...
+ROUTE_MODULES: list[str] = [
+    "agent_hooks.server.meta",
+    "agent_hooks.server.hooks",
+    # The command center (issue 15, docs/command-center.md); live first: it owns the writer thread.
+    "agent_hooks.server.live",
+    "agent_hooks.server.ingest",
+    "agent_hooks.server.control",
+    "agent_hooks.server.board",
+]
+
+# Answer times kept for p50/p99 (the newest ones).
+TIMES_KEPT = 10_000
+
+
+class Stats:
+    """Counters and recent answer times of this process (read by /status)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.times_ms: deque[float] = deque(maxlen=TIMES_KEPT)
+
+    def count(self, what: str, ms: float | None = None) -> None:
+        with self.lock:
+            self.counts[what] = self.counts.get(what, 0) + 1
+            if ms is not None:
+                self.times_ms.append(ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            times = sorted(self.times_ms)
+            counts = dict(self.counts)
+
+        def pct(q: float) -> float | None:
+            return round(times[min(len(times) - 1, int(q * len(times)))], 3) if times else None
+
+        return {"counts": counts, "answered": len(times), "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
+
+
+class _SerialTransaction(Transaction):
+    """``BEGIN IMMEDIATE ... COMMIT`` under the process's write lock.
+
+    The server's threads would otherwise meet on SQLite's lock, whose busy
+    handler sleeps in steps of up to 100 ms; a Python lock hands the write
+    over as soon as it is free. Other processes (the executables, the CLI)
+    still meet on SQLite's lock with the busy timeout.
+    """
+
+    __slots__ = ("lock",)
+
+    def __init__(self, conn: Any, lock: threading.Lock) -> None:
+        super().__init__(conn)
+        self.lock = lock
+
+    def __enter__(self) -> Any:
+        self.lock.acquire()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self.lock.release()
+
+
+class _ServerStore(Store):
+    """A worker thread's connection whose write transactions take the process's write lock."""
+
+    def __init__(self, path: str, busy_timeout_ms: int, lock: threading.Lock) -> None:
+        super().__init__(path, busy_timeout_ms)
+        self.write_lock = lock
+
+    def write(self) -> Transaction:
+        return _SerialTransaction(self.conn, self.write_lock)
+
+
+class ServerState:
+    """What every route module gets: where the store is, the configuration, the
+    process's environment, a thread pool for blocking work, its counters."""
+
+    def __init__(self, paths: Paths, config: dict[str, Any], env: Mapping[str, str],
+                 port: int | None = None) -> None:
+        self.paths = paths
+        self.env: dict[str, str] = {k: v for k, v in env.items() if k not in local.SESSION_ENV}
+        self.port = port if port is not None else int(config["serve"]["port"])
+        self.version = __version__
+        self.build = local.build_id()
+        self.started = time.time()
+        self.stats = Stats()
+        self.pool = ThreadPoolExecutor(max_workers=max(1, int(config["serve"]["threads"])),
+                                       thread_name_prefix="agent-hooks")
+        self._config = config
+        self._config_stamp = self._stamp()
+        self._local = threading.local()
+        # One writer at a time among this process's threads (see _SerialTransaction).
+        self.write_lock = threading.Lock()
+        # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
+        self.fast_exact: dict[tuple[str, str], fastpath.ASGIApp] = {}
+        self.fast_prefixes: list[tuple[str, str, fastpath.ASGIApp]] = []
+
+    def fast_route(self, path: str, fn: fastpath.ASGIApp, method: str = "POST") -> BaseRoute:
+        """A raw ASGI route taken before Starlette's router (see :mod:`agent_hooks.server.fastpath`);
+        the returned Starlette route serves the same callable for whatever the fast path passes on."""
+        return fastpath.route(path, fn, method, self.fast_exact, self.fast_prefixes)  # type: ignore[no-any-return]
+
+    # Configuration: re-read when the file changes, as the executables would see it.
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.paths.config_file)
+            return (st.st_mtime_ns, st.st_size)
+        except OSError:
+            return None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        stamp = self._stamp()
+        if stamp != self._config_stamp:
+            self._config, _problems = config_mod.load_lenient(self.paths, self.env)
+            self._config_stamp = stamp
+        return self._config
+
+    def store(self) -> Store:
+        """This thread's connection to the store (opened, and migrated, on first use).
+
+        Meant for the pool's threads: SQLite connections stay in their thread.
+        """
+        store = getattr(self._local, "store", None)
+        if store is None:
+            store = _ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
+            self._local.store = store
+        return store
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the pool (store work never runs on the event loop)."""
+        return await asyncio.wrap_future(self.pool.submit(fn, *args))
+
+    def caller_allowed(self, request: Request | Any) -> bool:
+        """True when the request (a Starlette request, or an ASGI scope) comes from a process of the server's own user."""
+        scope = request if isinstance(request, dict) else request.scope
+        return peer.same_user_scope(scope)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "port": self.port,
+            "version": self.version,
+            "build": self.build,
+            "started": self.started,
+            "uptime_s": round(time.time() - self.started, 3),
+            "store": self.paths.store,
+        }
+
+
+UNAUTHORIZED = {"error": "only the server's own user may call this"}
+
+
+def unauthorized() -> JSONResponse:
+    """The answer to a caller who is not the server's user: 401, nothing done."""
+    return JSONResponse(UNAUTHORIZED, status_code=401)
+
+
+def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None, *,
+               port: int | None = None, route_modules: list[str] | None = None,
+               on_stop: Callable[[], None] | None = None) -> Any:
+    """The server's app: the routes of every module in ``route_modules`` (default
+    :data:`ROUTE_MODULES`), sharing one :class:`ServerState`. ``on_stop`` runs
+    last at shutdown (uvicorn ends the process by re-raising SIGTERM afterwards,
+    so cleanup after ``server.run`` would never run).
+
+    The result is the Starlette app behind a :class:`~agent_hooks.server.fastpath.FastPath`
+    (its ``state`` is the Starlette app's)."""
+    state = ServerState(paths, config, os.environ if env is None else env, port)
+    modules = [importlib.import_module(name) for name in (route_modules or ROUTE_MODULES)]
+    routes = [route for module in modules for route in module.routes(state)]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for module in modules:
+            if hasattr(module, "startup"):
+                await module.startup(state)
+        try:
+            yield
+        finally:
+            for module in reversed(modules):
+                if hasattr(module, "shutdown"):
+                    await module.shutdown(state)
+            state.pool.shutdown(wait=True)
+            if on_stop is not None:
+                on_stop()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.server = state
+    return fastpath.FastPath(app, state.fast_exact, state.fast_prefixes)

@@ -1,0 +1,113 @@
+"""The board at ``/``: plain files shipped in the package (static/), and the JSON they read.
+
+* ``GET /``: the board (``static/index.html``); ``/?token=T`` keeps a fleet
+  token as a SameSite=Strict cookie, for a browser on another host.
+* ``GET /static/...``: its CSS and JavaScript. No CDN, no build step.
+* ``GET /api/board``: every card, the states and which drags are allowed.
+* ``GET /api/board/sessions/<id>``: a session's page (agent_hooks.server.cards.detail).
+
+The board keeps itself current from ``/api/live`` (agent_hooks.server.live).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agent_hooks.server import access, cards, contract
+from agent_hooks.server.app import ServerState
+from agent_hooks.server.live import fleet_of
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+OWN_STATES = {
+    "live": "working: hook calls are coming",
+    "awaiting": "its turn ended (Stop): waiting for a prompt",
+    "stalled": "live, but no hook call for heartbeat.stalled_after_s",
+    "ended": "the session ended (SessionEnd)",
+}
+
+
+def board_meta(state: ServerState) -> dict[str, Any]:
+    """What the board needs besides the cards: names, states, allowed drags."""
+    hub = fleet_of(state)
+    return {
+        "host": hub.own_host,
+        "states": list(contract.STATES),
+        "own_states": OWN_STATES,
+        "transitions": {s: contract.targets(s) for s in contract.STATES},
+        "events": {e: {"from": sorted(src), "to": to, "means": contract.EVENT_MEANINGS[e]}
+                   for e, (src, to) in contract.EVENTS.items()},
+        "stalled_after_s": float(state.config["heartbeat"]["stalled_after_s"]),
+    }
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    hub = fleet_of(state)
+
+    async def index(request: Request) -> Response:
+        token = request.query_params.get("token")
+        if token is not None:
+            if not access.token_ok(state, token):
+                return JSONResponse({"error": "wrong fleet token"}, status_code=401)
+            response: Response = RedirectResponse("/", status_code=303)
+            response.set_cookie(access.COOKIE, token, httponly=True, samesite="strict",
+                                secure=request.url.scheme == "https", max_age=30 * 86400)
+            return response
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        return FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
+
+    async def board(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
+                             "cards": list(hub.cards.values())})
+
+    async def session_page(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        card_id = request.path_params["id"]
+        env = dict(state.env)
+        data = await state.run_blocking(_detail, state, env, hub.own_host, card_id)
+        if data is None:
+            return JSONResponse({"error": f"no session {card_id!r}"}, status_code=404)
+        return JSONResponse(data)
+
+    async def static_files(scope: Any, receive: Any, send: Any) -> None:
+        from starlette.requests import HTTPConnection
+
+        denied = access.check(state, HTTPConnection(scope))
+        if denied is not None:
+            await denied(scope, receive, send)
+            return
+        await _static(scope, receive, send)
+
+    _static = StaticFiles(directory=STATIC)
+    return [
+        Route("/", index, methods=["GET"]),
+        Route("/api/board", board, methods=["GET"]),
+        Route("/api/board/sessions/{id}", session_page, methods=["GET"]),
+        Mount("/static", app=static_files, name="static"),
+    ]
+
+
+def _detail(state: ServerState, env: dict[str, str], own_host: str, card_id: str) -> dict[str, Any] | None:
+    conn = state.store().conn
+    return cards.detail(conn, state.config, env, own_host, card_id, time.time())
+
+
+def board_url(config: dict[str, Any], port: int) -> str:
+    """Where the board is, for `agent-hook server` to print."""
+    listen = str(config["fleet"].get("listen") or "")
+    host = "127.0.0.1" if not listen or listen in ("0.0.0.0", "::") else listen
+    return f"http://{host}:{port}/"
+

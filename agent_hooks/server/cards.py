@@ -1,0 +1,189 @@
+"""What the board shows: one card per session, and a session's page (stdlib sqlite3, no Starlette).
+
+A local card reads this host's store directly (agent, role, our own state,
+guards, task, tool calls); an ingested card has what its events said. Both
+carry the contract's state (the column) and, for local sessions, our own
+state (live, awaiting, stalled, ended), each under its own name.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_hooks.features import heartbeat, transcript
+from agent_hooks.output import one_line
+from agent_hooks.server import contract
+
+_CARD_SQL = """
+SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.label, f.task_id, f.state,
+       f.last_event, f.metadata, f.tool_events, f.cancelled_at, f.cancel_reason, f.cancel_seq, f.created_at,
+       f.updated_at,
+       s.agent, s.role, s.state, s.last_seen_at, s.tool_calls, s.cwd, s.task_id, s.cancelled_at, s.cancel_reason,
+       s.guard_warned, s.guard_denied, s.first_prompt, s.last_event,
+       t.description, t.progress, t.state, t.cancel_reason,
+       CASE WHEN f.local = 1 THEN (SELECT c.tool_name || char(31) || c.outcome FROM tool_calls c
+                                   WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
+       h.applied_seq
+FROM fleet_sessions f
+LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
+LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
+LEFT JOIN fleet_hosts h ON h.host = f.host AND f.host != ''
+"""
+
+
+def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float) -> dict[str, Any]:
+    (fid, host, local, session_id, tmux, agent_type, label, f_task, state, last_event, metadata, tool_events,
+     f_cancel_at, f_cancel_reason, cancel_seq, created_at, updated_at,
+     agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
+     first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq) = row
+    local = bool(local)
+    task_id = s_task or f_task
+    last_activity = max(updated_at or 0, last_seen or 0)
+    stalled = False
+    if local:
+        shown, _ = heartbeat.derive(own_state, last_seen, now, stalled_after)
+        stalled = shown == heartbeat.STALLED
+    else:
+        shown = None
+        stalled = state == contract.RUNNING and now - (updated_at or now) > stalled_after
+    current_tool, tool_running = None, False
+    if last_tool:
+        name, _, outcome = last_tool.partition("\x1f")
+        current_tool, tool_running = name, outcome == "pending"
+    elif not local and last_event == "tool_use" and metadata:
+        current_tool = metadata.split(":", 1)[0].strip()[:60] or None
+    task_cancelled = t_state == "cancelled"
+    cancelled = task_cancelled or (s_cancel_at is not None if local else f_cancel_at is not None)
+    delivered = None
+    if not local and f_cancel_at is not None and cancel_seq:
+        delivered = bool(applied_seq and applied_seq >= cancel_seq)
+    return {
+        "id": fid,
+        "host": host or own_host,
+        "local": local,
+        "label": label or tmux or (one_line(first_prompt, 48) if first_prompt else None) or fid[:12],
+        "tmux_session": tmux,
+        "session_id": session_id,
+        "agent": agent or agent_type,
+        "agent_type": agent_type,
+        "role": role,
+        "task_id": task_id,
+        "task": one_line(t_desc, 80) if t_desc else None,
+        "task_state": t_state,
+        "state": state,
+        "own_state": shown,
+        "last_activity": last_activity or None,
+        "tool_calls": int(tool_calls if local and tool_calls is not None else tool_events or 0),
+        "current_tool": current_tool,
+        "tool_running": tool_running,
+        "last_event": last_event,
+        "hook_event": hook_event,
+        "metadata": metadata,
+        "cwd": cwd,
+        "badges": {
+            "cancelled": cancelled,
+            "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),
+            "cancel_reason": t_reason if task_cancelled else (s_cancel_reason if local else f_cancel_reason),
+            "cancel_delivered": delivered,
+            "warned": int(warned or 0),
+            "denied": int(denied or 0),
+            "stalled": stalled,
+        },
+    }
+
+
+def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: float,
+          ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Cards by id: all (newest activity first, at most ``board.max_sessions``) or the given ids."""
+    stalled_after = heartbeat.stalled_after(config)
+    if ids is not None:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(_CARD_SQL + f" WHERE f.id IN ({marks})", ids).fetchall()
+    else:
+        limit = int(config["board"]["max_sessions"])
+        rows = conn.execute(_CARD_SQL + " ORDER BY max(f.updated_at, coalesce(s.last_seen_at, 0)) DESC LIMIT ?",
+                            (limit,)).fetchall()
+    return {row[0]: _card(row, own_host, now, stalled_after) for row in rows}
+
+
+# -- a session's page ----------------------------------------------------------
+
+_CALLS = ("id", "tool_name", "decision", "rule", "reason", "outcome", "error", "duration_ms", "started_at",
+          "ended_at", "agent_id")
+
+
+def usage(entries: list[dict[str, Any]], window: int) -> dict[str, Any] | None:
+    """Tokens used and context fill from the transcript's assistant ``usage`` (one per message id)."""
+    per_message: dict[str, tuple[dict[str, Any], str | None]] = {}
+    for e in entries:
+        msg = e.get("message")
+        if e.get("type") != "assistant" or e.get("isSidechain") or not isinstance(msg, dict):
+            continue
+        u = msg.get("usage")
+        if isinstance(u, dict):
+            key = str(msg.get("id") or e.get("uuid") or len(per_message))
+            per_message[key] = (u, msg.get("model") if isinstance(msg.get("model"), str) else None)
+    if not per_message:
+        return None
+
+    def n(u: dict[str, Any], k: str) -> int:
+        v = u.get(k)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+    totals = {k: sum(n(u, k) for u, _ in per_message.values())
+              for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")}
+    last, model = list(per_message.values())[-1]
+    context = n(last, "input_tokens") + n(last, "cache_creation_input_tokens") + n(last, "cache_read_input_tokens")
+    return {
+        "turns": len(per_message),
+        "model": model,
+        **totals,
+        "total_tokens": sum(totals.values()),
+        "context_tokens": context,
+        "context_window": window,
+        "context_fill": round(context / window, 4) if window > 0 else None,
+    }
+
+
+def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host: str, card_id: str,
+           now: float) -> dict[str, Any] | None:
+    """A session's page: its card, recent tool calls with guard decisions (or events), task, the agent's
+    last message, tokens and context fill, summary, and the contract events it went through."""
+    card = build(conn, config, own_host, now, [card_id]).get(card_id)
+    if card is None:
+        return None
+    limit = int(config["board"]["recent_tool_calls"])
+    out: dict[str, Any] = {"card": card, "tool_calls": [], "task": None, "last_message": None, "usage": None,
+                           "summary": None, "events": [], "prompt": None, "transcript": None}
+    cur = conn.execute("SELECT event, from_state, to_state, metadata, source, at FROM fleet_events"
+                       " WHERE fleet_id = ? ORDER BY id DESC LIMIT ?", (card_id, limit))
+    out["events"] = [dict(zip(("event", "from", "to", "metadata", "source", "at"), r)) for r in cur.fetchall()]
+    f = conn.execute("SELECT prompt, depends_on FROM fleet_sessions WHERE id = ?", (card_id,)).fetchone()
+    out["prompt"] = f[0] if f else None
+    if card["task_id"]:
+        t = conn.execute("SELECT task_id, description, progress, state, cancel_reason, updated_at FROM tasks"
+                         " WHERE task_id = ?", (card["task_id"],)).fetchone()
+        out["task"] = dict(zip(("task_id", "description", "progress", "state", "cancel_reason", "updated_at"), t)) \
+            if t else {"task_id": card["task_id"]}
+    if not card["local"]:
+        return out
+    cur = conn.execute(f"SELECT {', '.join(_CALLS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+                       (card_id, limit))
+    out["tool_calls"] = [dict(zip(_CALLS, r)) for r in cur.fetchall()]
+    s = conn.execute("SELECT summary, source, at FROM session_summaries WHERE session_id = ?", (card_id,)).fetchone()
+    if s:
+        out["summary"] = {"text": s[0], "source": s[1], "at": s[2]}
+    row = conn.execute("SELECT transcript_path, first_prompt FROM sessions WHERE session_id = ?", (card_id,)).fetchone()
+    if row:
+        out["prompt"] = out["prompt"] or row[1]
+        if row[0]:
+            loaded = transcript.load(row[0], env, config, budget_ms=int(config["transcript"]["parse_budget_ms"]))
+            if loaded["path"]:
+                facts = transcript.facts(loaded["entries"])
+                out["last_message"] = facts["last_reply"]
+                out["usage"] = usage(loaded["entries"], int(config["board"]["context_window_tokens"]))
+                out["transcript"] = {"cut": loaded["cut"], "partial": loaded["partial"]}
+    return out

@@ -1,0 +1,76 @@
+"""Doctor's checks of the command center: the board answers, the fleet token is safe, the
+subscription to a command center is connected. Loopback GETs only; nothing is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_hooks import fleet
+from agent_hooks.paths import Paths
+
+
+def _get(port: int, path: str) -> tuple[int, bytes] | None:
+    import http.client
+
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+    except OSError:
+        return None
+
+
+def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
+    """The command center's lines for doctor."""
+    import json
+
+    from agent_hooks.checks import FAIL, OK, WARN, Check
+    from agent_hooks.server import local, process
+
+    checks: list[Any] = []
+    problem = fleet.token_problem(paths, cfg)
+    if problem:
+        checks.append(Check("board", FAIL, f"fleet token: {problem}", f"chmod 600 {fleet.token_path(paths, cfg)}"))
+    listen = str(cfg.get("fleet", {}).get("listen") or "")
+    if listen and not fleet.token(paths, cfg):
+        checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",
+                            "agent-hook fleet token --new"))
+    info = local.read_info(paths) or {}
+    port = int(info.get("port") or cfg["serve"]["port"])
+    if process.health(paths, cfg) is None:
+        checks.append(Check("board", OK, "board not served (the server is not running)", "agent-hook server start"))
+        return checks
+    url = f"http://127.0.0.1:{port}/"
+    page, data, static = _get(port, "/"), _get(port, "/api/board"), _get(port, "/static/board.js")
+    if not page or page[0] != 200 or b"Command center" not in page[1] or not static or static[0] != 200:
+        checks.append(Check("board", FAIL, f"the board at {url} does not load"
+                            f" (/ {page[0] if page else 'no answer'}, /static/board.js {static[0] if static else 'no answer'})",
+                            "see " + local.log_file(paths)))
+        return checks
+    try:
+        cards = len(json.loads(data[1])["cards"]) if data and data[0] == 200 else None
+    except (ValueError, KeyError):
+        cards = None
+    if cards is None:
+        checks.append(Check("board", FAIL, f"the board at {url} loads but /api/board does not answer"
+                            f" ({data[0] if data else 'no answer'})", "see " + local.log_file(paths)))
+        return checks
+    checks.append(Check("board", OK, f"board at {url}: {cards} session(s), as host {fleet.host_name(cfg)!r}"))
+    status = _get(port, "/api/fleet/status")
+    try:
+        sub = json.loads(status[1]).get("subscription") if status and status[0] == 200 else None
+    except ValueError:
+        sub = None
+    if sub:
+        if sub.get("connected"):
+            checks.append(Check("board", OK, f"subscribed to the command center {sub['center']}"
+                                f" ({sub.get('applied', 0)} control(s) applied)"))
+        else:
+            checks.append(Check("board", WARN, f"not connected to the command center {sub['center']}:"
+                                f" {sub.get('last_error') or 'connecting'}; cancellations issued there wait",
+                                "check forward.url and the fleet token on both hosts"))
+    return checks

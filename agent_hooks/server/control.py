@@ -1,0 +1,398 @@
+"""Control across hosts: cancel and uncancel, issued on a command center, decided locally everywhere.
+
+On the command center:
+
+* ``POST /api/sessions/<ref>/cancel`` ``{"reason"}`` and ``/uncancel``: ``ref``
+  is a card id, a session id or a tmux name (``?host=`` narrows a tmux name).
+  This host's sessions are marked in the store at once, exactly as
+  ``agent-hook cancel`` does; another host's session gets a control row
+  for that host.
+* ``POST /api/tasks/<id>/cancel`` ``{"reason"}`` and ``/uncancel``: the task
+  here, and a control for every host ("*").
+* ``GET /api/fleet/controls?host=H&after=N&epoch=E&wait=S``: a host's long
+  poll. It answers at once when controls are pending, else when one is issued
+  (or after ``wait`` seconds). Asking for ``after=N`` confirms everything up
+  to N was applied; the board shows a cancel as delivered from then on.
+
+On every other host, :class:`Subscriber` (in that host's own server) keeps the
+long poll open to the command center its ``forward.url`` names, and writes
+each control into its own store in one transaction with its cursor. So
+PreToolUse still decides from the local store, with no network on its path,
+and keeps working while the command center is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_hooks import __version__, fleet
+from agent_hooks.forward.urls import url_problem
+from agent_hooks.server import access, contract, fleetdb
+from agent_hooks.server.app import ServerState
+from agent_hooks.server.live import Fleet, fleet_of
+
+log = logging.getLogger("agent_hooks.server.control")
+MAX_WAIT_S = 30.0
+
+# -- the store side: the same marks `agent-hook cancel` writes ---------------------
+
+
+def ensure_task(conn: sqlite3.Connection, task_id: str, at: float) -> None:
+    conn.execute("INSERT INTO tasks (task_id, state, created_at, updated_at) VALUES (?, 'open', ?, ?)"
+                 " ON CONFLICT (task_id) DO NOTHING", (task_id, at, at))
+
+
+def mark_task(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float) -> bool:
+    """Cancel (creating the task) or uncancel a task; True when something changed."""
+    if cancel:
+        ensure_task(conn, task_id, at)
+        return conn.execute("UPDATE tasks SET state = 'cancelled', cancel_reason = ?, cancelled_at = ?,"
+                            " updated_at = ? WHERE task_id = ?", (reason, at, at, task_id)).rowcount > 0
+    return conn.execute("UPDATE tasks SET state = 'open', cancel_reason = NULL, cancelled_at = NULL, updated_at = ?"
+                        " WHERE task_id = ? AND state = 'cancelled'", (at, task_id)).rowcount > 0
+
+
+def mark_session(conn: sqlite3.Connection, session_id: str, cancel: bool, reason: str | None, at: float) -> bool:
+    """Set or clear a recorded session's cancel mark (what PreToolUse reads)."""
+    if cancel:
+        return conn.execute("UPDATE sessions SET cancelled_at = ?, cancel_reason = ? WHERE session_id = ?",
+                            (at, reason, session_id)).rowcount > 0
+    return conn.execute("UPDATE sessions SET cancelled_at = NULL, cancel_reason = NULL WHERE session_id = ?",
+                        (session_id,)).rowcount > 0
+
+
+def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bool) -> list[str]:
+    """The recorded sessions a session control names: by id, else the (live, for a cancel) ones of its tmux."""
+    sid = control.get("session_id")
+    if sid and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (sid,)).fetchone():
+        return [sid]
+    tmux = control.get("tmux_session")
+    if not tmux:
+        return []
+    live = " AND state != 'ended'" if cancel else ""
+    return [r[0] for r in conn.execute(f"SELECT session_id FROM sessions WHERE tmux_session = ?{live}", (tmux,))]
+
+
+def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
+                   epoch: str, at: float) -> fleetdb.Outcome:
+    """A subscriber writes the controls it received, and its cursor, in one transaction."""
+    out = fleetdb.Outcome(200, {"applied": []})
+    last = 0
+    for c in controls:
+        cancel = c.get("action") == "cancel"
+        reason = c.get("reason")
+        if c.get("kind") == "task" and c.get("task_id"):
+            mark_task(conn, str(c["task_id"]), cancel, reason, at)
+            targets = [r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE task_id = ?", (c["task_id"],))]
+        else:
+            targets = _local_targets(conn, c, cancel)
+            for sid in targets:
+                mark_session(conn, sid, cancel, reason, at)
+        out.changed.update(targets)
+        out.body["applied"].append({"seq": c.get("seq"), "sessions": targets})
+        last = max(last, int(c.get("seq") or 0))
+    fleetdb.meta_set(conn, cursor_key, json.dumps({"epoch": epoch, "seq": last}))
+    return out
+
+
+# -- the command center's side ---------------------------------------------------------
+
+
+def resolve(conn: sqlite3.Connection, ref: str, host: str | None) -> list[dict[str, Any]]:
+    """Cards a reference names: a card id, else a session id, else a tmux name (of ``host`` if given)."""
+    card = fleetdb.get(conn, ref)
+    if card is not None:
+        return [card]
+    cols = ", ".join(fleetdb.SESSION_COLUMNS)
+    cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE session_id = ?", (ref,))
+    rows = cur.fetchall()
+    if not rows:
+        if host is None:
+            cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE tmux_session = ?", (ref,))
+        else:
+            cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE tmux_session = ? AND host = ?", (ref, host))
+        rows = cur.fetchall()
+    return [fleetdb.row_dict(cur, r) for r in rows]  # type: ignore[misc]
+
+
+def cancel_sessions(conn: sqlite3.Connection, ref: str, host: str | None, cancel: bool, reason: str | None,
+                    own_host: str, at: float) -> fleetdb.Outcome:
+    """Cancel / uncancel the sessions ``ref`` names: here in the store, elsewhere by a control."""
+    cards = resolve(conn, ref, host)
+    if not cards and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (ref,)).fetchone():
+        cards = [{"id": ref, "host": "", "local": 1, "session_id": ref, "tmux_session": None}]  # card deleted
+    if not cards:
+        return fleetdb.Outcome(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
+    hosts = {c["host"] for c in cards}
+    if len(hosts) > 1:
+        names = sorted(h or own_host for h in hosts)
+        return fleetdb.Outcome(409, {"error": f"{ref!r} names sessions on several hosts ({', '.join(names)});"
+                                              " add ?host=NAME", "hosts": names})
+    out = fleetdb.Outcome(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "sessions": []})
+    for card in cards:
+        entry: dict[str, Any] = {"id": card["id"], "host": card["host"] or own_host}
+        if card["local"]:
+            mark_session(conn, card["id"], cancel, reason, at)
+            entry["applied"] = "here"
+        elif card["host"] == fleetdb.THIS_HOST:
+            entry["applied"] = "board only (this host's store does not record it)"
+        else:
+            seq = fleetdb.add_control(conn, host=card["host"], kind="session", action="cancel" if cancel else "uncancel",
+                                      at=at, fleet_id=card["id"], session_id=card["session_id"],
+                                      tmux=card["tmux_session"], reason=reason)
+            entry["applied"] = "sent"
+            entry["seq"] = seq
+            out.body.setdefault("seq", seq)
+        if not card["local"]:
+            conn.execute("UPDATE fleet_sessions SET cancelled_at = ?, cancel_reason = ?, cancel_seq = ? WHERE id = ?",
+                         (at if cancel else None, reason if cancel else None,
+                          entry.get("seq") if cancel else None, card["id"]))
+        out.body["sessions"].append(entry)
+        out.changed.add(card["id"])
+    return out
+
+
+def cancel_task(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float) -> fleetdb.Outcome:
+    """Cancel / uncancel a task here and, by a control for every host, everywhere."""
+    changed = mark_task(conn, task_id, cancel, reason, at)
+    if not cancel and not changed:
+        return fleetdb.Outcome(409, {"error": f"task {task_id!r} is not cancelled"})
+    seq = fleetdb.add_control(conn, host="*", kind="task", action="cancel" if cancel else "uncancel", at=at,
+                              task_id=task_id, reason=reason)
+    out = fleetdb.Outcome(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "task_id": task_id,
+                                "seq": seq})
+    out.changed.update(r[0] for r in conn.execute(
+        "SELECT f.id FROM fleet_sessions f LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id"
+        " WHERE coalesce(s.task_id, f.task_id) = ?", (task_id,)))
+    return out
+
+
+def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float) -> list[dict[str, Any]]:
+    fleetdb.host_seen(conn, host, after, at)
+    return fleetdb.controls_after(conn, host, after)
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    hub = fleet_of(state)
+
+    async def _reason(request: Request, required: bool) -> str | None:
+        return contract.parse_reason(await request.body(), required)
+
+    async def session_action(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        if request.path_params["action"] not in ("cancel", "uncancel"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        cancel = request.path_params["action"] == "cancel"
+        try:
+            reason = await _reason(request, cancel)
+        except contract.BodyError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        host = request.query_params.get("host")
+        if host is not None:
+            host = fleetdb.THIS_HOST if host == hub.own_host else host
+        out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
+                              time.time())
+        if "seq" in out.body:
+            hub.wake_controls()
+        return JSONResponse(out.body, status_code=out.status)
+
+    async def task_action(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        if request.path_params["action"] not in ("cancel", "uncancel"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        cancel = request.path_params["action"] == "cancel"
+        try:
+            reason = await _reason(request, cancel)
+        except contract.BodyError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        out = await hub.write(cancel_task, request.path_params["task_id"], cancel, reason, time.time())
+        if out.status == 200:
+            hub.wake_controls()
+        return JSONResponse(out.body, status_code=out.status)
+
+    async def controls(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        q = request.query_params
+        host = fleet.clean_host(q.get("host"))
+        if host is None:
+            return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
+        try:
+            after = max(0, int(q.get("after") or 0))
+            wait = min(MAX_WAIT_S, max(0.0, float(q.get("wait") or 0)))
+        except ValueError:
+            return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
+        if q.get("epoch") != hub.epoch:
+            after = 0  # another command center (or a new store): everything it has is new
+        deadline = time.monotonic() + wait
+        while True:
+            woken = asyncio.Event()
+            hub.control_waiters.add(woken)
+            try:
+                found = await hub.write(poll_controls, host, after, time.time())
+                remaining = deadline - time.monotonic()
+                if found or remaining <= 0:
+                    return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
+                try:
+                    await asyncio.wait_for(woken.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+            finally:
+                hub.control_waiters.discard(woken)
+            if await request.is_disconnected():
+                return Response(status_code=204)
+
+    async def fleet_status(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        sub = getattr(state, "subscriber", None)
+        return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
+                             "subscription": sub.status() if sub is not None else None})
+
+    return [
+        Route("/api/sessions/{ref}/{action:str}", session_action, methods=["POST"]),
+        Route("/api/tasks/{task_id}/{action:str}", task_action, methods=["POST"]),
+        Route("/api/fleet/controls", controls, methods=["GET"]),
+        Route("/api/fleet/status", fleet_status, methods=["GET"]),
+    ]
+
+
+# -- the subscribing host's side -----------------------------------------------------
+
+
+class Subscriber:
+    """Keeps a long poll open to the command center, and writes what it sends into the store."""
+
+    def __init__(self, state: ServerState, hub: Fleet, base: str) -> None:
+        self.state = state
+        self.hub = hub
+        self.base = base
+        self.key = f"fleet.subscription:{base}"
+        self.task: asyncio.Task[None] | None = None
+        self.connected = False
+        self.last_ok_at: float | None = None
+        self.last_error: str | None = None
+        self.applied = 0
+
+    def status(self) -> dict[str, Any]:
+        return {"center": self.base, "connected": self.connected, "last_ok_at": self.last_ok_at,
+                "last_error": self.last_error, "applied": self.applied}
+
+    async def run(self) -> None:
+        """Poll until cancelled; an unexpected error is logged and the loop starts over."""
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the subscription must outlive a bad answer
+                log.exception("subscription to %s failed", self.base)
+                self._failed(f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
+
+    async def _run(self) -> None:
+        cfg = self.state.config["fleet"]
+        wait = float(cfg["subscribe_wait_s"])
+        cap = max(0.25, float(cfg["subscribe_backoff_max_s"]))
+        headers = {"User-Agent": f"agent-hooks/{__version__}",
+                   **fleet.client_headers(self.state.paths, self.state.config, self.state.env)}
+        raw = await self.hub.submit(lambda conn: fleetdb.meta_get(conn, self.key))
+        try:
+            cursor = json.loads(raw) if raw else {}
+        except ValueError:
+            cursor = {}
+        delay = 0.25
+        async with httpx.AsyncClient(timeout=httpx.Timeout(wait + 10, connect=2.0), trust_env=False,
+                                     headers=headers) as client:
+            while True:
+                # After a (re)connect, one quick poll first: it proves the link and catches up at once.
+                params = {"host": fleet.host_name(self.state.config), "after": str(cursor.get("seq") or 0),
+                          "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0)}
+                try:
+                    response = await client.get(self.base + "/api/fleet/controls", params=params)
+                except httpx.HTTPError as exc:
+                    self._failed(f"{type(exc).__name__}: {exc}")
+                    await asyncio.sleep(delay)
+                    delay = min(cap, delay * 2)
+                    continue
+                if response.status_code != 200:
+                    # 404: a command center without control (the seed's own); 401: no or a wrong token.
+                    self._failed(f"HTTP {response.status_code}: {response.text[:200]}")
+                    await asyncio.sleep(60.0 if response.status_code in (404, 405) else cap)
+                    continue
+                try:
+                    doc = response.json()
+                    controls = list(doc["controls"])
+                    epoch = str(doc["epoch"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._failed(f"bad answer: {exc}")
+                    await asyncio.sleep(cap)
+                    continue
+                self.connected, self.last_ok_at, self.last_error, delay = True, time.time(), None, 0.25
+                if epoch != cursor.get("epoch"):
+                    cursor = {"epoch": epoch, "seq": 0}
+                if controls:
+                    await self.hub.write(apply_controls, controls, self.key, epoch, time.time())
+                    cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
+                    self.applied += len(controls)
+                    log.info("applied %d control(s) from %s", len(controls), self.base)
+
+    def _failed(self, message: str) -> None:
+        if self.connected or self.last_error is None:
+            log.warning("command center %s: %s", self.base, message)
+        self.connected = False
+        self.last_error = message
+
+
+def subscription_target(state: ServerState) -> str | None:
+    """The command center to subscribe to, or None (off, not ours to reach, or this very server)."""
+    cfg = state.config
+    fwd = cfg["forward"]
+    if not cfg["fleet"].get("subscribe") or not fwd.get("enabled"):
+        return None
+    url = str(fwd.get("url") or "")
+    if url_problem(url, bool(fwd.get("allow_remote"))):
+        return None
+    base = fleet.center_base(url)
+    if base is None:
+        return None
+    parts = httpx.URL(base)
+    if access.is_loopback(parts.host) or parts.host == "localhost":
+        if (parts.port or 80) == state.port:
+            return None  # forward.url is this server: it is the command center
+    return base
+
+
+async def startup(state: ServerState) -> None:
+    base = subscription_target(state)
+    if base is None:
+        return
+    sub = Subscriber(state, fleet_of(state), base)
+    state.subscriber = sub  # type: ignore[attr-defined]
+    sub.task = asyncio.create_task(sub.run())
+
+
+async def shutdown(state: ServerState) -> None:
+    sub = getattr(state, "subscriber", None)
+    if sub is not None and sub.task is not None:
+        sub.task.cancel()
+        try:
+            await sub.task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            pass

@@ -1,0 +1,149 @@
+"""The hot routes (``POST /hooks/<Event>``, ``POST /api/hooks/ingest``) as raw ASGI, ahead of Starlette.
+
+Starlette's per-request machinery (its two default middlewares, the router
+matching every route's regex in turn, a Request and a Response object, the
+response's own ``__call__``) cost more server CPU per request than the work
+behind the two routes that carry nearly all the traffic. Those routes are
+written here as plain ASGI callables: :class:`FastPath` sends a request whose
+method and path are one of them straight to it, and everything else (other
+routes, another method on the same path, a trailing slash, lifespan,
+WebSockets) to the Starlette app as before. The same callables are also
+registered as Starlette routes, so there is one implementation of each, and
+the answers are byte for byte what the Starlette versions sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("agent_hooks.server")
+
+_JSON = (b"content-type", b"application/json")
+_PLAIN = (b"content-type", b"text/plain; charset=utf-8")
+
+
+class Disconnected(Exception):
+    """The client went away before its body arrived: nothing to answer."""
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The request's whole body (what ``Request.body()`` returns)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise Disconnected
+
+
+def json_bytes(content: Any) -> bytes:
+    """JSON as Starlette's JSONResponse renders it (compact, UTF-8, no NaN)."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+
+
+async def send_bytes(send: Send, status: int, body: bytes,
+                     headers: list[tuple[bytes, bytes]] | None = None, content_type: tuple[bytes, bytes] = _JSON) -> None:
+    """One complete answer; headers in Starlette's order (the given ones, content-length, content-type)."""
+    raw = list(headers) if headers else []
+    raw.append((b"content-length", str(len(body)).encode()))
+    raw.append(content_type)
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, content: Any) -> None:
+    """A JSON answer, as ``JSONResponse(content, status_code=status)`` would send it."""
+    await send_bytes(send, status, json_bytes(content))
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of a header (``name`` in lower case, as ASGI servers give them), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+class Endpoint:
+    """A fast route's callable as a Starlette route endpoint (an ASGI app, not a request handler)."""
+
+    def __init__(self, fn: ASGIApp) -> None:
+        self.fn = fn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _guarded(self.fn, scope, receive, send)
+
+
+class FastPath:
+    """ASGI app: the registered (method, path) pairs go straight to their callables, the rest to ``app``.
+
+    ``state`` is the Starlette app's (``app.state.server`` keeps working on this object).
+    """
+
+    def __init__(self, app: Any, exact: dict[tuple[str, str], ASGIApp],
+                 prefixes: list[tuple[str, str, ASGIApp]]) -> None:
+        self.app = app
+        self.state = app.state
+        self.exact = exact
+        self.prefixes = prefixes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            method, path = scope["method"], scope["path"]
+            target = self.exact.get((method, path))
+            if target is None:
+                for m, prefix, app in self.prefixes:
+                    # A prefix route takes one more non-empty path segment ("/hooks/{event}").
+                    if m == method and path.startswith(prefix) and len(path) > len(prefix) \
+                            and "/" not in path[len(prefix):]:
+                        target = app
+                        break
+            if target is not None:
+                await _guarded(target, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def route(path: str, fn: ASGIApp, method: str, exact: dict[tuple[str, str], ASGIApp],
+          prefixes: list[tuple[str, str, ASGIApp]]) -> Any:
+    """Register ``fn`` for ``method`` on ``path`` (``/x/{name}``: a prefix route) and return the
+    same callable as a Starlette Route, for everything the fast path does not take."""
+    from starlette.routing import Route
+
+    if path.endswith("}"):
+        prefixes.append((method, path[:path.rindex("{")], fn))
+    else:
+        exact[(method, path)] = fn
+    return Route(path, Endpoint(fn), methods=[method])
+
+
+async def _guarded(target: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Run a fast route; an exception is answered 500 as Starlette's ServerErrorMiddleware does, and logged."""
+    started = False
+
+    async def tracking_send(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await target(scope, receive, tracking_send)
+    except Disconnected:
+        return
+    except Exception:
+        log.exception("error answering %s %s", scope.get("method"), scope.get("path"))
+        if not started:
+            await send_bytes(send, 500, b"Internal Server Error", content_type=_PLAIN)

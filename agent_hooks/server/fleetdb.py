@@ -1,0 +1,346 @@
+"""The command center's tables (m007_command_center), with the standard library's sqlite3.
+
+One row of ``fleet_sessions`` per board card. This host's sessions (``local``
+1, ``host`` "") keep their details in ``sessions``; the row holds the
+contract state, moved by replaying the ``local_feed`` (every hook call, in
+order) through ``forward.event_map``. Other hosts' sessions arrive through
+ingest and are kept with the host they came from. Every applied event is a
+``fleet_events`` row; cancel / uncancel for other hosts are ``fleet_controls``.
+
+Callers hold the transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``); these
+functions only read and write rows, and return what changed so the caller
+can broadcast it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_hooks.server import contract
+
+FEED_CURSOR = "fleet.feed_cursor"
+EPOCH = "fleet.epoch"
+THIS_HOST = ""  # the host column of this host's own cards
+
+SESSION_COLUMNS = ("id", "host", "local", "session_id", "tmux_session", "agent_type", "label", "prompt",
+                   "task_id", "depends_on", "state", "last_event", "metadata", "events", "tool_events",
+                   "cancelled_at", "cancel_reason", "cancel_seq", "created_at", "updated_at")
+
+
+@dataclass
+class Outcome:
+    """What one request did: HTTP status, the answer, and the transitions to broadcast."""
+
+    status: int
+    body: dict[str, Any]
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)  # card ids to refresh
+    removed: set[str] = field(default_factory=set)
+
+
+def row_dict(cur: sqlite3.Cursor, row: tuple[Any, ...] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description], row))
+
+
+def get(conn: sqlite3.Connection, card_id: str) -> dict[str, Any] | None:
+    cur = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM fleet_sessions WHERE id = ?", (card_id,))
+    return row_dict(cur, cur.fetchone())
+
+
+def public(card: dict[str, Any], own_host: str) -> dict[str, Any]:
+    """A card row as the API shows it (GET /api/hooks/sessions)."""
+    out = dict(card)
+    out["host"] = card["host"] or own_host
+    out["local"] = bool(card["local"])
+    try:
+        out["depends_on"] = json.loads(card["depends_on"]) if card.get("depends_on") else []
+    except ValueError:
+        out["depends_on"] = []
+    return out
+
+
+def meta_get(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def meta_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 (key, value))
+
+
+def epoch(conn: sqlite3.Connection) -> str:
+    """This store's command-center identity: control sequence numbers count within it."""
+    value = meta_get(conn, EPOCH)
+    if value is None:
+        value = secrets.token_hex(8)
+        meta_set(conn, EPOCH, value)
+    return value
+
+
+# -- lookup and registration -------------------------------------------------
+
+def _local_session(conn: sqlite3.Connection, session_id: str | None, tmux: str | None) -> tuple[str, str | None] | None:
+    """This host's recorded session by id, else the newest one in that tmux session: (id, tmux)."""
+    if session_id:
+        row = conn.execute("SELECT session_id, tmux_session FROM sessions WHERE session_id = ?",
+                           (session_id,)).fetchone()
+        if row:
+            return row[0], row[1]
+    if tmux:
+        row = conn.execute(
+            "SELECT session_id, tmux_session FROM sessions WHERE tmux_session = ?"
+            " ORDER BY (state = 'ended'), last_seen_at DESC LIMIT 1", (tmux,)).fetchone()
+        if row:
+            return row[0], row[1]
+    return None
+
+
+def find(conn: sqlite3.Connection, session_id: str | None, tmux: str | None, host: str) -> dict[str, Any] | None:
+    """The seed's lookup: by session id first (card id, then a direct session id), then by tmux
+    name among the cards of the host the request came from (tmux names are per host)."""
+    cols = ", ".join(SESSION_COLUMNS)
+    if session_id:
+        cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE id = ?", (session_id,))
+        row = cur.fetchone()
+        if row is None:
+            cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE session_id = ?"
+                               " ORDER BY updated_at DESC LIMIT 1", (session_id,))
+            row = cur.fetchone()
+        if row is not None:
+            return row_dict(cur, row)
+    if tmux:
+        cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE host = ? AND tmux_session = ?"
+                           " ORDER BY updated_at DESC LIMIT 1", (host, tmux))
+        return row_dict(cur, cur.fetchone())
+    return None
+
+
+def create(conn: sqlite3.Connection, *, host: str, at: float, session_id: str | None = None,
+           tmux: str | None = None, agent_type: str = contract.DEFAULT_AGENT_TYPE, state: str = contract.IDLE,
+           local: bool = False, card_id: str | None = None, label: str | None = None, prompt: str | None = None,
+           task_id: str | None = None, depends_on: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Insert a card and return it. Its id: the local session's id, a free direct id, or a random one."""
+    if card_id is None:
+        taken = session_id and conn.execute("SELECT 1 FROM fleet_sessions WHERE id = ?", (session_id,)).fetchone()
+        card_id = session_id if session_id and not taken else "s-" + secrets.token_hex(6)
+    conn.execute(
+        "INSERT INTO fleet_sessions (id, host, local, session_id, tmux_session, agent_type, label, prompt, task_id,"
+        " depends_on, state, events, tool_events, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)",
+        (card_id, host, int(local), session_id, tmux, agent_type, label, prompt, task_id,
+         json.dumps(list(depends_on)) if depends_on else None, state, at, at),
+    )
+    card = get(conn, card_id)
+    assert card is not None
+    return card
+
+
+def _adopt_local(conn: sqlite3.Connection, session_id: str | None, tmux: str | None,
+                 at: float) -> dict[str, Any] | None:
+    """This host's recorded session as a card (created, running, if it had none): the hook feed
+    and a forwarder pointed at this server then move one card, never two."""
+    found = _local_session(conn, session_id, tmux)
+    if found is None:
+        return None
+    card = get(conn, found[0])
+    if card is None:
+        card = create(conn, host=THIS_HOST, at=at, session_id=found[0], tmux=found[1], state=contract.RUNNING,
+                      local=True, card_id=found[0])
+    return card
+
+
+# -- events ------------------------------------------------------------------
+
+def apply(conn: sqlite3.Connection, card: dict[str, Any], event: str, metadata: str | None, source: str,
+          at: float, key: str | None = None) -> dict[str, Any]:
+    """Apply one contract event to a card (state machine), journal it; the transition record."""
+    before = card["state"]
+    after = contract.transition(before, event)
+    conn.execute(
+        "UPDATE fleet_sessions SET state = coalesce(?, state), last_event = ?, metadata = coalesce(?, metadata),"
+        " events = events + 1, tool_events = tool_events + (? = 'tool_use'), updated_at = ? WHERE id = ?",
+        (after, event, metadata, event, at, card["id"]),
+    )
+    conn.execute(
+        "INSERT INTO fleet_events (fleet_id, event, from_state, to_state, metadata, source, idem_key, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (card["id"], event, before, after, metadata, source, key, at),
+    )
+    if after is not None:
+        card["state"] = after
+    return {"id": card["id"], "event": event, "from": before, "to": after or before, "ignored": after is None,
+            "source": source, "at": at}
+
+
+def _registered(card: dict[str, Any], how: str, at: float) -> dict[str, Any]:
+    return {"id": card["id"], "event": how, "from": None, "to": card["state"], "ignored": False,
+            "source": "register", "at": at}
+
+
+def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: float,
+           key: str | None = None) -> Outcome:
+    """``POST /api/hooks/ingest`` inside the caller's transaction: 200, or 404 when the session is
+    unknown and cannot be auto-registered. A repeated Idempotency-Key is answered 200 and not applied."""
+    if key is not None:
+        row = conn.execute("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)).fetchone()
+        if row is not None:
+            return Outcome(200, {"ok": True, "duplicate": True, "session": row[0]})
+    card = find(conn, body.session_id, body.tmux_session, host)
+    out = Outcome(200, {})
+    if card is None and host == THIS_HOST:
+        card = _adopt_local(conn, body.session_id, body.tmux_session, at)
+    if card is None:
+        how = contract.auto_registration(body)
+        if how is None:
+            return Outcome(404, {"error": "session not found (and not auto-registerable: only a start, or any"
+                                          f" event from a tmux session named {contract.AUTO_PREFIX}*, registers one)"})
+        card = create(conn, host=host, at=at, session_id=body.session_id, tmux=body.tmux_session,
+                      agent_type=body.agent_type, state=contract.RUNNING if how == "agent" else contract.IDLE)
+        out.transitions.append(_registered(card, "register", at))
+    change = apply(conn, card, body.event, body.metadata, "ingest", at, key)
+    out.transitions.append(change)
+    out.changed.add(card["id"])
+    out.body = {"ok": True, "session": card["id"], "state": card["state"], "ignored": change["ignored"]}
+    return out
+
+
+def register(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float) -> Outcome:
+    """``POST /api/hooks/sessions``: the existing card for a known tmux name (or id), else a new idle one."""
+    card = find(conn, reg.session_id, reg.tmux_session, host)
+    if card is None and host == THIS_HOST:
+        card = _adopt_local(conn, reg.session_id, reg.tmux_session, at)
+    if card is not None:
+        return Outcome(200, {"created": False, "session": card})
+    card = create(conn, host=host, at=at, session_id=reg.session_id, tmux=reg.tmux_session,
+                  agent_type=reg.agent_type, label=reg.label, prompt=reg.prompt, task_id=reg.task_id,
+                  depends_on=reg.depends_on)
+    return Outcome(201, {"created": True, "session": card}, [_registered(card, "register", at)], {card["id"]})
+
+
+def patch(conn: sqlite3.Connection, card_id: str, kind: str, value: str, at: float) -> Outcome:
+    """``PATCH /api/hooks/sessions/:id``: a state (mapped to its event) or an event. 404, 409 or 200."""
+    card = get(conn, card_id)
+    if card is None:
+        return Outcome(404, {"error": f"no session {card_id!r}"})
+    if kind == "state":
+        if value == card["state"]:
+            return Outcome(200, {"ok": True, "session": card_id, "state": value, "ignored": True})
+        event = contract.event_for_state(card["state"], value)
+        if event is None:
+            return Outcome(409, {"error": f"no event moves a session from {card['state']} to {value}",
+                                 "state": card["state"], "allowed": sorted(contract.targets(card["state"]))})
+    else:
+        event = value
+    change = apply(conn, card, event, None, "patch", at)
+    return Outcome(200, {"ok": True, "session": card_id, "event": event, "state": card["state"],
+                         "ignored": change["ignored"]}, [change], {card_id})
+
+
+def delete(conn: sqlite3.Connection, card_id: str) -> Outcome:
+    """``DELETE /api/hooks/sessions/:id``: the card and its events. A local session's own records
+    (tool calls, summary) stay in the store; its card comes back only with new hook activity."""
+    if conn.execute("DELETE FROM fleet_sessions WHERE id = ?", (card_id,)).rowcount == 0:
+        return Outcome(404, {"error": f"no session {card_id!r}"})
+    conn.execute("DELETE FROM fleet_events WHERE fleet_id = ?", (card_id,))
+    out = Outcome(200, {"ok": True, "deleted": card_id})
+    out.removed.add(card_id)
+    return out
+
+
+def list_cards(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    cur = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM fleet_sessions ORDER BY created_at, id")
+    return [row_dict(cur, r) for r in cur.fetchall()]  # type: ignore[misc]
+
+
+def prune_events(conn: sqlite3.Connection, card_id: str, keep: int) -> None:
+    """Keep a card's newest ``keep`` events (idempotency keys of older ones are forgotten)."""
+    conn.execute(
+        "DELETE FROM fleet_events WHERE fleet_id = ? AND id <= coalesce((SELECT id FROM fleet_events"
+        " WHERE fleet_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), -1)",
+        (card_id, card_id, keep),
+    )
+
+
+# -- this host's sessions: the hook feed ---------------------------------------
+
+def sync_local(conn: sqlite3.Connection, event_map: dict[str, Any], at: float, limit: int = 5000) -> Outcome:
+    """Replay new ``local_feed`` rows (hook calls) through the event map onto local cards.
+
+    A local session seen for the first time gets a card: idle then moved by its
+    ``start``, or running when its first recorded call is anything else (the
+    seed's rule for ``agent-`` sessions: a session we hear from is working).
+    """
+    out = Outcome(200, {})
+    cursor = int(meta_get(conn, FEED_CURSOR) or 0)
+    top = conn.execute("SELECT max(id) FROM local_feed").fetchone()[0] or 0
+    if top < cursor:  # the feed was recreated (a restored store): start over
+        cursor = 0
+    rows = conn.execute("SELECT id, session_id, hook_event FROM local_feed WHERE id > ? ORDER BY id LIMIT ?",
+                        (cursor, limit)).fetchall()
+    if not rows:
+        return out
+    cards: dict[str, dict[str, Any] | None] = {}
+    for fid, sid, hook_event in rows:
+        cursor = fid
+        if sid not in cards:
+            cards[sid] = get(conn, sid)
+        card = cards[sid]
+        event = event_map.get(hook_event) if isinstance(hook_event, str) else None
+        if event not in contract.EVENTS:
+            event = None
+        if card is None:
+            tmux = conn.execute("SELECT tmux_session FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+            if tmux is None:
+                continue  # deleted since
+            card = create(conn, host=THIS_HOST, at=at, session_id=sid, tmux=tmux[0], local=True, card_id=sid,
+                          state=contract.IDLE if event == "start" else contract.RUNNING)
+            cards[sid] = card
+            out.transitions.append(_registered(card, "register", at))
+        out.changed.add(sid)
+        if event is not None:
+            out.transitions.append(apply(conn, card, event, hook_event, "hook", at))
+        else:
+            conn.execute("UPDATE fleet_sessions SET updated_at = ? WHERE id = ?", (at, sid))
+    meta_set(conn, FEED_CURSOR, str(cursor))
+    return out
+
+
+# -- control across hosts ------------------------------------------------------
+
+CONTROL_COLUMNS = ("seq", "host", "kind", "action", "fleet_id", "session_id", "tmux_session", "task_id", "reason", "at")
+
+
+def add_control(conn: sqlite3.Connection, *, host: str, kind: str, action: str, at: float,
+                fleet_id: str | None = None, session_id: str | None = None, tmux: str | None = None,
+                task_id: str | None = None, reason: str | None = None) -> int:
+    """Record a cancel / uncancel for ``host`` ("*" = every host); its sequence number."""
+    cur = conn.execute(
+        "INSERT INTO fleet_controls (host, kind, action, fleet_id, session_id, tmux_session, task_id, reason, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (host, kind, action, fleet_id, session_id, tmux, task_id, reason, at),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def controls_after(conn: sqlite3.Connection, host: str, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    """The controls for ``host`` (its own and every host's) after sequence number ``after``."""
+    cur = conn.execute(
+        f"SELECT {', '.join(CONTROL_COLUMNS)} FROM fleet_controls WHERE seq > ? AND host IN (?, '*')"
+        " ORDER BY seq LIMIT ?", (after, host, limit))
+    return [row_dict(cur, r) for r in cur.fetchall()]  # type: ignore[misc]
+
+
+def host_seen(conn: sqlite3.Connection, host: str, applied: int, at: float) -> None:
+    """A subscribed host asked for controls after ``applied``: it has applied everything up to there."""
+    conn.execute(
+        "INSERT INTO fleet_hosts (host, last_seen_at, applied_seq) VALUES (?, ?, ?) ON CONFLICT (host) DO UPDATE"
+        " SET last_seen_at = excluded.last_seen_at, applied_seq = max(coalesce(applied_seq, 0), excluded.applied_seq)",
+        (host, at, applied),
+    )

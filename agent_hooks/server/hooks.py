@@ -1,0 +1,140 @@
+"""``POST /hooks/<Event>``: Claude Code's http hooks, answered by the same handlers as the executables.
+
+The body is what a command hook reads on stdin; its ``hook_event_name`` must
+be the route's event, as the executables check theirs (``POST /hooks`` takes
+the event from the body). The session's variables arrive as headers (local.SESSION_ENV).
+The request goes through agent_hooks.dispatch on the thread pool, under the
+same promises as the executables:
+
+* deadline (``runtime.deadline_ms``): a call not done by then is answered with
+  no decision; its thread carries on and commits its work (nothing lost), and
+  the other requests are served by the other threads meanwhile;
+* bad input, an unknown event, an internal error: 200 with an empty body (the
+  tool proceeds, no decision), the one-line message in the
+  ``X-Agent-Hooks-Problem`` header, the error log and the ``errors`` table;
+* a caller who is not the server's user: 401, nothing read or written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.routing import BaseRoute
+
+from agent_hooks.dispatch import Call, count_error, dispatch, log_error
+from agent_hooks.server import fastpath, local
+from agent_hooks.server.app import UNAUTHORIZED, ServerState
+from agent_hooks.wiring.table import HOOKS
+
+if TYPE_CHECKING:
+    from agent_hooks.dispatch import Handler
+
+
+def handlers() -> dict[str, Handler]:
+    """Event name -> handler: the event module behind each executable of the wiring table."""
+    table: dict[str, Handler] = {}
+    for hook in HOOKS:
+        module = importlib.import_module("agent_hooks.events." + hook.executable.removeprefix("agent-hook-")
+                                         .replace("-", "_"))
+        table[module.EVENT] = module.handle
+    return table
+
+
+def event_of(data: bytes) -> str:
+    """The body's hook_event_name, or "unknown" (dispatch then says what is wrong)."""
+    import json
+
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return "unknown"
+    event = doc.get("hook_event_name") if isinstance(doc, dict) else None
+    return event if isinstance(event, str) and event else "unknown"
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    table = handlers()
+
+    def work(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> Call:
+        # config: the one the request read (one stat of the config file per request, not two).
+        handler = table.get(call.event)
+        store = None
+        if handler is not None:
+            try:
+                store = state.store()
+            except Exception:  # noqa: BLE001 - dispatch opens it again and reports the failure
+                store = None
+        dispatch(call, handler, data, env, state.paths, config, store)
+        return call
+
+    prefix = len(local.HOOK_PATH)
+
+    async def hook(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+        # Raw ASGI (agent_hooks.server.fastpath): every tool call of every session comes here.
+        started = time.perf_counter()
+        if not state.caller_allowed(scope):
+            state.stats.count("unauthorized")
+            await fastpath.send_json(send, 401, UNAUTHORIZED)
+            return
+        data = await fastpath.read_body(receive)
+        path = scope["path"]
+        call = Call(path[prefix:] if len(path) > prefix else event_of(data))
+        env = local.request_env(state.env, _Headers(scope["headers"]))
+        config = state.config
+        deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
+        future = asyncio.wrap_future(state.pool.submit(work, call, data, env, config))
+        try:
+            # shield: on timeout the work goes on (queued or running) and commits.
+            await asyncio.wait_for(asyncio.shield(future), deadline)
+        except TimeoutError:
+            message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
+            state.stats.count("timeout", (time.perf_counter() - started) * 1000)
+            await asyncio.to_thread(_record_timeout, state, config, call, message)
+            await fastpath.send_bytes(send, 200, b"", [(b"x-agent-hooks-problem", message.encode("latin-1"))])
+            return
+        headers = []
+        if call.problem:
+            headers.append((b"x-agent-hooks-problem", call.problem[:500].encode("ascii", "replace")))
+            state.stats.count("problem")
+        state.stats.count("answered", (time.perf_counter() - started) * 1000)
+        await fastpath.send_bytes(send, 200, call.text.encode() if call.text else b"", headers)
+
+    return [state.fast_route(local.HOOK_PATH + "{event}", hook),
+            state.fast_route(local.HOOK_PATH.rstrip("/"), hook)]
+
+
+class _Headers:
+    """An ASGI scope's headers as ``request_env`` reads them (``items()`` of str pairs)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw]
+
+
+async def startup(state: ServerState) -> None:
+    """Open (and migrate) the store before the first hook call needs it."""
+    def warm() -> None:
+        try:
+            state.store()
+        except Exception as exc:  # noqa: BLE001 - each call will report it with its own trace
+            log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
+
+    await state.run_blocking(warm)
+    # Everything loaded so far lives as long as the process: out of the collector's way, so a
+    # full collection in the middle of a request does not walk it (measured: 35 ms on a busy machine).
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def _record_timeout(state: ServerState, config: dict[str, Any], call: Call, message: str) -> None:
+    log_error(state.paths, call.event, "timeout", message, call.session_id)
+    count_error(state.paths, config, call.event, "timeout", message, call.session_id, busy_timeout_ms=250)

@@ -1,0 +1,143 @@
+"""The seed's hook endpoints, exactly: ``/api/hooks/ingest`` and ``/api/hooks/sessions``.
+
+* ``POST /api/hooks/ingest`` ``{tmux_session | session_id, event, metadata?, agent_type?}``:
+  200 ``{"ok", "session", "state", "ignored"}``; 400 invalid JSON, a missing or
+  unknown event, neither id; 404 an unknown session that cannot be
+  auto-registered. An ``Idempotency-Key`` seen before is answered 200 and not
+  applied again (our drainers deliver at least once).
+* ``GET /api/hooks/sessions``: every session (a JSON list).
+* ``POST /api/hooks/sessions``: register; 201 ``{"created": true, "session"}``,
+  or 200 with the existing session for a known tmux name.
+* ``PATCH /api/hooks/sessions/:id`` ``{"state"}`` or ``{"event"}``: 200; 409
+  when no event moves the session to that state; 404.
+* ``DELETE /api/hooks/sessions/:id``: 200, then 404.
+
+The host a session belongs to: the ``X-Agent-Hooks-Host`` header our
+forwarders send, else the caller's address; loopback without a header is
+this host.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_hooks import fleet
+from agent_hooks.server import access, contract, fastpath, fleetdb
+from agent_hooks.server.app import ServerState
+from agent_hooks.server.live import fleet_of
+
+
+def origin_host(state: ServerState, request: HTTPConnection) -> str:
+    """The host a request speaks for ("" = this host)."""
+    own = fleet_of(state).own_host
+    named = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
+    if named:
+        return fleetdb.THIS_HOST if named == own else named
+    client = request.scope.get("client")
+    if not client or access.is_loopback(client[0]):
+        return fleetdb.THIS_HOST
+    return str(client[0])
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, or BodyError when it is larger than the contract allows."""
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
+        raise contract.BodyError(f"body too large ({length} bytes, at most {contract.MAX_BODY_BYTES})")
+    return await request.body()
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _answer_body(out: fleetdb.Outcome, own_host: str) -> dict[str, object]:
+    body = dict(out.body)
+    if isinstance(body.get("session"), dict):
+        body["session"] = fleetdb.public(body["session"], own_host)
+    return body
+
+
+def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
+    return JSONResponse(_answer_body(out, own_host), status_code=out.status)
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    hub = fleet_of(state)
+
+    async def ingest(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+        # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.
+        conn = HTTPConnection(scope)
+        denied = access.check(state, conn)
+        if denied is not None:
+            await denied(scope, receive, send)
+            return
+        length = conn.headers.get("content-length")
+        if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
+            state.stats.count("ingest_400")
+            await fastpath.send_json(send, 400, {"error": f"body too large ({length} bytes, at most"
+                                                          f" {contract.MAX_BODY_BYTES})"})
+            return
+        try:
+            body = contract.parse_ingest(await fastpath.read_body(receive))
+        except contract.BodyError as exc:
+            state.stats.count("ingest_400")
+            await fastpath.send_json(send, 400, {"error": str(exc)})
+            return
+        key = conn.headers.get("idempotency-key") or None
+        if key is not None and len(key) > 200:
+            await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
+            return
+        out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
+        state.stats.count(f"ingest_{out.status}")
+        await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
+
+    async def list_sessions(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        rows = await hub.submit(lambda conn: fleetdb.list_cards(conn))
+        return JSONResponse([fleetdb.public(r, hub.own_host) for r in rows])
+
+    async def register(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        try:
+            reg = contract.parse_registration(await read_body(request))
+        except contract.BodyError as exc:
+            return error(400, str(exc))
+        out = await hub.write(fleetdb.register, reg, origin_host(state, request), time.time())
+        return answer(out, hub.own_host)
+
+    async def one(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        card_id = request.path_params["id"]
+        if request.method == "GET":
+            row = await hub.submit(fleetdb.get, card_id)
+            if row is None:
+                return error(404, f"no session {card_id!r}")
+            return JSONResponse(fleetdb.public(row, hub.own_host))
+        if request.method == "DELETE":
+            out = await hub.write(fleetdb.delete, card_id)
+            return answer(out, hub.own_host)
+        try:
+            kind, value = contract.parse_patch(await read_body(request))
+        except contract.BodyError as exc:
+            return error(400, str(exc))
+        out = await hub.write(fleetdb.patch, card_id, kind, value, time.time())
+        return answer(out, hub.own_host)
+
+    return [
+        state.fast_route("/api/hooks/ingest", ingest),
+        Route("/api/hooks/sessions", list_sessions, methods=["GET"]),
+        Route("/api/hooks/sessions", register, methods=["POST"]),
+        Route("/api/hooks/sessions/{id}", one, methods=["GET", "PATCH", "DELETE"]),
+    ]
+

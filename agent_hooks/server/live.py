@@ -1,0 +1,363 @@
+"""Live updates: one writer thread for the command center, and a WebSocket that pushes every change.
+
+:class:`Fleet` owns one store connection on one thread. Every command-center
+write (ingest, register, PATCH, DELETE, cancel) runs there, in the order it
+was submitted, so the transitions it publishes are in commit order. Between
+jobs it polls ``PRAGMA data_version`` every ``board.poll_interval_s``: the
+number changes when another connection commits, which is how hook calls and
+CLI commands (separate processes) reach the board. On a change it replays
+the hook feed onto local cards, rebuilds the cards and publishes the ones
+that differ. Every 5 s it rebuilds anyway (a session turns stalled with no write).
+
+Messages on ``/api/live`` (JSON, each with a rising ``seq``):
+
+* ``hello``: on connect, every card (``cards``) and this host's name;
+* ``event``: one contract transition (``id``, ``event``, ``from``, ``to``,
+  ``ignored``, ``source``: ingest | hook | patch | register);
+* ``card``: a card as it now is; ``removed``: a card id that is gone.
+
+A client that cannot keep up (``QUEUE_MAX`` messages behind) is closed; the
+board then reconnects and starts again from ``hello``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from agent_hooks import fleet as fleet_mod
+from agent_hooks.server import access, cards, fleetdb
+from agent_hooks.server.app import ServerState
+from agent_hooks.store import Store
+
+log = logging.getLogger("agent_hooks.server.live")
+QUEUE_MAX = 5000
+FULL_REBUILD_S = 5.0
+PRUNE_EVERY = 1000
+
+
+class Client:
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws = ws
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+
+class Fleet:
+    """The command center's writer thread and live hub (see the module docstring)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.own_host = fleet_mod.host_name(state.config)
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.store: Store | None = None
+        self.stopping = False
+        # Worker-side: the last published form of each card, and what to refresh.
+        self._published: dict[str, str] = {}
+        self._dirty: set[str] = set()
+        self._data_version: int | None = None
+        self._last_full = 0.0
+        self._writes = 0
+        self._touched: set[str] = set()
+        # Loop-side: what clients are told on connect.
+        self.cards: dict[str, dict[str, Any]] = {}
+        self.seq = 0
+        self.clients: set[Client] = set()
+        self.control_waiters: set[asyncio.Event] = set()
+        self.epoch = ""
+
+    # -- lifecycle (loop side) -------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.thread = threading.Thread(target=self._run, args=(ready,), name="agent-hooks-fleet", daemon=True)
+        self.thread.start()
+        await asyncio.wrap_future(ready)
+
+    async def stop(self) -> None:
+        self.stopping = True
+        self.jobs.put(None)
+        for client in list(self.clients):
+            client.queue.put_nowait(None)
+        if self.thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 5)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run ``fn(conn, *args)`` on the writer thread (a read, or a write that holds its own transaction)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.put((False, fn, args, fut))
+        return asyncio.wrap_future(fut)
+
+    def write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; an Outcome it
+        returns is published (transitions at once, after the commit; cards soon after)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.put((True, fn, args, fut))
+        return asyncio.wrap_future(fut)
+
+    # -- the writer thread -------------------------------------------------------
+
+    @property
+    def conn(self) -> Any:
+        assert self.store is not None
+        return self.store.conn
+
+    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        try:
+            self.store = Store(self.state.paths.store, int(self.state.config["runtime"]["busy_timeout_ms"]))
+            with self.store.write() as conn:
+                self.epoch = fleetdb.epoch(conn)
+            self._tick(force=True)
+        except Exception as exc:  # noqa: BLE001 - the server answers 503 on the board routes then
+            ready.set_exception(exc)
+            return
+        ready.set_result(None)
+        interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
+        next_tick = time.monotonic() + interval
+        last_flush = 0.0
+        while not self.stopping:
+            try:
+                job = self.jobs.get(timeout=max(0.0, next_tick - time.monotonic()))
+            except queue.Empty:
+                job = False
+            if job is None:
+                break
+            if job:
+                # Group commit: the writes waiting now go in one transaction (a savepoint each).
+                batch = [job]
+                while len(batch) < 200:
+                    try:
+                        more = self.jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        self.stopping = True
+                        break
+                    batch.append(more)
+                self._batch(batch)
+                now = time.monotonic()
+                # Cards touched by writes: refreshed when the burst is over, at least every 50 ms under load.
+                if self._dirty and now - last_flush > (0.01 if self.jobs.empty() else 0.05):
+                    self._guarded(self._flush)
+                    last_flush = now
+            if time.monotonic() >= next_tick:
+                self._guarded(self._tick)
+                interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
+                next_tick = time.monotonic() + interval
+        self.store.close()
+
+    def _guarded(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - a bad tick must not end the board
+            log.exception("command center tick failed")
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _batch(self, batch: list[tuple[bool, Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]]) -> None:
+        """Run jobs in order; consecutive writes share one transaction, each in its own savepoint."""
+        done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
+        conn = self.conn
+        for is_write, fn, args, fut in batch:
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if not is_write:
+                self._commit(done)
+                try:
+                    done.append((fut, fn(conn, *args), None))
+                except Exception as exc:  # noqa: BLE001 - handed to the awaiting request
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    done.append((fut, None, exc))
+                self._commit(done)
+                continue
+            try:
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = fn(conn, *args)
+                except Exception:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    raise
+                conn.execute("RELEASE job")
+                done.append((fut, result, None))
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiting request
+                done.append((fut, None, exc))
+        self._commit(done)
+
+    def _commit(self, done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]]) -> None:
+        """Commit, then answer the requests and publish their outcomes, in order."""
+        if not done:
+            return
+        error: BaseException | None = None
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("COMMIT")
+            except Exception as exc:  # noqa: BLE001 - every job of the batch gets the error
+                error = exc
+                try:
+                    self.conn.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001
+                    pass
+        for fut, result, exc in done:
+            exc = exc or error
+            if exc is not None:
+                fut.set_exception(exc)
+                continue
+            if isinstance(result, fleetdb.Outcome):
+                self._outcome(result)
+            fut.set_result(result)
+        done.clear()
+
+    def _outcome(self, out: fleetdb.Outcome) -> None:
+        self._writes += 1
+        if out.transitions and self.clients:
+            self._publish([{"type": "event", **t} for t in out.transitions])
+        self._dirty |= out.changed
+        if out.removed:
+            for cid in out.removed:
+                self._published.pop(cid, None)
+                self._dirty.discard(cid)
+            self._publish([{"type": "removed", "id": cid} for cid in out.removed])
+        self._touched |= out.changed
+        if self._writes % PRUNE_EVERY == 0:
+            # Each card keeps its newest board.events_kept events (and their idempotency keys).
+            keep = int(self.state.config["board"]["events_kept"])
+            with self.store.write() as conn:  # type: ignore[union-attr]
+                for cid in self._touched:
+                    fleetdb.prune_events(conn, cid, keep)
+            self._touched = set()
+
+    def _flush(self) -> None:
+        ids, self._dirty = sorted(self._dirty), set()
+        built = cards.build(self.conn, self.state.config, self.own_host, time.time(), ids)
+        self._diff(built, partial=True)
+
+    def _tick(self, force: bool = False) -> None:
+        now = time.time()
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        changed = version != self._data_version
+        self._data_version = version
+        if changed:
+            event_map = self.state.config["forward"].get("event_map")
+            with self.store.write() as conn:  # type: ignore[union-attr]
+                out = fleetdb.sync_local(conn, event_map if isinstance(event_map, dict) else {}, now)
+            if out.transitions and self.clients:
+                self._publish([{"type": "event", **t} for t in out.transitions])
+        if changed or force or self._dirty or now - self._last_full >= FULL_REBUILD_S:
+            self._dirty = set()
+            self._last_full = now
+            self._diff(cards.build(self.conn, self.state.config, self.own_host, now), partial=False)
+
+    def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
+        messages = []
+        for cid, card in built.items():
+            text = json.dumps(card, sort_keys=True, default=str)
+            if self._published.get(cid) != text:
+                self._published[cid] = text
+                messages.append({"type": "card", "card": card})
+        if not partial:
+            for cid in [c for c in self._published if c not in built]:
+                del self._published[cid]
+                messages.append({"type": "removed", "id": cid})
+        if messages:
+            self._publish(messages)
+
+    def _publish(self, messages: list[dict[str, Any]]) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._broadcast, messages)
+
+    # -- the hub (loop side) -------------------------------------------------------
+
+    def _broadcast(self, messages: list[dict[str, Any]]) -> None:
+        for msg in messages:
+            self.seq += 1
+            msg["seq"] = self.seq
+            if msg["type"] == "card":
+                self.cards[msg["card"]["id"]] = msg["card"]
+            elif msg["type"] == "removed":
+                self.cards.pop(msg["id"], None)
+            for client in list(self.clients):
+                if client.queue.qsize() >= QUEUE_MAX:
+                    self.clients.discard(client)
+                    client.queue.put_nowait(None)  # too slow: close; it reconnects and gets hello
+                else:
+                    client.queue.put_nowait(msg)
+
+    def wake_controls(self) -> None:
+        """Called on the loop after a control was recorded: long-polling hosts answer now."""
+        for event in list(self.control_waiters):
+            event.set()
+
+    def hello(self) -> dict[str, Any]:
+        return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": list(self.cards.values())}
+
+
+def fleet_of(state: ServerState) -> Fleet:
+    return state.fleet  # type: ignore[attr-defined,no-any-return]
+
+
+async def live(ws: WebSocket) -> None:
+    state: ServerState = ws.app.state.server
+    denied = access.check(state, ws)
+    if denied is not None:
+        await ws.close(code=4401 if denied.status_code == 401 else 4403)
+        return
+    hub = fleet_of(state)
+    await ws.accept()
+    client = Client(ws)
+    client.queue.put_nowait(hub.hello())
+    hub.clients.add(client)
+
+    async def sender() -> None:
+        while True:
+            msg = await client.queue.get()
+            if msg is None:
+                await ws.close()
+                return
+            await ws.send_text(json.dumps(msg, default=str))
+
+    async def receiver() -> None:
+        try:
+            while True:
+                await ws.receive_text()  # the board sends nothing that matters; this notices a close
+        except WebSocketDisconnect:
+            return
+
+    tasks = [asyncio.create_task(sender()), asyncio.create_task(receiver())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        hub.clients.discard(client)
+        for t in tasks:
+            t.cancel()
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    state.fleet = Fleet(state)  # type: ignore[attr-defined]
+    return [WebSocketRoute("/api/live", live)]
+
+
+async def startup(state: ServerState) -> None:
+    await fleet_of(state).start()
+
+
+async def shutdown(state: ServerState) -> None:
+    await fleet_of(state).stop()

@@ -1,0 +1,23 @@
+"""The server about itself: ``GET /health`` (anyone on loopback) and ``GET /status`` (its user)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from agent_hooks.server.app import ServerState, unauthorized
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    async def health(request: Request) -> JSONResponse:
+        # Enough for a probe to tell ours from another program, and stale from current.
+        info = state.info()
+        return JSONResponse({"ok": True, "service": "agent-hooks", **info})
+
+    async def status(request: Request) -> JSONResponse:
+        if not state.caller_allowed(request):
+            return unauthorized()
+        return JSONResponse({**state.info(), **state.stats.snapshot()})
+
+    return [Route("/health", health, methods=["GET"]), Route("/status", status, methods=["GET"])]

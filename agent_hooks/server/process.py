@@ -1,0 +1,332 @@
+"""The server's life: run in the foreground, start in the background, stop, status.
+
+One server per store: ``run`` holds an flock on ``server.lock`` beside the
+store for as long as it lives, and writes ``server.json`` (pid, port, version,
+build) beside it. ``start`` is idempotent: a server that answers with the
+current build is left alone; a stale one (older build) is replaced.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agent_hooks.paths import Paths, ensure_dir
+from agent_hooks.server import local, peer
+
+
+class ServerError(Exception):
+    """The server cannot be started, reached or stopped; the message says why."""
+
+
+def _hold_lock(paths: Paths) -> int:
+    """The flock that makes this process the store's one server; ServerError when taken."""
+    ensure_dir(paths.data_dir)
+    fd = os.open(local.lock_file(paths), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        info = local.read_info(paths) or {}
+        raise ServerError(f"a server already runs for {paths.store}"
+                          f" (pid {info.get('pid', '?')}, port {info.get('port', '?')})") from None
+    return fd
+
+
+def _take_over(paths: Paths, timeout: float, port: int) -> int:
+    """The lock, after stopping a server of another build or port that holds it (``--replace``)."""
+    from agent_hooks.server.local import build_id
+
+    build = build_id()
+    end = time.monotonic() + timeout
+    signalled: set[int] = set()
+    while True:
+        try:
+            return _hold_lock(paths)
+        except ServerError:
+            info = local.read_info(paths) or {}
+            if info.get("build") == build and info.get("port") == port:
+                raise ServerError("the current build already serves this store on this port") from None
+            pid = info.get("pid")
+            if isinstance(pid, int) and pid not in signalled:
+                signalled.add(pid)
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
+
+
+def lock_held(paths: Paths) -> bool:
+    """True while some process holds the store's server lock."""
+    try:
+        fd = os.open(local.lock_file(paths), os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def listen_host(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> str:
+    """Where to listen: 127.0.0.1, unless ``[fleet] listen = "0.0.0.0"`` says to serve other hosts too
+    (the command center, docs/command-center.md), which needs a fleet token for them to present."""
+    from agent_hooks import fleet
+
+    listen = str(config.get("fleet", {}).get("listen") or "") or local.HOST
+    if listen == local.HOST:
+        return listen
+    if listen != "0.0.0.0":
+        raise ServerError(f"[fleet] listen must be \"\" (127.0.0.1) or \"0.0.0.0\", got {listen!r}")
+    if not fleet.token(paths, config, env):
+        raise ServerError("[fleet] listen = \"0.0.0.0\" serves other hosts: set a fleet token first"
+                          " (agent-hook fleet token --new)")
+    return listen
+
+
+def _bind(port: int, host: str = local.HOST) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                          " (set [serve] port or AGENT_HOOKS__SERVE__PORT)") from None
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _log_to_file(paths: Paths, config: dict[str, Any]) -> None:
+    ensure_dir(paths.log_dir)
+    handler = logging.handlers.RotatingFileHandler(
+        local.log_file(paths), maxBytes=int(config["serve"]["log_max_bytes"]), backupCount=1, encoding="utf-8")
+    os.chmod(local.log_file(paths), 0o600)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: bool = False,
+        replace: bool = False) -> None:
+    """Serve in this process until SIGTERM/SIGINT (``agent-hook server run``).
+
+    ``replace``: a server of another build holding the lock is stopped first.
+    """
+    import uvicorn
+
+    from agent_hooks.server.app import create_app
+
+    os.umask(0o077)
+    port = int(config["serve"]["port"])
+    lock = _take_over(paths, float(config["serve"]["start_timeout_s"]), port) if replace else _hold_lock(paths)
+    sock = _bind(port, listen_host(paths, config, env))
+    if log_file:
+        _log_to_file(paths, config)
+    def forget() -> None:
+        if (local.read_info(paths) or {}).get("pid") == os.getpid():
+            try:
+                os.unlink(local.server_file(paths))
+            except OSError:
+                pass
+
+    _note_unclean_end(paths, config)
+    app = create_app(paths, config, env, port=port, on_stop=forget)
+    state = app.state.server
+    info = {k: v for k, v in state.info().items() if k != "uptime_s"}
+    tmp = f"{local.server_file(paths)}.{os.getpid()}.tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+        json.dump(info, f)
+    os.replace(tmp, local.server_file(paths))
+    logging.getLogger("agent_hooks.server").info("serving %s on %s:%s (pid %s, build %s); board at %s",
+                                                 paths.store, sock.getsockname()[0], port, os.getpid(), state.build,
+                                                 f"http://127.0.0.1:{port}/")
+    try:
+        server = uvicorn.Server(uvicorn.Config(
+            app, loop="uvloop", http=peer.protocol_class(), lifespan="on", access_log=False,
+            log_config=None, log_level="info", timeout_graceful_shutdown=5))
+        server.run(sockets=[sock])
+    finally:
+        forget()
+        sock.close()
+        os.close(lock)
+
+
+def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
+    """A server file left by a dead pid means the last server died without stopping:
+    tool calls ran unguarded from then until now. Say so where doctor looks."""
+    from agent_hooks.dispatch import count_error, log_error
+
+    info = local.read_info(paths)
+    pid = info.get("pid") if info else None
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or _alive(pid):
+        return
+    started = info.get("started")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if isinstance(started, (int, float)) else "?"
+    message = (f"the previous server (pid {info.get('pid')}, started {when}) died without stopping;"
+               " http hooks did not run until this start")
+    log_error(paths, "server", "server", message)
+    count_error(paths, config, "server", "server", message, None)
+
+
+def fetch(port: int, path: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """GET a JSON route of the server on ``port``; None when nothing (of ours) answers."""
+    import http.client
+
+    try:
+        conn = http.client.HTTPConnection(local.HOST, port, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        if resp.status != 200:
+            return None
+        doc = json.loads(body)
+        return doc if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def health(paths: Paths, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The running server's /health for this store, or None when it does not answer."""
+    info = local.read_info(paths) or {}
+    port = int(info.get("port") or config["serve"]["port"])
+    doc = fetch(port, "/health", timeout=1.0)
+    if doc is None or doc.get("service") != "agent-hooks" or doc.get("store") != paths.store:
+        return None
+    return doc
+
+
+def spawn(env: Mapping[str, str], replace: bool = False) -> int:
+    """Start a background server (see local.spawn); its pid."""
+    return local.spawn(env, replace)
+
+
+def wait_up(paths: Paths, config: dict[str, Any], pid: int | None, timeout: float) -> dict[str, Any] | None:
+    """Poll /health until a server of the current build answers (or ``pid`` exits)."""
+    build = local.build_id()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        doc = health(paths, config)
+        if doc is not None and doc.get("build") == build:
+            return doc
+        if pid is not None:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = 0 if _alive(pid) else pid
+            if done:
+                return health(paths, config) if lock_held(paths) else None
+        time.sleep(0.05)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:  # kill(0 or -1, ...) would address process groups
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A killed server whose parent has not reaped it yet is a zombie: dead all the same.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], str]:
+    """Make sure the current build serves this store; (its /health, what was done).
+
+    What was done: "running" (left alone), "started", or "replaced" (a stale build).
+    """
+    doc = health(paths, config)
+    build = local.build_id()
+    if doc is not None and doc.get("build") == build and doc.get("port") == int(config["serve"]["port"]):
+        return doc, "running"
+    done = "started"
+    if doc is not None or lock_held(paths):
+        stop(paths, config)
+        done = "replaced"
+    pid = spawn(env)
+    doc = wait_up(paths, config, pid, float(config["serve"]["start_timeout_s"]))
+    if doc is None:
+        raise ServerError(f"the server did not answer within {config['serve']['start_timeout_s']} s;"
+                          f" see {local.log_file(paths)}")
+    return doc, done
+
+
+def stop(paths: Paths, config: dict[str, Any], timeout: float = 10.0) -> int | None:
+    """Stop this store's server (SIGTERM, then SIGKILL); the pid stopped, or None if none ran."""
+    if not lock_held(paths):
+        return None
+    # A server that holds the lock writes its file right after binding: wait for it briefly.
+    end = time.monotonic() + timeout
+    info = local.read_info(paths) or {}
+    while not isinstance(info.get("pid"), int) and time.monotonic() < end and lock_held(paths):
+        time.sleep(0.05)
+        info = local.read_info(paths) or {}
+    pid = info.get("pid")
+    if not isinstance(pid, int):
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and lock_held(paths):
+        time.sleep(0.05)
+    if lock_held(paths):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while lock_held(paths) and time.monotonic() < end + 5:
+            time.sleep(0.05)
+    return pid
+
+
+def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
+    """What `server status` shows: up or not, stale or not, and the server's own numbers."""
+    info = local.read_info(paths) or {}
+    port = int(info.get("port") or config["serve"]["port"])
+    doc = health(paths, config)
+    out: dict[str, Any] = {"up": doc is not None, "port": port, "store": paths.store,
+                           "installed_build": local.build_id()}
+    if doc is None:
+        out["locked"] = lock_held(paths)
+        return out
+    stats = fetch(port, "/status") or {}
+    out.update({k: doc.get(k) for k in ("pid", "version", "build", "uptime_s", "started")})
+    out["stale"] = doc.get("build") != out["installed_build"]
+    out["requests"] = stats.get("counts", {})
+    # Calls that failed open: bad input or an internal error, or past the deadline.
+    out["errors"] = sum(out["requests"].get(k, 0) for k in ("problem", "timeout"))
+    out["p50_ms"] = stats.get("p50_ms")
+    out["p99_ms"] = stats.get("p99_ms")
+    # How fast it answers right now, from here: one /health round trip.
+    t0 = time.perf_counter()
+    fetch(port, "/health")
+    out["probe_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+    return out

@@ -1,0 +1,383 @@
+// The command center's board: plain JavaScript, no build step, no CDN.
+// Cards come from /api/live (a WebSocket: hello, then card / removed / event messages);
+// drags send PATCH /api/hooks/sessions/<id>; the session panel reads /api/board/sessions/<id>.
+// Every text from the server is set with textContent (never parsed as HTML).
+"use strict";
+
+const STATE_LABELS = {idle: "Idle", running: "Running", awaiting_review: "Awaiting review",
+                      completed: "Completed", failed: "Failed"};
+const board = {meta: null, cards: new Map(), seq: 0, ws: null, connected: false, open: null, filters: {}};
+window.__board = board;  // for a person at the console (and the browser tests)
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "data") for (const [dk, dv] of Object.entries(v)) node.dataset[dk] = dv;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function ago(ts) {
+  if (!ts) return "-";
+  const s = Math.max(0, Date.now() / 1000 - ts);
+  if (s < 60) return `${Math.floor(s)}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+function clock(ts) { return ts ? new Date(ts * 1000).toLocaleTimeString() : "-"; }
+
+function toast(text) {
+  const t = document.getElementById("toast");
+  t.textContent = text; t.hidden = false;
+  clearTimeout(toast.timer); toast.timer = setTimeout(() => { t.hidden = true; }, 3500);
+}
+
+async function api(method, path, body) {
+  const opts = {method, headers: {}};
+  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const r = await fetch(path, opts);
+  let doc = null;
+  try { doc = await r.json(); } catch (e) { doc = null; }
+  return {status: r.status, ok: r.ok, doc: doc || {}};
+}
+
+// -- columns and cards ----------------------------------------------------------------
+
+function buildColumns() {
+  const main = document.getElementById("board");
+  main.textContent = "";
+  for (const s of board.meta.states) {
+    const col = el("section", {class: "col", id: `col-${s}`, data: {state: s}, style: `--c: var(--${s})`},
+      el("h2", {}, STATE_LABELS[s] || s, el("span", {class: "n"}, "0")),
+      el("div", {class: "cards"}));
+    col.addEventListener("dragover", (ev) => {
+      const id = board.dragging;
+      if (!id) return;
+      if (allowed(id, s)) { ev.preventDefault(); ev.dataTransfer.dropEffect = "move"; }
+    });
+    col.addEventListener("drop", (ev) => {
+      ev.preventDefault();
+      const id = ev.dataTransfer.getData("text/plain") || board.dragging;
+      endDrag();
+      if (id) moveCard(id, s);
+    });
+    main.append(col);
+  }
+}
+
+function allowed(id, target) {
+  const card = board.cards.get(id);
+  if (!card || card.state === target) return false;
+  return target in (board.meta.transitions[card.state] || {});
+}
+
+function endDrag() {
+  board.dragging = null;
+  for (const c of document.querySelectorAll(".col")) c.classList.remove("drop-ok", "drop-no");
+  for (const c of document.querySelectorAll(".card.dragging")) c.classList.remove("dragging");
+}
+
+async function moveCard(id, state) {
+  const r = await api("PATCH", `/api/hooks/sessions/${encodeURIComponent(id)}`, {state});
+  if (r.status === 409) toast(`Not allowed: ${r.doc.error}`);
+  else if (!r.ok) toast(`Move failed: ${r.doc.error || r.status}`);
+}
+
+function matches(card) {
+  const f = board.filters;
+  return (!f.host || card.host === f.host) && (!f.agent || card.agent === f.agent) &&
+         (!f.task || (card.task_id || "") === f.task);
+}
+
+function cardNode(card) {
+  const b = card.badges || {};
+  const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
+  const who = [card.agent, card.role, tmux].filter(Boolean).join(" · ");
+  const badges = [];
+  if (b.cancelled) badges.push(el("span", {class: "badge cancelled", title: b.cancel_reason || ""},
+    b.cancelled_by === "task" ? "task cancelled" : "cancelled",
+    b.cancel_delivered === false ? " (sending)" : ""));
+  if (b.warned) badges.push(el("span", {class: "badge warned", title: "guard warnings"}, `warned ${b.warned}`));
+  if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls denied"}, `denied ${b.denied}`));
+  if (b.stalled) badges.push(el("span", {class: "badge stalled"}, "stalled"));
+  const tool = card.current_tool
+    ? el("div", {class: "tool" + (card.tool_running ? " on" : "")}, card.tool_running ? card.current_tool : `last: ${card.current_tool}`)
+    : null;
+  const node = el("article", {class: "card", draggable: "true", tabindex: "0", data: {id: card.id, state: card.state},
+                              style: `--c: var(--${card.state})`, title: "open the session"},
+    el("div", {class: "row1"}, el("span", {class: "label"}, card.label), el("span", {class: "chip host"}, card.host)),
+    el("div", {class: "who"}, who || card.agent_type || ""),
+    card.task_id ? el("div", {class: "task"}, `Task ${card.task_id}${card.task ? ": " + card.task : ""}`) : null,
+    tool,
+    el("div", {class: "foot"},
+      el("span", {class: "calls", title: "tool calls"}, `${card.tool_calls} tool call${card.tool_calls === 1 ? "" : "s"}`),
+      el("span", {}, "·"),
+      el("span", {class: "when", data: {ts: card.last_activity || ""}}, ago(card.last_activity)),
+      el("span", {class: "sp"}),
+      card.own_state ? el("span", {class: `own ${card.own_state}`, title: board.meta.own_states[card.own_state] || ""}, `ours: ${card.own_state}`) : null),
+    badges.length ? el("div", {class: "foot"}, badges) : null);
+  node.addEventListener("dragstart", (ev) => {
+    board.dragging = card.id;
+    ev.dataTransfer.setData("text/plain", card.id);
+    ev.dataTransfer.effectAllowed = "move";
+    node.classList.add("dragging");
+    for (const c of document.querySelectorAll(".col"))
+      c.classList.add(allowed(card.id, c.dataset.state) ? "drop-ok" : "drop-no");
+  });
+  node.addEventListener("dragend", endDrag);
+  node.addEventListener("click", () => openPanel(card.id));
+  node.addEventListener("keydown", (ev) => { if (ev.key === "Enter") openPanel(card.id); });
+  return node;
+}
+
+function render() {
+  if (!board.meta) return;
+  const groups = Object.fromEntries(board.meta.states.map((s) => [s, []]));
+  for (const card of board.cards.values()) if (matches(card) && groups[card.state]) groups[card.state].push(card);
+  for (const [state, list] of Object.entries(groups)) {
+    list.sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
+    const col = document.getElementById(`col-${state}`);
+    col.querySelector(".n").textContent = String(list.length);
+    const box = col.querySelector(".cards");
+    box.textContent = "";
+    if (!list.length) box.append(el("div", {class: "empty"}, "no sessions"));
+    for (const card of list) box.append(cardNode(card));
+  }
+  renderFilters();
+  if (board.open && board.cards.has(board.open)) refreshPanelHead(board.cards.get(board.open));
+}
+
+function renderFilters() {
+  const values = {host: new Set(), agent: new Set(), task: new Set()};
+  for (const c of board.cards.values()) {
+    values.host.add(c.host); if (c.agent) values.agent.add(c.agent); if (c.task_id) values.task.add(c.task_id);
+  }
+  for (const key of ["host", "agent", "task"]) {
+    const sel = document.getElementById(`f-${key}`);
+    const want = [...values[key]].sort();
+    const have = [...sel.options].slice(1).map((o) => o.value);
+    if (JSON.stringify(want) === JSON.stringify(have)) continue;
+    const current = sel.value;
+    sel.length = 1;
+    for (const v of want) sel.append(el("option", {value: v}, v));
+    sel.value = want.includes(current) ? current : "";
+  }
+}
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => { renderQueued = false; render(); });
+}
+
+function flash(id) {
+  const node = document.querySelector(`.card[data-id="${CSS.escape(id)}"]`);
+  if (!node) return;
+  node.classList.add("flash");
+  setTimeout(() => node.classList.remove("flash"), 700);
+}
+
+// -- live updates -----------------------------------------------------------------------
+
+function setConn(state, text) {
+  const c = document.getElementById("conn");
+  c.dataset.state = state;
+  document.getElementById("conn-text").textContent = text;
+}
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${proto}//${location.host}/api/live`);
+  board.ws = ws;
+  ws.onopen = () => { board.retry = 0; };
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    board.seq = msg.seq;
+    if (msg.type === "hello") {
+      board.cards = new Map(msg.cards.map((c) => [c.id, c]));
+      board.connected = true;
+      document.getElementById("host").textContent = msg.host;
+      setConn("live", "live");
+      render();
+    } else if (msg.type === "card") {
+      board.cards.set(msg.card.id, msg.card);
+      scheduleRender();
+      if (board.open === msg.card.id) schedulePanelRefresh();
+    } else if (msg.type === "removed") {
+      board.cards.delete(msg.id);
+      scheduleRender();
+    } else if (msg.type === "event") {
+      setTimeout(() => flash(msg.id), 50);
+    }
+  };
+  ws.onclose = () => {
+    board.connected = false;
+    const wait = Math.min(5000, 300 * 2 ** (board.retry || 0));
+    board.retry = (board.retry || 0) + 1;
+    setConn("down", "reconnecting…");
+    setTimeout(connect, wait);
+  };
+}
+
+// -- the session panel --------------------------------------------------------------------
+
+function refreshPanelHead(card) {
+  const panel = document.getElementById("panel");
+  panel.style.setProperty("--c", `var(--${card.state})`);
+  document.getElementById("p-title").textContent = card.label;
+  const sub = document.getElementById("p-sub");
+  sub.textContent = "";
+  const b = card.badges || {};
+  sub.append(
+    el("span", {class: "chip", title: "the command center's state"}, `state: ${STATE_LABELS[card.state] || card.state}`),
+    card.own_state ? el("span", {class: `own ${card.own_state}`}, `ours: ${card.own_state}`) : null,
+    el("span", {class: "chip host"}, card.host),
+    el("span", {}, [card.agent, card.role, card.tmux_session && `tmux ${card.tmux_session}`].filter(Boolean).join(" · ")),
+    el("span", {}, `id ${card.id}`),
+    b.cancelled ? el("span", {class: "badge cancelled"}, `cancelled: ${b.cancel_reason || "no reason"}`) : null);
+  document.getElementById("p-cancel-task").hidden = !card.task_id;
+}
+
+let panelTimer = null;
+function schedulePanelRefresh() {
+  clearTimeout(panelTimer);
+  panelTimer = setTimeout(() => loadPanel(board.open), 250);
+}
+
+function openPanel(id) {
+  board.open = id;
+  if (location.hash !== `#/session/${encodeURIComponent(id)}`) history.replaceState(null, "", `#/session/${encodeURIComponent(id)}`);
+  document.getElementById("panel").hidden = false;
+  document.getElementById("p-msg").textContent = "";
+  const card = board.cards.get(id);
+  if (card) refreshPanelHead(card);
+  loadPanel(id);
+}
+
+function closePanel() {
+  board.open = null;
+  document.getElementById("panel").hidden = true;
+  history.replaceState(null, "", location.pathname);
+}
+
+function kv(pairs) {
+  const dl = el("dl", {class: "kv"});
+  for (const [k, v] of pairs) if (v !== null && v !== undefined && v !== "") dl.append(el("dt", {}, k), el("dd", {}, v));
+  return dl;
+}
+
+async function loadPanel(id) {
+  if (!id) return;
+  const r = await api("GET", `/api/board/sessions/${encodeURIComponent(id)}`);
+  if (board.open !== id) return;
+  if (!r.ok) { document.getElementById("p-msg").textContent = r.doc.error || `HTTP ${r.status}`; return; }
+  const d = r.doc;
+  refreshPanelHead(d.card);
+  const task = document.getElementById("p-task");
+  task.textContent = "";
+  if (d.task) task.append(kv([["task", d.task.task_id], ["state", d.task.state], ["description", d.task.description],
+                               ["progress", d.task.progress], ["cancel reason", d.task.cancel_reason]]));
+  else if (d.prompt) task.append(kv([["first prompt", d.prompt]]));
+  else task.append(el("span", {class: "none"}, "no task"));
+  const last = document.getElementById("p-last");
+  last.textContent = d.last_message || (d.card.local ? "(nothing yet)" : `(other host: last event ${d.card.last_event || "-"}${d.card.metadata ? " — " + d.card.metadata : ""})`);
+  const usage = document.getElementById("p-usage");
+  usage.textContent = "";
+  if (d.usage) {
+    const u = d.usage, pct = Math.round((u.context_fill || 0) * 1000) / 10;
+    usage.append(
+      el("div", {}, `context ${u.context_tokens.toLocaleString()} of ${u.context_window.toLocaleString()} tokens (${pct}%)`),
+      el("div", {class: "meter", title: `${pct}%`}, el("div", {style: `width: ${Math.min(100, pct)}%`})),
+      kv([["tokens used", `${u.total_tokens.toLocaleString()}${d.transcript && d.transcript.cut ? " (at least: transcript read from its tail)" : ""}`],
+          ["input / output", `${u.input_tokens.toLocaleString()} / ${u.output_tokens.toLocaleString()}`],
+          ["cache write / read", `${u.cache_creation_input_tokens.toLocaleString()} / ${u.cache_read_input_tokens.toLocaleString()}`],
+          ["turns", u.turns], ["model", u.model]]));
+  } else usage.append(el("span", {class: "none"}, d.card.local ? "no usage in the transcript yet" : "not known for another host's session"));
+  const calls = document.getElementById("p-calls");
+  calls.textContent = "";
+  if (d.tool_calls.length) {
+    calls.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "tool"), el("th", {}, "guard"), el("th", {}, "outcome"), el("th", {}, "rule / reason")),
+      d.tool_calls.map((c) => el("tr", {},
+        el("td", {}, clock(c.started_at)), el("td", {}, c.tool_name),
+        el("td", {class: c.decision || ""}, c.decision || "-"),
+        el("td", {}, c.outcome + (c.duration_ms != null ? ` ${c.duration_ms} ms` : "")),
+        el("td", {}, [c.rule, c.reason].filter(Boolean).join(": ") || c.error || "")))));
+  } else if (!d.card.local && d.events.length) {
+    calls.append(el("span", {class: "none"}, "another host's session: its events are under State history"));
+  } else calls.append(el("span", {class: "none"}, "no tool calls"));
+  document.getElementById("p-summary").textContent = d.summary ? d.summary.text : "(no summary yet: one is written at each Stop)";
+  const events = document.getElementById("p-events");
+  events.textContent = "";
+  if (d.events.length) {
+    events.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "event"), el("th", {}, "from → to"), el("th", {}, "via"), el("th", {}, "metadata")),
+      d.events.map((e) => el("tr", {}, el("td", {}, clock(e.at)), el("td", {}, e.event),
+        el("td", {}, e.to ? `${e.from} → ${e.to}` : `${e.from} (ignored)`), el("td", {}, e.source), el("td", {}, e.metadata || "")))));
+  } else events.append(el("span", {class: "none"}, "no events"));
+}
+
+async function act(kind) {
+  const id = board.open;
+  const card = board.cards.get(id);
+  const msg = document.getElementById("p-msg");
+  const reason = document.getElementById("p-reason").value.trim();
+  msg.className = "msg";
+  let r;
+  if (kind === "cancel" || kind === "cancel-task") {
+    if (!reason) { msg.className = "msg err"; msg.textContent = "Give a reason: the agent reads it."; return; }
+    r = kind === "cancel"
+      ? await api("POST", `/api/sessions/${encodeURIComponent(id)}/cancel`, {reason})
+      : await api("POST", `/api/tasks/${encodeURIComponent(card.task_id)}/cancel`, {reason});
+  } else if (kind === "uncancel") {
+    r = card && card.badges.cancelled_by === "task"
+      ? await api("POST", `/api/tasks/${encodeURIComponent(card.task_id)}/uncancel`, {})
+      : await api("POST", `/api/sessions/${encodeURIComponent(id)}/uncancel`, {});
+  } else if (kind === "delete") {
+    if (!confirm("Delete this card? (A local session's own records stay in the store.)")) return;
+    r = await api("DELETE", `/api/hooks/sessions/${encodeURIComponent(id)}`);
+    if (r.ok) { closePanel(); toast("card deleted"); return; }
+  }
+  if (!r.ok) { msg.className = "msg err"; msg.textContent = r.doc.error || `HTTP ${r.status}`; return; }
+  const where = (r.doc.sessions || []).map((s) => s.applied === "sent" ? `sent to ${s.host}` : s.applied).join(", ");
+  msg.textContent = `${kind.replace("-", " ")}: done${where ? " (" + where + ")" : ""}`;
+  loadPanel(id);
+}
+
+// -- start ----------------------------------------------------------------------------------
+
+async function main() {
+  const r = await api("GET", "/api/board");
+  if (!r.ok) { setConn("down", r.doc.error || `HTTP ${r.status}`); return; }
+  board.meta = r.doc;
+  document.getElementById("host").textContent = r.doc.host;
+  buildColumns();
+  board.cards = new Map(r.doc.cards.map((c) => [c.id, c]));
+  render();
+  for (const key of ["host", "agent", "task"]) {
+    document.getElementById(`f-${key}`).addEventListener("change", (ev) => { board.filters[key] = ev.target.value; render(); });
+  }
+  document.getElementById("panel-close").addEventListener("click", closePanel);
+  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && board.open) closePanel(); });
+  document.getElementById("p-cancel").addEventListener("click", () => act("cancel"));
+  document.getElementById("p-cancel-task").addEventListener("click", () => act("cancel-task"));
+  document.getElementById("p-uncancel").addEventListener("click", () => act("uncancel"));
+  document.getElementById("p-delete").addEventListener("click", () => act("delete"));
+  setInterval(() => {
+    for (const n of document.querySelectorAll(".when")) n.textContent = ago(Number(n.dataset.ts) || 0);
+  }, 1000);
+  const m = location.hash.match(/^#\/session\/(.+)$/);
+  if (m) openPanel(decodeURIComponent(m[1]));
+  connect();
+}
+
+main();

@@ -1,0 +1,89 @@
+"""A real command center for tests: `agent-hook server start` on a free loopback port, with httpx and a
+WebSocket client (websockets) pointed at it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.sync.client import ClientConnection, connect
+
+from server_support import Server, free_port
+
+
+class Center(Server):
+    """A started server; ``http`` is an httpx client on its base URL."""
+
+    def __init__(self, home: Path, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        super().__init__(home, port or free_port())
+        self.env["AGENT_HOOKS_HOME"] = str(home)
+        user_home = home.parent / f"{home.name}-user"
+        user_home.mkdir(parents=True, exist_ok=True)
+        self.env["HOME"] = str(user_home)  # never the real home, whatever the fixture's scope
+        self.env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+        self.env.update(env or {})
+        self.http = httpx.Client(base_url=self.base, timeout=10, trust_env=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Center":
+        self.cli("start")
+        return self
+
+    def stop(self) -> None:
+        self.cli("stop", check=False)
+
+    def ingest(self, body: Any, key: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if key:
+            h["Idempotency-Key"] = key
+        return self.http.post("/api/hooks/ingest", content=raw, headers=h)
+
+    def live(self) -> ClientConnection:
+        return connect(f"ws://127.0.0.1:{self.port}/api/live", open_timeout=10)
+
+    def card(self, card_id: str) -> dict[str, Any]:
+        r = self.http.get(f"/api/hooks/sessions/{card_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def board_cards(self) -> dict[str, dict[str, Any]]:
+        return {c["id"]: c for c in self.http.get("/api/board").json()["cards"]}
+
+    def wait_card(self, predicate: Any, timeout: float = 10.0, what: str = "a card") -> dict[str, Any]:
+        end = time.time() + timeout
+        while time.time() < end:
+            for card in self.board_cards().values():
+                if predicate(card):
+                    return card
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}: {list(self.board_cards().values())}")
+
+
+def messages(ws: ClientConnection, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """WebSocket messages until ``until(list)`` is true."""
+    got: list[dict[str, Any]] = []
+    end = time.time() + timeout
+    while not until(got):
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError(f"timed out; got {got}")
+        try:
+            got.append(json.loads(ws.recv(timeout=left)))
+        except TimeoutError:
+            continue
+    return got
+
+
+def hook_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()}
+    env["AGENT_HOOKS_HOME"] = str(home)
+    env.update(extra)
+    return env

@@ -1,0 +1,45 @@
+"""What a session waits on, with the real client and the project's settings template:
+an API error ends the turn (StopFailure -> error, with its kind), subagents are recorded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from harness import BIN_DIR, E2E
+from model_server import api_error, text, tool_use
+
+
+def status(e2e: E2E) -> dict:
+    proc = subprocess.run([str(BIN_DIR / "agent-hook"), "status", "--json"], env=e2e.env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_rate_limited_turn_is_error_with_its_kind(e2e: E2E) -> None:
+    assert "StopFailure" in e2e.settings["hooks"], "the template wires StopFailure"
+    e2e.server.set_script([[api_error(429, "rate_limit_error", "slow down")]])
+    run = e2e.run("Hello.", env_extra={"CLAUDE_CODE_MAX_RETRIES": "0"})
+    assert run.returncode != 0 or (run.result or {}).get("is_error"), e2e.describe()
+    [session] = status(e2e)["sessions"]
+    assert e2e.query("SELECT detail FROM session_events WHERE event = 'StopFailure'") == [{"detail": "rate_limit"}]
+    # A -p run ends right after: the session is ended, and still says what ended its last turn.
+    assert session["state"] == "ended", session
+    assert (session["waiting_on"], session["waiting_detail"]) == ("error", "rate_limit"), session
+
+
+def test_subagents_are_recorded(e2e: E2E) -> None:
+    e2e.server.set_script([
+        [tool_use("Agent", {"description": "look around", "prompt": "List files",
+                            "subagent_type": "general-purpose"})],
+        [text("sub done")],
+        [text("main done")],
+    ])
+    run = e2e.run("Use a subagent.", allowed_tools=("Bash", "Agent", "Task"))
+    assert run.ok, e2e.describe()
+    rows = e2e.query("SELECT agent_type, started_at, stopped_at, last_message FROM subagents")
+    assert len(rows) == 1 and rows[0]["agent_type"] == "general-purpose", rows
+    assert rows[0]["stopped_at"] and rows[0]["last_message"] == "sub done"
+    [session] = status(e2e)["sessions"]
+    assert (session["subagents_running"], session["subagents_finished"]) == (0, 1)

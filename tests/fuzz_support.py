@@ -1,0 +1,106 @@
+"""Seeded payload mutations for the fuzz tier (issue 12, proof): hostile and unlucky inputs."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from helpers import fixture_payload
+
+SEEDS = [
+    "SessionStart-startup.json", "SessionStart-resume.json", "SessionStart-compact.json", "SessionEnd.json",
+    "UserPromptSubmit.json", "PreToolUse-Bash.json", "PreToolUse-Write.json", "PreToolUse-Edit.json",
+    "PostToolUse-Bash.json", "PostToolUse-Write.json", "PostToolUse-Read.json", "PostToolUseFailure-Bash.json",
+    "PreCompact-manual.json", "Stop.json",
+]
+NOTIFICATION = {"session_id": "fuzz", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "Notification",
+                "message": "Claude needs your permission", "notification_type": "permission_prompt"}
+
+STRINGS = [
+    "", " ", "\ud83d", "fix \ud83d bug", "\udc00tail", "esc-\u001b[2J\u001b]0;x\u0007", "a\nb\r\nc", "nul\u0000byte",
+    "\u202eevil", "x" * 100_000, "/" + "d" * 5000, "../../../../etc/passwd", "~/", "😀" * 50, "\ufeffbom",
+    "null", "0", "-1", "1e309", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "C:\\\\Windows", "%s%n%x", "' OR 1=1 --", "{\"a\": 1}",
+]
+NUMBERS = ["0", "-0", "1e30", "-1e30", "1e400", "-1e400", "NaN", "Infinity", "-Infinity", "9" * 30, "3.5", "-7",
+           "1.7976931348623157e308", "5e-324"]
+
+
+def seeds() -> list[dict[str, Any]]:
+    return [fixture_payload(name) for name in SEEDS] + [dict(NOTIFICATION)]
+
+
+def _deep(depth: int, kind: str) -> str:
+    return ("[" * depth + "]" * depth) if kind == "list" else ('{"a":' * depth + "1" + "}" * depth)
+
+
+def _raw(value: Any) -> str:
+    """JSON text of ``value``, keeping lone surrogates as escapes (json.dumps does)."""
+    return json.dumps(value)
+
+
+def mutate(rng: random.Random, base: dict[str, Any], n: int) -> bytes:
+    """One mutated payload (bytes, as Claude Code would write them to stdin)."""
+    doc = json.loads(json.dumps(base))
+    # A fresh session per case unless the mutation is about ids: repeated calls would be (rightly) loops.
+    doc["session_id"] = f"fuzz-{n}"
+    if "tool_use_id" in doc:
+        doc["tool_use_id"] = f"toolu_fuzz_{n}"
+    keys = list(doc)
+    choice = rng.randrange(14)
+    key = rng.choice(keys)
+    marker = "__FUZZ__"
+    if choice == 0:
+        doc[key] = rng.choice(STRINGS)
+    elif choice == 1:
+        doc[key] = marker
+        return _raw(doc).replace(f'"{marker}"', rng.choice(NUMBERS)).encode()
+    elif choice == 2:
+        doc[key] = rng.choice([None, True, False, [], {}, [1, "a"], {"x": {"y": [None]}}, 0, ""])
+    elif choice == 3:
+        del doc[key]
+    elif choice == 4:
+        doc[f"unknown_{rng.randrange(100)}"] = rng.choice(STRINGS + [{"deep": {"er": [1, 2, {"x": None}]}}])
+    elif choice == 5:
+        doc[key] = marker
+        return _raw(doc).replace(f'"{marker}"', _deep(rng.choice([70, 200, 900, 5000]), rng.choice(["list", "dict"]))).encode()
+    elif choice == 6:
+        text = _raw(doc).encode()
+        return text[: rng.randrange(len(text))]
+    elif choice == 7:
+        data = bytearray(_raw(doc).encode())
+        for _ in range(rng.randrange(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return bytes(data)
+    elif choice == 8:
+        doc["hook_event_name"] = rng.choice(["PreToolUse", "Stop", "", "SubagentStop", "x" * 1000, "Stop\ud83d"])
+    elif choice == 9:
+        field = rng.choice(["session_id", "cwd", "transcript_path", "tool_name", "tool_use_id", "agent_id", "prompt",
+                            "last_assistant_message", "error", "hook_event_name"])
+        doc[field] = rng.choice(STRINGS)
+    elif choice == 10:
+        inp = doc.get("tool_input") if isinstance(doc.get("tool_input"), dict) else {}
+        inp[rng.choice(["command", "file_path", "content", "old_string", "pattern", "path"])] = rng.choice(
+            STRINGS + [None, 5, ["a"], {"b": 1}])
+        doc["tool_input"] = inp
+    elif choice == 11:
+        doc["duration_ms"] = marker
+        return _raw(doc).replace(f'"{marker}"', rng.choice(NUMBERS)).encode()
+    elif choice == 12:
+        doc["tool_response"] = rng.choice(STRINGS + [{"stdout": "\ud83d" * 3, "stderr": "x" * 50_000}, [None] * 100])
+    else:
+        for _ in range(3):
+            k = rng.choice(list(doc) or ["session_id"])
+            doc[k] = rng.choice(STRINGS)
+    return _raw(doc).encode()
+
+
+def cases(count: int, seed: int = 12) -> list[tuple[str, bytes]]:
+    """``count`` (executable event, payload bytes) pairs: each seed's own event, mutated."""
+    rng = random.Random(seed)
+    bases = seeds()
+    out = []
+    for n in range(count):
+        base = bases[n % len(bases)]
+        out.append((base["hook_event_name"], mutate(rng, base, n)))
+    return out

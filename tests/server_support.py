@@ -1,0 +1,67 @@
+"""A real resident server for tests: started with `agent-hook server start` on a free loopback port."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from helpers import BIN
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The server of one test's AGENT_HOOKS_HOME; its port and a POST helper."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        self.home = home
+        self.port = port
+        self.env = {**os.environ, "AGENT_HOOKS__SERVE__PORT": str(port)}
+
+    def cli(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(BIN / "agent-hook"), "server", *args], capture_output=True, text=True,
+                              env={**self.env, **(env or {})}, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"agent-hook server {' '.join(args)}: {proc.returncode} {proc.stderr}")
+        return proc
+
+    def status(self) -> dict[str, Any]:
+        return json.loads(self.cli("status", "--json").stdout)
+
+    def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None,
+             timeout: float = 30, event: str | None = None) -> tuple[int, dict[str, str], bytes]:
+        """One hook call as Claude Code makes it: a new connection, JSON body, to /hooks/<Event>
+        (the body's event unless ``event`` says otherwise; "" posts to /hooks)."""
+        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        if event is None:
+            event = body.get("hook_event_name", "") if isinstance(body, dict) else ""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("POST", f"/hooks/{event}" if event else "/hooks", data, {"Content-Type": "application/json", **(headers or {})})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def answer(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any] | None:
+        """The parsed answer of a hook call that must succeed (None: empty body)."""
+        status, got, data = self.post(body, headers)
+        assert status == 200, (status, data)
+        assert "x-agent-hooks-problem" not in got, got
+        return json.loads(data) if data.strip() else None
+
+
+def start_server(home: Path, env: dict[str, str] | None = None) -> Server:
+    server = Server(home, free_port())
+    server.env.update(env or {})
+    server.cli("start")
+    return server

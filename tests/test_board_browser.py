@@ -1,0 +1,72 @@
+"""The board in headless Chromium (Debian's, via Playwright), without the real client: an ingested event
+shows within 1 s with no reload, filters narrow the board, and the page reconnects by itself after the
+server restarts."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from center_support import Center
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+
+
+@pytest.fixture
+def center(tmp_path: Path) -> Iterator[Center]:
+    server = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page(center: Center) -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        pg = browser.new_page(viewport={"width": 1400, "height": 800})
+        try:
+            yield pg
+        finally:
+            browser.close()
+
+
+def test_live_filters_and_reconnect(center: Center, page: Any) -> None:
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    loads = page.evaluate("performance.getEntriesByType('navigation').length")
+    t0 = time.time()
+    sid = center.ingest({"tmux_session": "agent-one", "event": "tool_use", "metadata": "Grep: ok"},
+                        headers={"X-Agent-Hooks-Host": "web-1"}).json()["session"]
+    page.wait_for_selector(f'#col-running .card[data-id="{sid}"]', timeout=5000)
+    assert time.time() - t0 < 1.0, "the card took more than 1 s to show"
+    card = page.inner_text(f'.card[data-id="{sid}"]')
+    assert "web-1" in card and "Grep" in card
+    center.ingest({"tmux_session": "agent-one", "event": "to_review"}, headers={"X-Agent-Hooks-Host": "web-1"})
+    page.wait_for_selector(f'#col-awaiting_review .card[data-id="{sid}"]', timeout=2000)
+    other = center.ingest({"tmux_session": "agent-two", "event": "tool_use"},
+                          headers={"X-Agent-Hooks-Host": "web-2"}).json()["session"]
+    page.wait_for_selector(f'.card[data-id="{other}"]', timeout=2000)
+
+    # Filters: by host.
+    page.select_option("#f-host", "web-2")
+    page.wait_for_selector(f'.card[data-id="{sid}"]', state="detached", timeout=2000)
+    assert page.locator(f'.card[data-id="{other}"]').count() == 1
+    page.select_option("#f-host", "")
+    page.wait_for_selector(f'.card[data-id="{sid}"]', timeout=2000)
+
+    # The server restarts; the page notices, reconnects by itself, and shows what happens next.
+    center.stop()
+    page.wait_for_selector("#conn[data-state=down]", timeout=5000)
+    center.start()
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    center.ingest({"tmux_session": "agent-one", "event": "exit"}, headers={"X-Agent-Hooks-Host": "web-1"})
+    page.wait_for_selector(f'#col-completed .card[data-id="{sid}"]', timeout=3000)
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == loads  # no reload

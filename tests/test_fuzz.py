@@ -1,0 +1,144 @@
+"""Fuzz tier (issue 12, proof): seeded mutated payloads across every executable.
+
+Bad input is bad input: 0 internal errors (error log and ``errors`` table hold
+``bad_input`` at most), 0 accidental decisions, 0 non-zero exits, 0 bad stdout.
+A few hundred run in-process through the runner on every run (and a sample as
+subprocesses); 10,000 run with ``-m fuzz``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fuzz_support import cases
+from helpers import BIN, EXECUTABLES, error_log
+
+SEED = 12
+ALLOWED_KINDS = {"bad_input"}
+# Every top-level key an answer of ours may carry.
+ANSWER_KEYS = {"hookSpecificOutput", "decision", "reason"}
+
+
+def _handler(event: str) -> Any:
+    module = EXECUTABLES[event].removeprefix("agent-hook-").replace("-", "_")
+    return importlib.import_module(f"agent_hooks.events.{module}").handle
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {"AGENT_HOOKS_HOME": str(home), "HOME": str(home.parent / "user-home"),
+            "AGENT_HOOKS__FORWARD__ENABLED": "false",
+            # In-process the deadline path would end pytest itself (it exits the process).
+            "AGENT_HOOKS_DEADLINE_MS": "120000", "AGENT_HOOKS_BUSY_TIMEOUT_MS": "60000"}
+
+
+def _run_in_process(event: str, data: bytes, env: dict[str, str]) -> tuple[int, str, str]:
+    from agent_hooks.runner import run
+
+    saved = sys.stdin, sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = run(event, _handler(event), env=env, fast_exit=False)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+def _check_answer(event: str, stdout: str, problems: list[str], case: int) -> None:
+    text = stdout.strip()
+    if not text:
+        return
+    if event == "PreCompact" and not text.startswith("{"):
+        return  # plain text: the goal reminder
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        problems.append(f"case {case} ({event}): stdout is not one JSON object: {text[:200]!r}")
+        return
+    if not isinstance(doc, dict) or set(doc) - ANSWER_KEYS or "\n" in text:
+        problems.append(f"case {case} ({event}): unexpected answer {text[:200]!r}")
+    specific = doc.get("hookSpecificOutput", {}) if isinstance(doc, dict) else {}
+    if doc.get("decision") == "block" or specific.get("permissionDecision") == "deny":
+        problems.append(f"case {case} ({event}): accidental decision {text[:200]!r}")
+
+
+def _internal(home: Path) -> list[str]:
+    bad = [f"log: {e['kind']} {e['event']}: {e['message'][:200]}" for e in error_log(home)
+           if e["kind"] not in ALLOWED_KINDS]
+    store = home / "store.db"
+    if store.exists():
+        conn = sqlite3.connect(store)
+        try:
+            bad += [f"errors table: {k} {ev}: {m[:200]}" for k, ev, m in
+                    conn.execute("SELECT kind, event, message FROM errors WHERE kind NOT IN ('bad_input')")]
+        finally:
+            conn.close()
+    return bad
+
+
+def fuzz_in_process(home: Path, count: int) -> list[str]:
+    env = _env(home)
+    (home.parent / "user-home").mkdir(exist_ok=True)
+    old_umask = os.umask(0o022)
+    problems: list[str] = []
+    try:
+        for n, (event, data) in enumerate(cases(count, SEED)):
+            code, out, err = _run_in_process(event, data, env)
+            if code != 0:
+                problems.append(f"case {n} ({event}): exit {code}")
+            if "Traceback" in err or "internal error" in err:
+                problems.append(f"case {n} ({event}): {err[:300]!r}")
+            _check_answer(event, out, problems, n)
+    finally:
+        os.umask(old_umask)
+    return problems + _internal(home)
+
+
+def fuzz_subprocess(home: Path, count: int, offset: int) -> list[str]:
+    import subprocess
+
+    env = {**os.environ, **_env(home), "AGENT_HOOKS_DEADLINE_MS": "4000", "AGENT_HOOKS_BUSY_TIMEOUT_MS": "2500"}
+    problems: list[str] = []
+    all_cases = cases(offset + count, SEED)[offset:]
+    for n, (event, data) in enumerate(all_cases, start=offset):
+        proc = subprocess.run([str(BIN / EXECUTABLES[event])], input=data, capture_output=True, env=env, timeout=60)
+        if proc.returncode != 0:
+            problems.append(f"case {n} ({event}): exit {proc.returncode}")
+        err = proc.stderr.decode(errors="replace")
+        if "Traceback" in err or "internal error" in err:
+            problems.append(f"case {n} ({event}): {err[:300]!r}")
+        _check_answer(event, proc.stdout.decode(errors="replace"), problems, n)
+    return problems + _internal(home)
+
+
+def test_fuzz_every_executable_in_process(hooks_home: Path) -> None:
+    problems = fuzz_in_process(hooks_home, 300)
+    assert not problems, "\n".join(problems[:30])
+
+
+def test_fuzz_every_executable_as_subprocesses(hooks_home: Path) -> None:
+    # A different slice than the in-process run, two per executable-ish.
+    problems = fuzz_subprocess(hooks_home, 24, offset=5000)
+    assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.fuzz
+def test_fuzz_ten_thousand(hooks_home: Path) -> None:
+    problems = fuzz_in_process(hooks_home, 10_000)
+    assert not problems, "\n".join(problems[:50])
+
+
+@pytest.mark.fuzz
+def test_fuzz_subprocess_thousand(hooks_home: Path) -> None:
+    problems = fuzz_subprocess(hooks_home, 1000, offset=20_000)
+    assert not problems, "\n".join(problems[:50])

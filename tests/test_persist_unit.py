@@ -1,0 +1,146 @@
+"""The pure persistence decision (features/persist.py): each bypass, in order, and the hold."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from agent_hooks.config import DEFAULTS
+from agent_hooks.features import persist
+from agent_hooks.features.persist import Snapshot, TranscriptState, decide
+
+NOW = 10_000.0
+
+
+def cfg(**persist_over: Any) -> dict[str, Any]:
+    c = copy.deepcopy(DEFAULTS)
+    c["persist"].update(persist_over)
+    return c
+
+
+def snap(**over: Any) -> Snapshot:
+    values = dict(session_id="S1", role="worker", session_cancelled=False, task_id="T-1", task_state="open",
+                  persist=1, max_continuations=None, continuations=0, description="Port the parser",
+                  progress="lexer done", task_updated_at=NOW - 10, chain=0, first_seen_at=NOW - 100,
+                  last_tool_at=NOW - 5, last_prompt_at=NOW - 50, waiting_on=None)
+    values.update(over)
+    return Snapshot(**values)
+
+
+def run(s: Snapshot, c: dict[str, Any] | None = None, env: dict[str, str] | None = None, active: bool = False,
+        seen: TranscriptState | None = None, last: str = "") -> persist.Decision | None:
+    return decide(s, c or cfg(), env or {}, NOW, active, seen or TranscriptState(), last)
+
+
+def test_hold_names_the_task_progress_and_how_to_finish():
+    d = run(snap())
+    assert d is not None and d.hold and d.used == 1 and d.budget == 5
+    for needle in ("T-1", "Port the parser", "lexer done", "agent-hook task done T-1",
+                   "agent-hook task blocked T-1 '<why>'", "continuation 1 of 5"):
+        assert needle in d.reason
+
+
+def test_not_persisting_is_no_decision_and_default_turns_it_on():
+    assert run(snap(persist=0)) is None
+    assert run(snap(persist=None)) is None  # [persist] default = false
+    assert run(snap(persist=None), cfg(default=True)).hold
+    assert run(snap(), cfg(enabled=False)) is None
+
+
+@pytest.mark.parametrize("state", ["cancelled", "done", "blocked"])
+def test_bypass_task_not_open(state: str):
+    d = run(snap(task_state=state))
+    assert d.kind == state and not d.hold and state in d.reason
+
+
+def test_bypass_session_cancelled():
+    d = run(snap(session_cancelled=True))
+    assert d.kind == persist.CANCELLED
+
+
+def test_bypass_stop_hook_active_beyond_the_chain_limit():
+    # Budget 20, but the client's cap (8 by default) bounds the chain at 7.
+    s = snap(max_continuations=20, continuations=7, chain=7)
+    d = run(s, active=True)
+    assert d.kind == persist.STOP_HOOK_ACTIVE and "7" in d.reason
+    assert run(snap(max_continuations=20, continuations=6, chain=6), active=True).hold
+    # Not active: the chain starts afresh.
+    fresh = run(s, active=False)
+    assert fresh.hold and fresh.chain == 1
+    assert run(snap(chain=2), active=True).chain == 3
+    # A raised client cap raises the chain limit; 0 means the client has none.
+    assert run(s, env={"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "12"}, active=True).hold
+    assert run(s, env={"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "0"}, active=True).hold
+
+
+def test_bypass_budget_spent():
+    d = run(snap(continuations=5))
+    assert d.kind == persist.BUDGET and "5 of 5" in d.reason
+    assert run(snap(continuations=4)).hold
+    assert run(snap(continuations=2, max_continuations=2)).kind == persist.BUDGET
+
+
+def test_bypass_context_nearly_full():
+    d = run(snap(), seen=TranscriptState(context_pct=98.0))
+    assert d.kind == persist.CONTEXT and "98%" in d.reason
+    assert run(snap(), seen=TranscriptState(context_pct=94.9)).hold
+    assert run(snap(), cfg(context_stop_pct=90.0), seen=TranscriptState(context_pct=91.0)).kind == persist.CONTEXT
+
+
+def test_bypass_user_interrupt():
+    assert run(snap(), seen=TranscriptState(interrupted=True)).kind == persist.INTERRUPT
+
+
+def test_bypass_api_error_from_transcript_state_or_message():
+    assert run(snap(), seen=TranscriptState(api_error="rate_limit")).kind == persist.API_ERROR
+    assert run(snap(waiting_on="error")).kind == persist.API_ERROR
+    d = run(snap(), last="API Error: 529 overloaded")
+    assert d.kind == persist.API_ERROR and "529" in d.reason
+
+
+def test_bypass_stale():
+    old = NOW - 4000
+    s = snap(task_updated_at=old, last_tool_at=old, last_prompt_at=old, first_seen_at=old)
+    d = run(s)
+    assert d.kind == persist.STALE and "4000" in d.reason
+    assert run(s, cfg(stale_after_s=5000)).hold
+    assert run(snap(task_updated_at=old, last_tool_at=NOW - 1, last_prompt_at=old, first_seen_at=old)).hold
+
+
+def test_bypass_lead():
+    assert run(snap(role="lead")).kind == persist.LEAD
+
+
+def test_order_first_bypass_wins():
+    s = snap(task_state="done", continuations=9, role="lead")
+    assert run(s, seen=TranscriptState(context_pct=99, interrupted=True)).kind == persist.DONE
+    assert run(snap(continuations=9, role="lead"), seen=TranscriptState(context_pct=99)).kind == persist.BUDGET
+
+
+def _assistant(tokens: int, model: str = "claude-opus-5-5", **extra: Any) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"model": model, "usage": {
+        "input_tokens": tokens, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+        "output_tokens": 0}, "content": []}, **extra}
+
+
+def test_scan_reads_the_latest_real_usage_and_how_the_turn_ended():
+    c = cfg()
+    entries = [_assistant(1000), {"type": "user", "message": {"content": "go"}}, _assistant(196_000)]
+    seen = persist.scan(reversed(entries), c)
+    assert seen.context_pct == 98.0 and not seen.interrupted and seen.api_error is None
+    # A synthetic API-error message: its zeros do not count, the error does.
+    err = _assistant(0, model="<synthetic>", isApiErrorMessage=True, error="rate_limit")
+    seen = persist.scan(reversed(entries + [err]), c)
+    assert seen.api_error == "rate_limit" and seen.context_pct == 98.0
+    # An interrupt after the last answer.
+    intr = {"type": "user", "message": {"content": [{"type": "text", "text": "[Request interrupted by user]"}]}}
+    assert persist.scan(reversed(entries + [intr]), c).interrupted
+    # Before the last answer it is history.
+    assert not persist.scan(reversed([intr] + entries), c).interrupted
+    # 1M-context models.
+    assert persist.scan([_assistant(500_000, model="claude-opus-5-5[1m]")], c).context_pct == 50.0
+    # Subagent (sidechain) lines are not the session's context.
+    side = _assistant(199_000, isSidechain=True)
+    assert persist.scan(reversed(entries[:1] + [side]), c).context_pct == 0.5

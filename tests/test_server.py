@@ -1,0 +1,228 @@
+"""The resident server: lifecycle, one handler path over http, identity headers, bad input,
+other users refused, the deadline, and 1,000 requests at once from 20 sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from helpers import agent_hook, error_log, fixture_payload, run_hook, store_rows
+from server_support import Server, start_server
+
+HEADER = "X-Agent-Hooks-Env-"
+
+
+@pytest.fixture
+def server(hooks_home: Path) -> Iterator[Server]:
+    srv = start_server(hooks_home)
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)
+
+
+def test_start_is_idempotent_and_one_server_per_store(server: Server) -> None:
+    first = server.status()
+    assert first["up"] and not first["stale"] and first["port"] == server.port
+    again = json.loads(server.cli("start", "--json").stdout)
+    assert again["done"] == "running" and again["pid"] == first["pid"]
+    # A second server on the same store (even on another port) finds the lock taken.
+    proc = server.cli("run", check=False, env={"AGENT_HOOKS__SERVE__PORT": str(server.port + 1)})
+    assert proc.returncode == 1 and f"pid {first['pid']}" in proc.stderr
+    assert server.status()["pid"] == first["pid"]
+    text = server.cli("status").stdout
+    assert f"pid {first['pid']}" in text and "p99" in text
+    assert server.cli("stop").stdout.startswith(f"server stopped (pid {first['pid']})")
+    assert server.status()["up"] is False
+    assert not (server.home / "server.json").exists()
+    assert "no server was running" in server.cli("stop").stdout
+
+
+def test_log_goes_to_the_log_dir_private(server: Server) -> None:
+    server.cli("stop")
+    log = server.home / "logs" / "server.log"
+    assert "serving" in log.read_text() and "Finished server process" in log.read_text()
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_same_answers_as_the_executables(server: Server) -> None:
+    start = fixture_payload("SessionStart-startup.json")
+    sid = start["session_id"]
+    status, headers, _ = server.post(start)
+    assert status == 200 and "x-agent-hooks-problem" not in headers
+    agent_hook("cancel", sid, "--reason", "stop now", env=server.env)
+    pre = fixture_payload("PreToolUse-Read.json")
+    pre["session_id"] = sid
+    over_http = server.answer(pre)
+    by_exe = json.loads(run_hook(pre).stdout)
+    assert over_http == by_exe
+    assert over_http["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "stop now" in over_http["hookSpecificOutput"]["permissionDecisionReason"]
+    rows = store_rows(server.home, "SELECT outcome, count(*) FROM tool_calls WHERE session_id = ? GROUP BY 1", (sid,))
+    assert [tuple(r) for r in rows] == [("denied", 2)]
+
+
+def test_session_variables_arrive_as_headers(server: Server) -> None:
+    a = fixture_payload("PreToolUse-Bash.json")
+    a["session_id"] = "with-task"
+    server.answer(a, {HEADER + "AGENT-HOOKS-TASK-ID": "T-42", HEADER + "AGENT-HOOKS-AGENT": "alice",
+                      HEADER + "OPTIMALOS-SESSION-TMUX": "tm-1", HEADER + "AGENT-HOOKS-ROLE": "lead"})
+    b = dict(a, session_id="empty-means-unset", tool_use_id="toolu_b")
+    server.answer(b, {HEADER + "AGENT-HOOKS-TASK-ID": "", HEADER + "AGENT-HOOKS-AGENT": ""})
+    rows = {r["session_id"]: tuple(r)[1:] for r in store_rows(
+        server.home, "SELECT session_id, task_id, agent, tmux_session, role FROM sessions")}
+    assert rows["with-task"] == ("T-42", "alice", "tm-1", "lead")
+    assert rows["empty-means-unset"] == (None, "default", None, "worker")
+
+
+def test_the_servers_own_session_variables_do_not_leak(hooks_home: Path) -> None:
+    # A server started from inside a session (SessionStart does that) must not
+    # give that session's task to every other session.
+    srv = start_server(hooks_home, env={"AGENT_HOOKS_TASK_ID": "LEAK", "AGENT_HOOKS_AGENT": "leaky"})
+    try:
+        srv.answer(fixture_payload("PreToolUse-Bash.json"))
+        assert [tuple(r) for r in store_rows(hooks_home, "SELECT task_id, agent FROM sessions")] == [(None, "default")]
+    finally:
+        srv.cli("stop")
+
+
+BAD_BODIES = {
+    "empty": b"",
+    "not-json": b"{nope",
+    "array": b"[1, 2]",
+    "invalid-utf8": b'{"hook_event_name": "PreToolUse", "session_id": "\xff"}',
+    "missing-session": json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}).encode(),
+    "wrong-type": json.dumps({**fixture_payload("PreToolUse-Bash.json"), "tool_input": "rm -rf /"}).encode(),
+    "unknown-event": json.dumps({"hook_event_name": "MadeUpEvent", "session_id": "s-unknown"}).encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BODIES))
+def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, server: Server) -> None:
+    subprocess.run([sys.executable, "-m", "agent_hooks", "init"], env=server.env, check=True, capture_output=True)
+    status, headers, body = server.post(BAD_BODIES[name])
+    assert status == 200 and body == b""
+    assert headers.get("x-agent-hooks-problem")
+    rows = store_rows(server.home, "SELECT kind FROM errors")
+    assert [r[0] for r in rows] == ["bad_input"]
+    assert error_log(server.home)[-1]["kind"] == "bad_input"
+    assert store_rows(server.home, "SELECT count(*) FROM sessions")[0][0] == 0
+    if name == "unknown-event":
+        assert "MadeUpEvent" in headers["x-agent-hooks-problem"]
+    # The server is still fine.
+    assert server.answer(fixture_payload("PreToolUse-Bash.json")) is None
+
+
+@pytest.mark.parametrize("route,body,says", [
+    ("PreToolUse", b"{nope", "not JSON"),
+    ("PostToolUse", json.dumps(fixture_payload("PreToolUse-Bash.json")).encode(), "payload is for PreToolUse"),
+    ("MadeUpEvent", json.dumps({"hook_event_name": "MadeUpEvent", "session_id": "s"}).encode(), "no handler"),
+])
+def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, server: Server) -> None:
+    agent_hook("init", env=server.env)
+    status, headers, data = server.post(body, event=route)
+    assert status == 200 and data == b"" and says in headers["x-agent-hooks-problem"]
+    assert [tuple(r) for r in store_rows(server.home, "SELECT kind, event FROM errors")] == [("bad_input", route)]
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+
+
+def _as_nobody(port: int, body: bytes, path: str = "/hooks") -> str:
+    runner = shutil.which("setpriv")
+    if os.geteuid() != 0 or runner is None:
+        pytest.skip("needs root and setpriv to run a client as another uid")
+    code = ("import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',%d,timeout=10);"
+            "c.request(sys.argv[1],sys.argv[2],sys.stdin.buffer.read() or None,"
+            "{'Content-Type':'application/json'});r=c.getresponse();print(r.status, r.read().decode())") % port
+    proc = subprocess.run([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
+                           "-c", code, "POST" if path == "/hooks" else "GET", path],
+                          input=body, capture_output=True, timeout=30, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.decode()
+
+
+def test_another_user_gets_401_and_changes_nothing(server: Server) -> None:
+    sid = "victim"
+    server.answer(dict(fixture_payload("PreToolUse-Bash.json"), session_id=sid))
+    before = [tuple(r) for r in store_rows(server.home, "SELECT * FROM tool_calls")]
+    forged = dict(fixture_payload("PreToolUse-Bash.json"), session_id=sid, tool_use_id="toolu_forged")
+    out = _as_nobody(server.port, json.dumps(forged).encode())
+    assert out.startswith("401 ")
+    assert _as_nobody(server.port, b"", "/status").startswith("401 ")
+    assert _as_nobody(server.port, b"", "/health").startswith("200 ")  # says nothing private
+    assert [tuple(r) for r in store_rows(server.home, "SELECT * FROM tool_calls")] == before
+    assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
+    assert server.status()["requests"]["unauthorized"] == 1
+
+
+def test_deadline_answers_fail_open_and_loses_nothing(hooks_home: Path) -> None:
+    # Two threads and a store locked by someone else: every call, queued or running,
+    # is answered by the deadline with no decision, and all of them commit afterwards.
+    srv = start_server(hooks_home, env={"AGENT_HOOKS_DEADLINE_MS": "400", "AGENT_HOOKS__SERVE__THREADS": "2"})
+    try:
+        agent_hook("init", env=srv.env)
+        srv.answer(fixture_payload("PreToolUse-Bash.json"))
+        lock = sqlite3.connect(hooks_home / "store.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        base = fixture_payload("PreToolUse-Bash.json")
+        bodies = [dict(base, session_id=f"locked-{i}", tool_use_id=f"toolu_locked_{i}") for i in range(6)]
+        with ThreadPoolExecutor(6) as pool:
+            t0 = time.perf_counter()
+            results = list(pool.map(lambda b: (srv.post(b), time.perf_counter() - t0), bodies))
+        lock.execute("COMMIT")
+        lock.close()
+        for (status, headers, body), took in results:
+            assert status == 200 and body == b""
+            assert "deadline of 400 ms passed" in headers.get("x-agent-hooks-problem", "")
+            assert took < 1.5, took
+        # The work was not lost: it commits once the store is free.
+        end = time.time() + 20
+        while time.time() < end:
+            n = store_rows(hooks_home, "SELECT count(*) FROM tool_calls WHERE session_id LIKE 'locked-%'")[0][0]
+            if n == 6:
+                break
+            time.sleep(0.1)
+        assert n == 6
+        assert sum(1 for e in error_log(hooks_home) if e["kind"] == "timeout") == 6
+        st = srv.status()
+        assert st["requests"]["timeout"] == 6 and st["errors"] == 6
+    finally:
+        srv.cli("stop")
+
+
+def test_a_thousand_requests_from_twenty_sessions(server: Server) -> None:
+    subprocess.run([sys.executable, "-m", "agent_hooks", "init"], env=server.env, check=True, capture_output=True)
+    pre = fixture_payload("PreToolUse-Bash.json")
+    post = fixture_payload("PostToolUse-Bash.json")
+    bodies = []
+    for i in range(500):
+        sid = f"session-{i % 20:02d}"
+        command = {"command": f"echo {i}"}
+        bodies.append(dict(pre, session_id=sid, tool_use_id=f"toolu_{i:04d}", tool_input=command))
+        bodies.append(dict(post, session_id=sid, tool_use_id=f"toolu_{i:04d}", tool_input=command))
+    # Each session's Pre before its Post, sessions interleaved; 64 at once.
+    def call(body: dict) -> tuple[int, str | None, bytes]:
+        status, headers, data = server.post(body, {HEADER + "AGENT-HOOKS-TASK-ID": body["session_id"][-2:]})
+        return status, headers.get("x-agent-hooks-problem"), data
+    with ThreadPoolExecutor(64) as pool:
+        pres = list(pool.map(call, bodies[0::2]))
+        posts = list(pool.map(call, bodies[1::2]))
+    assert all(r == (200, None, b"") for r in pres + posts), [r for r in pres + posts if r != (200, None, b"")][:3]
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 500
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls WHERE outcome = 'success'")[0][0] == 500
+    assert store_rows(server.home, "SELECT count(DISTINCT session_id) FROM tool_calls")[0][0] == 20
+    assert store_rows(server.home, "SELECT sum(tool_calls) FROM sessions")[0][0] == 500
+    assert [tuple(r) for r in store_rows(server.home, "SELECT DISTINCT task_id = substr(session_id, -2)"
+                                         " FROM sessions")] == [(1,)]
+    assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
+    assert error_log(server.home) == []
+    assert server.status()["requests"]["answered"] == 1000

@@ -1,0 +1,90 @@
+"""The hot routes' raw ASGI fast path and the one peer-uid lookup: real loopback sockets, real app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_hooks import config as config_mod
+from agent_hooks.paths import Paths
+from agent_hooks.server import peer
+from agent_hooks.server.app import create_app
+
+
+@pytest.fixture()
+def pair() -> Iterator[tuple[tuple[str, int], tuple[str, int]]]:
+    """A real loopback TCP connection: (client address, server address)."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        with socket.create_connection(srv.getsockname()) as cli:
+            acc, _ = srv.accept()
+            with acc:
+                yield cli.getsockname(), srv.getsockname()
+
+
+def test_peer_uid_is_ours_by_sock_diag_and_by_proc(pair: Any) -> None:
+    client, server = pair
+    assert peer.peer_uid(client, server) == os.geteuid()
+    assert peer._proc_uid(client, server) == os.geteuid()  # the fallback agrees
+    assert peer.peer_uid(client, (server[0], server[1] + 1 if server[1] < 65535 else 1)) is None
+
+
+def test_scope_uid_uses_the_connections_lookup(pair: Any) -> None:
+    client, server = pair
+    assert peer.same_user_scope({"client": client, "server": server})
+    # The protocol looked the uid up when the connection was made: that answer wins.
+    assert not peer.same_user_scope({"client": client, "server": server, peer.SCOPE_KEY: os.geteuid() + 1})
+    assert peer.same_user_scope({"client": None, "server": None, peer.SCOPE_KEY: os.geteuid()})
+
+
+async def _call(app: Any, scope: dict[str, Any], body: bytes) -> tuple[int, list[Any], bytes]:
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"], sent[0]["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_fast_path_answers_as_the_starlette_route(tmp_path: Path, pair: Any) -> None:
+    env = {"AGENT_HOOKS_HOME": str(tmp_path), "HOME": str(tmp_path), "AGENT_HOOKS__FORWARD__ENABLED": "false"}
+    paths = Paths(env)
+    config, _ = config_mod.load_lenient(paths, env)
+    app = create_app(paths, config, env, port=1)
+    client, server = pair
+
+    def scope(method: str, path: str, **extra: Any) -> dict[str, Any]:
+        return {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+                "root_path": "", "scheme": "http", "http_version": "1.1", "client": client, "server": server,
+                "headers": [(b"host", b"127.0.0.1:1"), (b"content-type", b"application/json")], **extra}
+
+    async def run() -> None:
+        bad = b"{not json"
+        fast = await _call(app, scope("POST", "/api/hooks/ingest"), bad)
+        slow = await _call(app.app, scope("POST", "/api/hooks/ingest"), bad)  # Starlette's router, same callable
+        assert fast == slow
+        assert fast[0] == 400 and "error" in json.loads(fast[2])
+        # Another method on the path is still Starlette's: 405, not taken by the fast path.
+        assert (await _call(app, scope("GET", "/api/hooks/ingest"), b""))[0] == 405
+        # Another user's connection: 401 on a hook route, nothing read.
+        other = scope("POST", "/hooks/PreToolUse", **{peer.SCOPE_KEY: os.geteuid() + 1})
+        status, headers, body = await _call(app, other, b"{}")
+        assert status == 401 and json.loads(body) == {"error": "only the server's own user may call this"}
+        assert (b"content-type", b"application/json") in headers
+        # A path with one more segment is not the hook route.
+        assert (await _call(app, scope("POST", "/hooks/PreToolUse/x"), b"{}"))[0] == 404
+
+    asyncio.run(run())

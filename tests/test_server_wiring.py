@@ -1,0 +1,211 @@
+"""The http transport's wiring and life: settings install --transport http|command, SessionStart
+starting (or replacing) the server, a server killed mid-session, and doctor naming the gap."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agent_hooks
+from agent_hooks.server.local import SESSION_ENV, header_for
+from helpers import agent_hook, error_log, fixture_payload
+from server_support import Server, free_port
+
+HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+
+USERS: dict[str, Any] = {
+    "model": "opus",
+    "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "python3 ~/guard.py"}]}],
+        "PostToolUse": [{"matcher": "Edit", "hooks": [
+            {"type": "http", "url": "http://127.0.0.1:9/audit", "timeout": 3}]}],
+    },
+}
+
+
+@pytest.fixture
+def port(monkeypatch: pytest.MonkeyPatch) -> int:
+    p = free_port()
+    monkeypatch.setenv("AGENT_HOOKS__SERVE__PORT", str(p))
+    return p
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Path:
+    path = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(USERS, indent=2) + "\n")
+    return path
+
+
+@pytest.fixture
+def server(hooks_home: Path, port: int) -> Iterator[Server]:
+    srv = Server(hooks_home, port)
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)
+
+
+def ours(doc: dict[str, Any], event: str) -> list[dict[str, Any]]:
+    return [h for g in doc["hooks"].get(event, []) for h in g["hooks"]
+            if "agent-hook-" in h.get("command", "") or "/hooks/" in h.get("url", "")]
+
+
+def test_install_http_then_command_keeps_the_users_entries(settings: Path, port: int) -> None:
+    agent_hook("settings", "install")
+    as_command = settings.read_text()
+    out = agent_hook("settings", "install", "--transport", "http").stdout
+    assert "replaced 4 older entries of ours" in out
+    doc = json.loads(settings.read_text())
+    for event in HTTP_EVENTS:
+        [entry] = ours(doc, event)
+        assert entry["type"] == "http" and entry["url"] == f"http://127.0.0.1:{port}/hooks/{event}"
+        assert entry["allowedEnvVars"] == list(SESSION_ENV)
+        assert entry["headers"] == {header_for(v): f"${{{v}}}" for v in SESSION_ENV}
+        assert entry["timeout"] > 4
+    [start] = ours(doc, "SessionStart")
+    assert start["type"] == "command" and 'exec "$h" --serve' in start["command"]
+    for event in ("Stop", "SessionEnd", "UserPromptSubmit", "PreCompact", "Notification"):
+        [entry] = ours(doc, event)
+        assert entry["type"] == "command" and "--serve" not in entry["command"]
+    # The user's own entries, an http one among them, are where they were.
+    assert doc["hooks"]["PreToolUse"][0] == USERS["hooks"]["PreToolUse"][0]
+    assert doc["hooks"]["PostToolUse"][0] == USERS["hooks"]["PostToolUse"][0]
+    assert doc["model"] == "opus"
+    assert "already up to date" in agent_hook("settings", "install", "--transport", "http").stdout
+    # Back to the executables: exactly what a command install writes.
+    assert "replaced 4 older entries" in agent_hook("settings", "install", "--transport", "command").stdout
+    assert json.loads(settings.read_text()) == json.loads(as_command)
+    agent_hook("settings", "install", "--transport", "http")
+    agent_hook("settings", "uninstall")
+    assert json.loads(settings.read_text()) == USERS
+
+
+def test_uninstall_stops_the_server(settings: Path, server: Server) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    server.cli("start")
+    pid = server.status()["pid"]
+    assert f"stopped the server (pid {pid})" in agent_hook("settings", "uninstall").stdout
+    assert not server.status()["up"]
+
+
+def test_an_older_http_entry_of_ours_is_replaced(settings: Path, port: int) -> None:
+    doc = copy.deepcopy(USERS)
+    old = {"type": "http", "url": "http://127.0.0.1:1234/hooks/PreToolUse", "timeout": 10}
+    doc["hooks"]["PreToolUse"].append({"matcher": "*", "hooks": [old]})
+    doc["hooks"]["PostToolUse"].append({"hooks": [{"type": "http", "url": "http://localhost:1234/hooks/PostToolUse"}]})
+    settings.write_text(json.dumps(doc))
+    agent_hook("settings", "install", "--transport", "http")
+    new = json.loads(settings.read_text())
+    assert [e["url"] for e in ours(new, "PreToolUse")] == [f"http://127.0.0.1:{port}/hooks/PreToolUse"]
+    assert [e["url"] for e in ours(new, "PostToolUse")] == [f"http://127.0.0.1:{port}/hooks/PostToolUse"]
+    agent_hook("settings", "install")
+    assert not any("url" in e for ev in HTTP_EVENTS for e in ours(json.loads(settings.read_text()), ev))
+
+
+def session_start(settings: Path, session_id: str) -> subprocess.CompletedProcess[bytes]:
+    """SessionStart as Claude Code runs it: `sh -c` on the wired command, the payload on stdin."""
+    [entry] = ours(json.loads(settings.read_text()), "SessionStart")
+    payload = dict(fixture_payload("SessionStart-startup.json"), session_id=session_id)
+    proc = subprocess.run(["sh", "-c", entry["command"]], input=json.dumps(payload).encode(), capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def doctor_lines(area: str = "server") -> list[str]:
+    out = agent_hook("doctor", "--no-run", check=False).stdout
+    return [line for line in out.splitlines() if line[2:].startswith(area)]
+
+
+def test_session_start_starts_the_server_once_and_after_a_kill(settings: Path, server: Server) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-1")
+    first = server.status()
+    assert first["up"] and not first["stale"]
+    session_start(settings, "s-2")  # it answers: nothing more is done
+    assert server.status()["pid"] == first["pid"]
+    pre = dict(fixture_payload("PreToolUse-Bash.json"), session_id="s-1")
+    assert server.answer(pre) is None
+
+    # The server dies mid-session: the client's POST is refused (so the tool runs); doctor says so.
+    os.kill(first["pid"], signal.SIGKILL)
+    end = time.time() + 10
+    while server.status()["up"] and time.time() < end:
+        time.sleep(0.05)
+    with pytest.raises(ConnectionRefusedError):
+        server.post(dict(pre, tool_use_id="toolu_gap"))
+    down = [line for line in doctor_lines() if line.startswith("✗")]
+    assert down and "server down" in down[0] and "PreToolUse" in down[0]
+
+    # The next SessionStart brings it back, and the gap is named.
+    session_start(settings, "s-3")
+    again = server.status()
+    assert again["up"] and again["pid"] != first["pid"]
+    gap = [e for e in error_log(server.home) if e["kind"] == "server"]
+    assert gap and f"pid {first['pid']}" in gap[-1]["message"] and "died without stopping" in gap[-1]["message"]
+    lines = doctor_lines()
+    assert any(line.startswith("!") and "server gap" in line and str(first["pid"]) in line for line in lines), lines
+    assert any("server up" in line for line in lines)
+    assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
+
+
+def test_a_stale_server_is_replaced_at_the_next_session_start(settings: Path, server: Server) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    server.cli("start")
+    old = server.status()
+    # An upgrade: the installed package's files change (here: one file's mtime), so its build id does.
+    marker = Path(agent_hooks.__file__).parent / "server" / "__init__.py"
+    st = marker.stat()
+    try:
+        os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        stale = server.status()
+        assert stale["stale"] and stale["pid"] == old["pid"]
+        assert any(line.startswith("!") and "older than the installed" in line for line in doctor_lines())
+        session_start(settings, "s-upgrade")
+        new = server.status()
+        assert new["up"] and not new["stale"] and new["pid"] != old["pid"] and new["build"] != old["build"]
+    finally:
+        os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # A clean replacement is no gap.
+    assert not [e for e in error_log(server.home) if e["kind"] == "server"]
+
+
+def test_a_port_taken_by_another_program_is_named_not_fought(settings: Path, server: Server) -> None:
+    import socket
+
+    agent_hook("settings", "install", "--transport", "http")
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", server.port))
+        other.listen()
+        session_start(settings, "s-taken")
+        assert not server.status()["up"]
+    [entry] = [e for e in error_log(server.home) if e["kind"] == "server"]
+    assert f"port {server.port} answers, but not as this store's server" in entry["message"]
+
+
+def test_a_changed_port_moves_the_server(settings: Path, server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-old-port")
+    old = server.status()
+    new_port = free_port()
+    monkeypatch.setenv("AGENT_HOOKS__SERVE__PORT", str(new_port))
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-new-port")
+    moved = Server(server.home, new_port)
+    try:
+        st = moved.status()
+        assert st["up"] and st["port"] == new_port and st["pid"] != old["pid"], st
+    finally:
+        moved.cli("stop", check=False)
