@@ -130,11 +130,13 @@ def read(conn: sqlite3.Connection, session_id: str) -> Snapshot | None:
     row = conn.execute(
         "SELECT s.role, s.cancelled_at, s.task_id, t.state, t.persist, t.max_continuations,"
         " coalesce(t.continuations, 0), t.description, t.progress, t.updated_at, coalesce(s.persist_chain, 0),"
-        " s.first_seen_at, s.waiting_on, s.waiting_since"
+        " s.first_seen_at, s.waiting_on, s.waiting_since, t.task_id IS NOT NULL"
         " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
         (session_id,),
     ).fetchone()
-    if row is None or not row[2]:
+    # A task id nobody recorded (a typo in $AGENT_HOOKS_TASK_ID): `task done` cannot end it and its
+    # budget cannot be counted, so holding would block every turn with no way out.
+    if row is None or not row[2] or not row[-1]:
         return None
     last_tool = conn.execute(
         "SELECT started_at FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT 1", (session_id,)
@@ -144,7 +146,7 @@ def read(conn: sqlite3.Connection, session_id: str) -> Snapshot | None:
         (session_id,),
     ).fetchone()
     (role, s_cancelled, task_id, state, persist, max_cont, used, description, progress, updated_at, chain,
-     first_seen, waiting_on, waiting_since) = row
+     first_seen, waiting_on, waiting_since, _) = row
     return Snapshot(session_id=session_id, role=role, session_cancelled=s_cancelled is not None, task_id=task_id,
                     task_state=state or "open", persist=persist, max_continuations=max_cont,
                     continuations=int(used), description=description, progress=progress,
