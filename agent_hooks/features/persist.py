@@ -234,7 +234,7 @@ def record(conn: sqlite3.Connection, snap: Snapshot, decision: Decision, at: flo
 # -- the transcript's tail ----------------------------------------------------------------------
 
 def _window(model: str | None, config: dict[str, Any]) -> int:
-    if model and model.endswith(ONE_M_SUFFIX):
+    if isinstance(model, str) and model.endswith(ONE_M_SUFFIX):
         return 1_000_000
     return max(1, int(config["persist"]["context_window_tokens"]))
 
@@ -257,7 +257,9 @@ def _texts(entry: dict[str, Any]) -> list[str]:
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return [content]
-    return [b["text"] for b in content or [] if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    if not isinstance(content, list):  # a line of another shape: no text (never an error at Stop)
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
 
 
 def scan(entries_newest_first: Iterable[dict[str, Any]], config: dict[str, Any]) -> TranscriptState:

@@ -218,7 +218,8 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
         elif kind == "assistant":
             msg = e.get("message") if isinstance(e.get("message"), dict) else {}
             mid = str(msg.get("id") or e.get("uuid") or len(reply_order))
-            for b in _content(e) or []:
+            content = _content(e)
+            for b in content if isinstance(content, list) else []:  # another shape: nothing to read
                 if not isinstance(b, dict):
                     continue
                 if b.get("type") == "text" and isinstance(b.get("text"), str):
