@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 # True in the command transport (runner.run): fd 1 is the pipe the answer goes out on, so
 # user handlers are kept off it (handlers/run.py). The resident server leaves it False.
 STDOUT_IS_PROTOCOL = False
+# The thread that writes the answer there (runner.run's main thread); any other thread's print is not ours.
+ANSWER_THREAD: int | None = None
 
 # Claude Code replaces longer strings with a file path and a preview.
 MAX_CONTEXT_CHARS = 9500

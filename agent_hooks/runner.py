@@ -156,6 +156,7 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     os.umask(0o077)
     # A hook process (fast_exit): fd 1 is the answer's pipe, so user handlers are kept off it.
     output.STDOUT_IS_PROTOCOL = fast_exit
+    output.ANSWER_THREAD = _thread.get_ident()  # emit() below runs on this thread
     paths = Paths(env)
     config = load_config(paths, env, event)
     result = _Result(event)

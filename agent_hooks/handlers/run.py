@@ -62,13 +62,20 @@ class _Stdout:
     """sys.stdout for the process once handlers run: handler threads write into their own buffer
     (which fails the handler), every other thread to the real stream."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: Any, answer_thread: int | None = None, other: Any = None) -> None:
         self.real = real
         self.owners: dict[int, list[str]] = {}
+        # The command transport: only the thread that emits the answer (the main thread) reaches the
+        # pipe; a thread a handler started is not in ``owners``, and its print would precede our JSON.
+        self.answer_thread = answer_thread
+        self.other = other
 
     def write(self, text: str) -> int:
-        buf = self.owners.get(_thread.get_ident())
+        ident = _thread.get_ident()
+        buf = self.owners.get(ident)
         if buf is None:
+            if self.answer_thread is not None and ident != self.answer_thread:
+                return self.other.write(text)
             return self.real.write(text)
         buf.append(str(text))
         return len(text)
@@ -81,7 +88,7 @@ class _Stdout:
         return getattr(self.real, name)
 
 
-def guard_stdout(fd_level: bool) -> _Stdout:
+def guard_stdout(fd_level: bool, answer_thread: int | None = None) -> _Stdout:
     """Install the thread-aware stdout (once). ``fd_level`` (the command transport, whose fd 1 is
     the pipe to Claude Code): fd 1 becomes a copy of stderr for good, and the answer goes out
     through a private duplicate of the pipe."""
@@ -97,7 +104,7 @@ def guard_stdout(fd_level: bool) -> _Stdout:
             real = open(saved, "w", encoding="utf-8", errors="surrogateescape", closefd=True)  # noqa: SIM115
         except (OSError, ValueError, AttributeError):
             real = current
-    proxy = _Stdout(real)
+    proxy = _Stdout(real, answer_thread if fd_level else None, sys.stderr)
     sys.stdout = proxy
     return proxy
 
@@ -391,7 +398,7 @@ def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
     """Run ``handlers`` (already due, in priority order) for this call and merge their results."""
     from agent_hooks import output
 
-    out = guard_stdout(output.STDOUT_IS_PROTOCOL)
+    out = guard_stdout(output.STDOUT_IS_PROTOCOL, output.ANSWER_THREAD)
     state = _Run(ctx, event, handlers, out)
     merged = state.watch()
     with state.lock:
