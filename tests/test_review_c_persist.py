@@ -36,3 +36,23 @@ def test_a_malformed_transcript_line_costs_stop_nothing(hooks_home: Path):
     assert error_log(hooks_home) == []
     rows = store_rows(hooks_home, "SELECT persist_last FROM sessions WHERE session_id = 'R2'")
     assert rows[0]["persist_last"] == "held 2/5"
+
+
+def test_an_error_inside_persistence_lets_go_keeps_the_stop_record_and_leaves_a_trace(hooks_home: Path):
+    from helpers import agent_hook
+
+    env = start("R3", hooks_home, task="T-3")
+    agent_hook("task", "create", "T-3", "--persist")
+    write_transcript("R3", 1000)
+    # A row the decision cannot read (SQLite keeps any value in an INTEGER column).
+    import sqlite3
+
+    conn = sqlite3.connect(hooks_home / "store.db")
+    conn.execute("UPDATE tasks SET max_continuations = 'many' WHERE task_id = 'T-3'")
+    conn.commit()
+    conn.close()
+    assert stop("R3", hooks_home, env) is None  # never a block on our own error
+    state = store_rows(hooks_home, "SELECT state FROM sessions WHERE session_id = 'R3'")[0]["state"]
+    assert state == "awaiting"  # the rest of Stop's record is kept
+    assert any("persist" in e["message"] and "ValueError" in e["message"] for e in error_log(hooks_home))
+    assert store_rows(hooks_home, "SELECT count(*) FROM errors WHERE message LIKE 'persist:%'")[0][0] == 1

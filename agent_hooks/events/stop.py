@@ -10,6 +10,11 @@ from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
 
+# Annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 EVENT = "Stop"
 
 
@@ -22,14 +27,8 @@ def handle(ctx: Context) -> Outcome:
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
     seen = _transcript_if_held(ctx)
     with ctx.store.write() as conn:
-        decision = None
-        if seen is not None:
-            snap = persist.read(conn, p.session_id)
-            if snap is not None:
-                decision = persist.decide(snap, ctx.config, ctx.env, ctx.started, bool(p.get("stop_hook_active")),
-                                          seen, p.get("last_assistant_message", ""))
-                if decision is not None:
-                    persist.record(conn, snap, decision, ctx.started, seen.context_pct)
+        # A bug or a bad row here lets the worker go (never a block on our own error) and keeps the rest.
+        decision = isolated(conn, ctx, "persist", _decide, conn, ctx, seen) if seen is not None else None
         held = decision is not None and decision.hold
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE if held else sessions.AWAITING)
         sessions.log_event(conn, p, ctx.started)
@@ -49,8 +48,34 @@ def handle(ctx: Context) -> Outcome:
     return out
 
 
+def _decide(conn: Any, ctx: Context, seen: persist.TranscriptState) -> persist.Decision | None:
+    """Hold or let go, recorded; None when the session's task does not persist."""
+    p = ctx.payload
+    snap = persist.read(conn, p.session_id)
+    if snap is None:
+        return None
+    decision = persist.decide(snap, ctx.config, ctx.env, ctx.started, bool(p.get("stop_hook_active")),
+                              seen, p.get("last_assistant_message", ""))
+    if decision is not None:
+        persist.record(conn, snap, decision, ctx.started, seen.context_pct)
+    return decision
+
+
 def _transcript_if_held(ctx: Context) -> persist.TranscriptState | None:
-    """The transcript's tail, read only for a session whose task persists (a cheap read first)."""
+    """The transcript's tail, read only for a session whose task persists; None (no hold) on an error."""
+    try:
+        return _read_if_held(ctx)
+    except Exception as exc:  # noqa: BLE001 - persistence must never block, nor cost Stop its record
+        import traceback
+
+        from agent_hooks.runner import log_error
+
+        message = f"persist: {type(exc).__name__}: {exc}"
+        log_error(ctx.paths, EVENT, "error", message, ctx.payload.session_id, traceback.format_exc())
+        return None
+
+
+def _read_if_held(ctx: Context) -> persist.TranscriptState | None:
     if not ctx.config["persist"].get("enabled", True):
         return None
     snap = persist.read(ctx.store.conn, ctx.payload.session_id)
