@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json
 from pathlib import Path
 
 from helpers import error_log, run_hook, store_rows
@@ -56,3 +57,16 @@ def test_an_error_inside_persistence_lets_go_keeps_the_stop_record_and_leaves_a_
     assert state == "awaiting"  # the rest of Stop's record is kept
     assert any("persist" in e["message"] and "ValueError" in e["message"] for e in error_log(hooks_home))
     assert store_rows(hooks_home, "SELECT count(*) FROM errors WHERE message LIKE 'persist:%'")[0][0] == 1
+
+
+def test_a_nested_client_our_worker_runs_is_never_held(hooks_home: Path):
+    # The summarizer (`claude -p`, AGENT_HOOKS_NESTED=1) inherits the worker's environment,
+    # $AGENT_HOOKS_TASK_ID included: it is not working on the task, and holding it would
+    # keep a summarizer running and spend the task's continuation budget.
+    from helpers import agent_hook
+
+    agent_hook("task", "create", "T-4", "--persist")
+    env = {**start("R4", hooks_home, task="T-4"), "AGENT_HOOKS_NESTED": "1"}
+    write_transcript("R4", 1000)
+    assert stop("R4", hooks_home, env) is None
+    assert json.loads(agent_hook("task", "show", "T-4", "--json").stdout)["continuations"] == 0

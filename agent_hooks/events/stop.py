@@ -3,7 +3,7 @@ unless a bypass applies); otherwise the session now awaits input. Session summar
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, identity, lineage, memory, persist, sessions, summary
+from agent_hooks.features import cleanup, detach, identity, lineage, memory, persist, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -76,7 +76,12 @@ def _transcript_if_held(ctx: Context) -> persist.TranscriptState | None:
 
 
 def _read_if_held(ctx: Context) -> persist.TranscriptState | None:
+    """The transcript's tail, read only for a session whose task persists (a cheap read first)."""
     if not ctx.config["persist"].get("enabled", True):
+        return None
+    # A client our own workers run (the summarizer's `claude -p`) inherits $AGENT_HOOKS_TASK_ID
+    # but does not work on the task: never held, and it spends none of the task's budget.
+    if detach.nested(ctx.env):
         return None
     snap = persist.read(ctx.store.conn, ctx.payload.session_id)
     if snap is None or not persist.enabled_for(snap.persist, ctx.config):
