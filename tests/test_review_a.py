@@ -172,3 +172,22 @@ def test_install_over_our_executable_under_an_event_we_do_not_hook(tmp_path: Pat
     assert len(doc["hooks"]) == len(HOOKS)
     again = _cli(env, "settings", "install", "--settings", str(settings))
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_launcher_logs_a_valid_json_line_for_any_install_path(tmp_path: Path) -> None:
+    """A bin dir whose path holds '"', '\\' or '%' still gives doctor a parsable install_missing line:
+    the path is JSON-escaped when the launcher is written, and passed to printf as an argument."""
+    import subprocess
+
+    from agent_hooks.wiring.entries import command_for
+
+    bin_dir = tmp_path / 'we"ird\\ 100% dir'  # never created: the installation is gone
+    home = tmp_path / "home"
+    command = command_for(str(bin_dir), "agent-hook-pre-tool-use", "PreToolUse")
+    proc = subprocess.run(["sh", "-c", command], input=b"{}", capture_output=True,
+                          env={"PATH": "/usr/bin:/bin", "AGENT_HOOKS_HOME": str(home)})
+    assert proc.returncode == 0 and proc.stdout == b""
+    lines = (home / "logs" / "errors.log").read_text().splitlines()
+    entry = json.loads(lines[-1])
+    assert entry["kind"] == "install_missing" and entry["event"] == "PreToolUse"
+    assert str(bin_dir / "agent-hook-pre-tool-use") in entry["message"]
