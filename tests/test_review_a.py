@@ -191,3 +191,20 @@ def test_launcher_logs_a_valid_json_line_for_any_install_path(tmp_path: Path) ->
     entry = json.loads(lines[-1])
     assert entry["kind"] == "install_missing" and entry["event"] == "PreToolUse"
     assert str(bin_dir / "agent-hook-pre-tool-use") in entry["message"]
+
+
+def test_every_directory_we_create_is_private(tmp_path: Path) -> None:
+    """ensure_dir makes each missing parent 0700 too, whatever the umask (os.makedirs gave parents 0755)."""
+    from agent_hooks.paths import ensure_dir
+
+    old = os.umask(0o022)
+    try:
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))  # existing: no error
+    finally:
+        os.umask(old)
+    for d in (tmp_path / "state", tmp_path / "state" / "agent-hooks", tmp_path / "state" / "agent-hooks" / "logs"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        ensure_dir(str(tmp_path / "file"))
