@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from helpers import error_log, run_exe, store_rows
+from helpers import agent_hook, error_log, run_exe, store_rows
 
 CAPTURED = Path(__file__).resolve().parent / "fixtures" / "claude-code-2.1.330"
 FORK, PARENT = "8f0c2d7e-fork-0001", "1b2a3c4d-parent-0001"
@@ -71,3 +71,12 @@ def test_not_a_fork_or_an_unsafe_path_records_nothing(hooks_home: Path, tmp_path
     resumed = dict(payload, session_id="resumed-1", source="resume", transcript_path=str(transcript))
     assert run_exe("agent-hook-session-start", resumed).returncode == 0
     assert session(hooks_home, "resumed-1") == {"forked_at": None, "parent_session_id": None}
+
+
+def test_session_show_names_the_parent(hooks_home: Path, tmp_path: Path) -> None:
+    payload, transcript = fork_payload(Path(os.environ["HOME"]), tmp_path)
+    write_transcript(transcript)
+    assert run_exe("agent-hook-session-start", payload).returncode == 0
+    assert f"forked from    {PARENT}" in agent_hook("session", "show", FORK).stdout
+    shown = json.loads(agent_hook("session", "show", FORK, "--json").stdout)
+    assert shown["parent_session_id"] == PARENT and shown["forked_at"].endswith("Z")

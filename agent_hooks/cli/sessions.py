@@ -53,7 +53,7 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
     if row is None:
         return None
     session = dict(zip([d[0] for d in cur.description], row))
-    for key in ("first_seen_at", "last_seen_at", "ended_at", "cancelled_at"):
+    for key in ("first_seen_at", "last_seen_at", "ended_at", "cancelled_at", "forked_at"):
         session[key] = iso(session.get(key))
     session.update(guard_fields(conn, session_id).get(session_id, {}))
     calls = []
@@ -137,20 +137,22 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
         return
     for key in ("session_id", "state", "agent", "role", "cwd", "tmux_session", "task_id", "last_seen_at"):
         click.echo(f"{key:14} {cell(data.get(key))}")
+    if data.get("parent_session_id") or data.get("forked_at"):
+        click.echo(f"{'forked from':14} {cell(data.get('parent_session_id'))}")
     cancelled = f"yes ({cell(data['cancelled_by'])}): {cell(data['cancel_reason'])}" if data["cancelled"] else "no"
     click.echo(f"{'cancelled':14} {cancelled}")
     click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
     if data.get("waiting_on"):
-        click.echo(f"{'waiting on':14} {data['waiting_on']}: {data.get('waiting_detail') or '-'}"
+        click.echo(f"{'waiting on':14} {cell(data['waiting_on'])}: {cell(data.get('waiting_detail'))}"
                    f" (since {data.get('waiting_since') or '-'})")
     if data.get("persist_last"):
-        click.echo(f"{'persist':14} {data['persist_last']} ({data.get('persist_last_at') or '-'})")
+        click.echo(f"{'persist':14} {cell(data['persist_last'])} ({data.get('persist_last_at') or '-'})")
     if data.get("context_pct") is not None:
         click.echo(f"{'context':14} {data['context_pct']:.0f}% (notice given {data.get('pressure_noticed_at') or '-'})")
     for kind in ("running", "finished"):
         for sub in data["subagents"][kind]:
-            click.echo(f"{'subagent':14} {kind:8} {sub['agent_id']}  {sub['agent_type'] or '-'}"
-                       f"  {sub['last_message'] or ''}"[:200])
+            click.echo(f"{'subagent':14} {kind:8} {cell(sub['agent_id'], 40)}  {cell(sub['agent_type'], 24)}"
+                       f"  {cell(sub['last_message'], limit=120, empty='')}")
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
         for c in data["recent_tool_calls"]:
