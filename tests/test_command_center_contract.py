@@ -260,6 +260,9 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
     pre = payload("PreToolUse", sids["plain"], str(tmp_path), tool_name="Read", tool_use_id="toolu_w",
                   tool_input={"file_path": str(tmp_path / "x")})
     assert run_hook(pre, env).returncode == 0
+    # A person moves the plain one to review (its card's newest change), next to the one asking for input.
+    r = center.http.patch(f"/api/hooks/sessions/{sids['plain']}", json={"event": "to_review"})
+    assert r.status_code == 200 and r.json()["state"] == "awaiting_review", r.text
     want = {sids["input"]: ("needs_input", "Bash"), sids["error"]: ("error", "rate_limit"),
             sids["plain"]: (None, None)}
     ready = lambda c: c["id"] in want and c["waiting_on"] == want[c["id"]][0]  # noqa: E731
@@ -274,9 +277,9 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
         assert (card["waiting_since"] is None) == (on is None)
         assert card["task_state"] == "open"
         assert card["persist"] == {"persists": True, "continuations": 0, "max_continuations": 4}, card
-    # All three are running (the contract state); by activity alone the plain one would come first.
-    assert {got[s]["state"] for s in want} == {"running"}, {s: got[s]["state"] for s in want}
-    assert got[sids["plain"]]["last_activity"] > max(got[sids[n]]["last_activity"] for n in ("input", "error"))
+    # Both are awaiting review (the contract state); by activity alone the plain one would come first.
+    assert got[sids["plain"]]["state"] == got[sids["input"]]["state"] == "awaiting_review"
+    assert got[sids["plain"]]["last_activity"] > got[sids["input"]]["last_activity"]
     # Within each column: needs input, then error, then the rest (newest first).
     rank = {"needs_input": 0, "error": 1}
     for state in board["states"]:
