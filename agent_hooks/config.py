@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Every setting, with its default. A feature owns its section; docs in README.
+# Every setting, with its default. A feature owns its section; docs in docs/ (configuration.md lists them).
 DEFAULTS: dict[str, Any] = {
     "runtime": {
         # Internal deadline of one hook call. Our settings give Claude Code
@@ -54,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
         # Role when $AGENT_HOOKS_ROLE is unset: "worker" or "lead".
         "role": "worker",
     },
-    # Guards (features/cancellation.py, loops.py, polling.py; README "Guards").
+    # Guards (features/cancellation.py, loops.py, polling.py; docs/guards.md).
     "cancel": {
         # PreToolUse denies and UserPromptSubmit blocks in a cancelled session or task.
         "enabled": True,

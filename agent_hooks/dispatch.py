@@ -6,8 +6,12 @@ a request body, a thread pool with a timeout, a response body). What is
 promised for every call lives here once:
 
 * bad input (empty, not JSON, not an object, wrong types, too large, not
-  UTF-8, an event with no handler) gets a one-line message, no decision, a
-  line in the error log and a row in ``errors``;
+  UTF-8, a known event sent to another event's hook) gets a one-line message,
+  no decision, a line in the error log and a row in ``errors``;
+* a payload for an event we have no handler for, sent to one of our
+  executables (newer clients send more), is not bad input: it is accepted
+  with no decision, one line on stderr and one in the notice log
+  (``logs/notices.log``), and is not counted as an error;
 * an internal error fails open the same way (no decision), with a traceback
   in the error log.
 
@@ -23,7 +27,7 @@ import time
 from agent_hooks import spool
 from agent_hooks.output import render, warn
 from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.payload import Payload, PayloadError, parse
+from agent_hooks.payload import Payload, PayloadError, UnknownEvent, parse
 from agent_hooks.store import Store, record_error
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -100,8 +104,8 @@ class Call:
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None, config: dict[str, Any] | None = None) -> None:
-    """Append one JSON line to the error log, rotated before it would pass ``errors.max_log_bytes``.
+              trace: str | None = None, config: dict[str, Any] | None = None, path: str | None = None) -> None:
+    """Append one JSON line to the error log (or ``path``), rotated before it would pass ``errors.max_log_bytes``.
 
     The message and traceback are clipped first, so one line cannot outgrow the
     rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
@@ -111,7 +115,7 @@ def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str
         max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
         max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
         ensure_dir(paths.log_dir)
-        path = paths.error_log
+        path = path or paths.error_log
         entry = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "ts": time.time(),
@@ -188,6 +192,14 @@ def report(paths: Paths, config: dict[str, Any], call: Call, kind: str, message:
                 busy_timeout_ms=None if kind == "bad_input" else 250)
 
 
+def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None) -> None:
+    """An event with no handler here: accepted, said on stderr and in the notice log, not an error."""
+    message = f"no agent-hooks handler for {event} events; accepted, nothing done"
+    where = "" if event == call.event else f" (sent to the {call.event} hook)"
+    warn(f"{event}{where}: {message}")
+    log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
+
+
 def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: Paths,
              config: dict[str, Any], store: Store | None = None) -> None:
     """Answer one call into ``call`` (see module docstring). Never raises.
@@ -199,12 +211,18 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
     try:
         try:
             payload = parse(data, call.event, int(config["runtime"]["max_payload_bytes"]))
+        except UnknownEvent as exc:
+            accept_unknown(paths, call, exc.event, exc.session_id)
+            call.done = True
+            return
         except PayloadError as exc:
             report(paths, config, call, "bad_input", str(exc))
             call.done = True
             return
         call.session_id = payload.session_id
         if handler is None:
+            # The server's routes: a request for an event we do not serve is refused as bad input,
+            # so the problem header tells whoever wired it (tests/test_server.py).
             report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
             call.done = True
             return

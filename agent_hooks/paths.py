@@ -43,6 +43,11 @@ class Paths:
         return os.path.join(self.log_dir, "errors.log")
 
     @property
+    def notice_log(self) -> str:
+        """Things worth knowing that are not errors (e.g. events we have no handler for)."""
+        return os.path.join(self.log_dir, "notices.log")
+
+    @property
     def config_file(self) -> str:
         return os.path.join(self.config_dir, "config.toml")
 
@@ -61,6 +66,7 @@ class Paths:
             "config_file": self.config_file,
             "log_dir": self.log_dir,
             "error_log": self.error_log,
+            "notice_log": self.notice_log,
             "data_dir": self.data_dir,
             "state_dir": self.state_dir,
             "config_dir": self.config_dir,

@@ -18,6 +18,9 @@ runner says on stderr and counts as ``bad_input``:
 * a path longer than :data:`MAX_PATH_CHARS`, or holding a NUL, is dropped (a
   clipped path would name another file);
 * ``duration_ms`` that is not finite or beyond :data:`MAX_DURATION_MS` is dropped.
+
+Newer clients also send events we have no handler for: such a payload is not
+bad input but an :class:`UnknownEvent`, which the runner accepts and logs.
 """
 
 from __future__ import annotations
@@ -88,6 +91,15 @@ _TYPE_NAMES = {str: "a string", dict: "an object", bool: "a boolean", _NUM: "a n
 
 class PayloadError(ValueError):
     """The stdin payload is not one we can act on; the message is one line."""
+
+
+class UnknownEvent(PayloadError):
+    """A well-formed payload for an event this package has no handler for (not an error)."""
+
+    def __init__(self, event: str, session_id: str | None) -> None:
+        super().__init__(f"no agent-hooks handler for {event} events; accepted, nothing done")
+        self.event = event
+        self.session_id = session_id
 
 
 class Payload:
@@ -232,6 +244,9 @@ def validate(raw: dict[str, Any], expected_event: str, notes: list[str] | None =
     event = raw.get("hook_event_name")
     if not isinstance(event, str):
         raise PayloadError("missing hook_event_name")
+    if event != expected_event and event not in EVENT_FIELDS:
+        session_id = raw.get("session_id")
+        raise UnknownEvent(event, session_id if isinstance(session_id, str) else None)
     if event != expected_event:
         shown = event[:60].encode("ascii", "backslashreplace").decode("ascii")
         raise PayloadError(f"this is the {expected_event} hook, but the payload is for {shown}")

@@ -13,7 +13,7 @@ and prints each setup's median run time and overhead per tool call against
 "none". Then the server's own answer time (p50/p99, as its /status reports it)
 under 20 concurrent sessions, each sending PreToolUse/PostToolUse pairs back to back.
 
-    AGENT_HOOKS_CLAUDE_CACHE=/work/.claude-cache AGENT_HOOKS_CLAUDE_VERSION=2.1.330 \\
+    AGENT_HOOKS_CLAUDE_CACHE=/path/to/claude-cache AGENT_HOOKS_CLAUDE_VERSION=2.1.330 \\
         .venv/bin/python bench/bench_client.py [--runs 5] [--calls 20] [--sessions 20] [--pairs 50]
 
 Targets (issue 14): http <= 2x http-nothing and <= 1/5 of command per tool call;

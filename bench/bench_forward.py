@@ -39,7 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "claude-code-2.1.197"
+FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client (agent_hooks.claude_code.PINNED)
 BIN = Path(sys.executable).parent
 
 from agent_hooks import config as config_mod  # noqa: E402

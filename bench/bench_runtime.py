@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "claude-code-2.1.197"
+FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client (agent_hooks.claude_code.PINNED)
 BIN = Path(sys.executable).parent
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.197")
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client
 BIN = Path(sys.executable).parent
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 from helpers import agent_hook, fixture_payload, run_exe, run_hook
 
-SESSION_A = "4e1b1715-2e19-4bfd-953a-1656f3b17796"  # the fixtures' session
-SESSION_B = "4e1b9999-0000-4000-8000-000000000001"  # shares the 4e1b prefix with A
+SESSION_A = fixture_payload("Stop.json")["session_id"]  # the fixtures' session (the "tidy notes" one)
+# Shares A's first four characters (an ambiguous prefix), and differs from the fifth on.
+_OTHER = "9" if SESSION_A[4] != "9" else "8"
+SESSION_B = SESSION_A[:4] + _OTHER * 4 + "-0000-4000-8000-000000000001"
 SESSION_C = "c0ffee00-0000-4000-8000-000000000002"
 SOUL = "\n".join(f"- soul principle {i}: keep the fleet honest and the store tidy." for i in range(12)) + "\n"
 

@@ -8,6 +8,25 @@ from pathlib import Path
 import pytest
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Claude Code the e2e tier drives, at the top of every run's log."""
+    from agent_hooks.claude_code import NEWEST_TESTED, PINNED
+
+    asked = os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or PINNED
+    if asked == "latest":
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+        try:
+            import claude_client
+
+            asked = f"{claude_client.resolve('latest')} (latest)"
+        except Exception as exc:  # noqa: BLE001 - the header must not stop the run; the tier reports it
+            asked = f"latest (not resolved: {exc})"
+    return (f"e2e tier: Claude Code {asked} (AGENT_HOOKS_CLAUDE_VERSION; pinned {PINNED}, "
+            f"newest tested {NEWEST_TESTED})")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every path at tmp_path; the real home directory is never touched."""

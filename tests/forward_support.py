@@ -18,7 +18,7 @@ from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
 from ingest_server import IngestServer
 
-FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.197")
+from helpers import FIXTURES
 BIN = Path(sys.executable).parent
 SESSION = "5f0c2d7e-0000-4000-8000-00000000f0a1"
 

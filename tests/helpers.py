@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent_hooks.claude_code import PINNED
+
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "claude-code-2.1.197"
+# Payloads captured from the real client by tests/e2e/capture_fixtures.py, one directory per version.
+FIXTURES_ROOT = ROOT / "tests" / "fixtures"
+FIXTURES = FIXTURES_ROOT / f"claude-code-{PINNED}"
 BIN = Path(sys.executable).parent
 
 EXECUTABLES = {
@@ -35,8 +39,9 @@ EXECUTABLES = {
 FIXTURES_330 = ROOT / "tests" / "fixtures" / "claude-code-2.1.330"
 
 
-def fixture_payload(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name).read_text())
+def fixture_payload(name: str, version: str = PINNED) -> dict[str, Any]:
+    """A payload the real client ``version`` sent (``tests/fixtures/claude-code-<version>/<name>``)."""
+    return json.loads((FIXTURES_ROOT / f"claude-code-{version}" / name).read_text())
 
 
 def run_exe(name: str, stdin: bytes | str | dict[str, Any], env: dict[str, str] | None = None,

@@ -33,9 +33,9 @@ READ_ARGS: dict[tuple[str, ...], list[list[str]]] = {
     ("identity", "show"): [["ada"], ["ada", "SOUL.md"]],
     ("memory", "search"): [["deploy"], ["--agent", "bob", "runbook"]],
     ("session", "list"): [[], ["--state", "live"]],
-    ("session", "show"): [[SESSION_A], ["4e1b17"]],
+    ("session", "show"): [[SESSION_A], [SESSION_A[:6]]],
     ("summary", "search"): [["session"]],
-    ("summary", "show"): [["4e1b17"]],
+    ("summary", "show"): [[SESSION_A[:6]]],
     ("task", "list"): [[], ["--state", "cancelled"]],
     ("task", "show"): [["build-1"]],
 }

@@ -25,6 +25,8 @@ from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS
 
 BIN = Path(sys.executable).parent
+# Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
+CLAUDE_CACHE = Path(os.environ.get("AGENT_HOOKS_CLAUDE_CACHE") or Path(__file__).resolve().parent.parent / ".cache")
 
 
 class Env:
@@ -491,3 +493,44 @@ def test_a_settings_file_the_client_ignores(healthy: Env) -> None:
     code, report, _ = healthy.doctor("--no-run")
     assert code == 0, lines(report, "fail")
 
+
+
+def _client_on_path(env: Env, tmp_path: Path, script: str) -> None:
+    bin_dir = tmp_path / "client-bin"
+    bin_dir.mkdir(exist_ok=True)
+    claude = bin_dir / "claude"
+    claude.write_text("#!/bin/sh\n" + script + "\n")
+    claude.chmod(0o755)
+    env.env["PATH"] = f"{bin_dir}:{env.env['PATH']}"
+
+
+def test_doctor_warns_when_the_client_is_newer_than_the_newest_tested(tmp_path: Path) -> None:
+    from agent_hooks import claude_code
+
+    env = Env(tmp_path)
+    major, minor, patch = claude_code.parse(claude_code.NEWEST_TESTED)
+    # A stand-in for a client released after our newest capture: it only answers --version.
+    _client_on_path(env, tmp_path, f'echo "{major}.{minor}.{patch + 1} (Claude Code)"')
+    code, report, text = env.doctor("--no-run", text=True)
+    (line,) = [c for c in report["checks"] if c["area"] == "client"]
+    assert line["status"] == "warn", line
+    assert f"{major}.{minor}.{patch + 1}" in line["summary"] and f"newest tested, {claude_code.NEWEST_TESTED}" in line["summary"]
+    assert "! client" in text and "docs/troubleshooting.md" in text
+    _client_on_path(env, tmp_path, f'echo "{claude_code.NEWEST_TESTED} (Claude Code)"')
+    _, report, _ = env.doctor("--no-run")
+    (line,) = [c for c in report["checks"] if c["area"] == "client"]
+    assert line["status"] == "ok" and line["data"]["version"] == claude_code.NEWEST_TESTED
+
+
+def test_doctor_reads_the_real_pinned_client(tmp_path: Path) -> None:
+    from agent_hooks import claude_code
+
+    cache = CLAUDE_CACHE
+    real = cache / f"claude-code-{claude_code.PINNED}" / "node_modules" / ".bin"
+    if not (real / "claude").exists():
+        pytest.skip(f"the pinned client is not installed in {cache} (the e2e tier installs it)")
+    env = Env(tmp_path)
+    env.env["PATH"] = f"{real}:{env.env['PATH']}"
+    _, report, _ = env.doctor("--no-run")
+    (line,) = [c for c in report["checks"] if c["area"] == "client"]
+    assert line["status"] == "ok" and line["data"]["version"] == claude_code.PINNED

@@ -87,7 +87,7 @@ def test_a_whole_session_drives_the_state_machine_in_order(home: Home, server: I
     assert {b["tmux_session"] for b in got} == {"agent-forward-test"}
     assert all(b["agent_type"] == "claude-code" and "session_id" not in b for b in got)
     # metadata names the tool, never its input or output.
-    assert got[2]["metadata"] == "Read: ok in 2 ms"
+    assert got[2]["metadata"] == f"Read: ok in {fixture('PostToolUse-Read')['duration_ms']} ms"
     text = json.dumps(got)
     assert "notes.txt" not in text and "tidy notes" not in text and "Finished." not in text
     (session,) = server.sessions.values()

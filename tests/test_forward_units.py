@@ -18,7 +18,7 @@ from agent_hooks.payload import Payload
 from agent_hooks.paths import Paths
 from agent_hooks.store import Store
 
-FIXTURES = Path("/work/shared/fixtures/claude-code-2.1.197")
+from helpers import FIXTURES
 
 
 def cfg(**forward: Any) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def test_seed_map_and_unmapped_events() -> None:
 def test_metadata_is_short_and_never_raw_by_default() -> None:
     c = cfg()
     post = payload("PostToolUse-Bash")
-    assert eventmap.metadata(post, c) == "Bash: ok in 31 ms"
+    assert eventmap.metadata(post, c) == f"Bash: ok in {post.get('duration_ms')} ms"
     fail = payload("PostToolUseFailure-Bash")
     assert eventmap.metadata(fail, c).startswith("Bash: failed")
     prompt = payload("UserPromptSubmit")
@@ -67,8 +67,9 @@ def test_metadata_is_short_and_never_raw_by_default() -> None:
 
 def test_metadata_with_include_raw_is_one_capped_line() -> None:
     c = cfg(include_raw=True, metadata_max_chars=40)
-    text = eventmap.metadata(payload("PostToolUse-Bash", tool_input={"command": "echo a\n" * 50}), c)
-    assert text.startswith("Bash: ok in 31 ms {") and "echo a" in text
+    post = payload("PostToolUse-Bash", tool_input={"command": "echo a\n" * 50})
+    text = eventmap.metadata(post, c)
+    assert text.startswith(f"Bash: ok in {post.get('duration_ms')} ms {{") and "echo a" in text
     assert len(text) == 40 and "\n" not in text and text.endswith("…")
     assert "tidy notes" in eventmap.metadata(payload("UserPromptSubmit"), cfg(include_raw=True))
 

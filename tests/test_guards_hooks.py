@@ -164,7 +164,7 @@ def test_pingpong_through_the_hooks():
 
 
 def test_hook_path_imports_the_standard_library_only():
-    # ...and not even typing/threading/hashlib, which the runtime sheds for speed (README, Speed).
+    # ...and not even typing/threading/hashlib, which the runtime sheds for speed (docs/performance.md).
     code = (
         "import sys, agent_hooks.events.pre_tool_use, agent_hooks.events.user_prompt_submit\n"
         "import agent_hooks.features.cancellation, agent_hooks.features.loops, agent_hooks.features.polling\n"

@@ -69,17 +69,17 @@ def test_task_cancel_and_its_help(store: Path) -> None:
 # -- one id-prefix matcher --------------------------------------------------------------------------
 
 def test_id_prefixes_everywhere(store: Path) -> None:
-    assert j("session", "show", "4e1b17", "--json")["session_id"] == SESSION_A
-    assert j("summary", "show", "4e1b", "--json")["session_id"] == SESSION_A  # only A has a summary
-    for args in (("session", "show", "4e1b"), ("cancel", "4e1b", "--reason", "x"), ("uncancel", "4e1b"),
-                 ("session", "reset-guards", "4e1b"), ("task", "assign", "4e1b", "t")):
+    assert j("session", "show", SESSION_A[:6], "--json")["session_id"] == SESSION_A
+    assert j("summary", "show", SESSION_A[:4], "--json")["session_id"] == SESSION_A  # only A has a summary
+    for args in (("session", "show", SESSION_A[:4]), ("cancel", SESSION_A[:4], "--reason", "x"), ("uncancel", SESSION_A[:4]),
+                 ("session", "reset-guards", SESSION_A[:4]), ("task", "assign", SESSION_A[:4], "t")):
         proc = agent_hook(*args, check=False)
         assert proc.returncode == 1, args
         assert "ambiguous" in proc.stderr and SESSION_A in proc.stderr and SESSION_B in proc.stderr, proc.stderr
-    out = j("cancel", "4e1b99", "--reason", "wrong branch", "--json")
+    out = j("cancel", SESSION_B[:6], "--reason", "wrong branch", "--json")
     assert out["sessions"] == [SESSION_B] and out["cancelled"] is True
     assert j("session", "show", SESSION_B, "--json")["cancelled"] is True
-    assert j("uncancel", "4e1b99", "--json")["sessions"] == [SESSION_B]
+    assert j("uncancel", SESSION_B[:6], "--json")["sessions"] == [SESSION_B]
     assert j("session", "reset-guards", "c0ff", "--json") == {"session_id": SESSION_C, "reset": True}
     assigned = j("task", "assign", "c0ff", "docs-2", "--json")
     assert [s["session_id"] for s in assigned["sessions"]] == [SESSION_C]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +54,30 @@ def test_log_goes_to_the_log_dir_private(server: Server) -> None:
     log = server.home / "logs" / "server.log"
     assert "serving" in log.read_text() and "Finished server process" in log.read_text()
     assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_start_in_a_fresh_home_makes_it_private(server: Server) -> None:
+    # `server start` (and SessionStart --serve, before the runner sets its umask) may be the
+    # first to create the state directory: 0700 like every directory we make, not the umask's 0755.
+    assert oct(server.home.stat().st_mode & 0o777) == "0o700"
+    assert oct((server.home / "logs").stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_log_stays_rotated_with_what_goes_to_stderr(hooks_home: Path) -> None:
+    # The server's stderr (each bad input's line, tracebacks) was the fd `start` opened on
+    # server.log: after a rotation it wrote to server.log.1, then to an unlinked file, unbounded.
+    srv = start_server(hooks_home, env={"AGENT_HOOKS__SERVE__LOG_MAX_BYTES": "4000"})
+    try:
+        for i in range(120):
+            assert srv.post(b"not json %d" % i, event="PreToolUse")[0] == 200
+    finally:
+        srv.cli("stop")
+    logs = hooks_home / "logs"
+    assert (logs / "server.log.1").exists()
+    sizes = [p.stat().st_size for p in (logs / "server.log", logs / "server.log.1")]
+    assert max(sizes) < 8000, sizes
+    assert "stdin is not JSON" in (logs / "server.log").read_text()
+    assert oct((logs / "server.log.1").stat().st_mode & 0o777) == "0o600"
 
 
 def test_same_answers_as_the_executables(server: Server) -> None:
@@ -136,13 +161,14 @@ def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, ser
     assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
 
-def _as_nobody(port: int, body: bytes, path: str = "/hooks") -> str:
+def _as_nobody(port: int, body: bytes, path: str = "/hooks", headers: dict[str, str] | None = None) -> str:
     runner = shutil.which("setpriv")
     if os.geteuid() != 0 or runner is None:
         pytest.skip("needs root and setpriv to run a client as another uid")
     code = ("import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',%d,timeout=10);"
             "c.request(sys.argv[1],sys.argv[2],sys.stdin.buffer.read() or None,"
-            "{'Content-Type':'application/json'});r=c.getresponse();print(r.status, r.read().decode())") % port
+            "dict({'Content-Type':'application/json'},**%r));r=c.getresponse();print(r.status, r.read().decode())") % (
+                port, headers or {})
     proc = subprocess.run([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
                            "-c", code, "POST" if path == "/hooks" else "GET", path],
                           input=body, capture_output=True, timeout=30, cwd="/")
@@ -162,6 +188,32 @@ def test_another_user_gets_401_and_changes_nothing(server: Server) -> None:
     assert [tuple(r) for r in store_rows(server.home, "SELECT * FROM tool_calls")] == before
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
     assert server.status()["requests"]["unauthorized"] == 1
+
+
+def test_a_forwarded_for_header_does_not_make_another_user_the_owner(server: Server) -> None:
+    # X-Forwarded-For naming a socket of ours (the server's own listening one) must not
+    # stand in for the caller's real connection: the kernel's answer is about that one only.
+    forged = dict(fixture_payload("PreToolUse-Bash.json"), session_id="forged", tool_use_id="toolu_forged")
+    spoof = {"X-Forwarded-For": f"127.0.0.1:{server.port}"}
+    assert _as_nobody(server.port, json.dumps(forged).encode(), headers=spoof).startswith("401 ")
+    assert _as_nobody(server.port, b"", "/status", headers=spoof).startswith("401 ")
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+
+
+def test_a_listening_socket_is_not_taken_for_a_caller() -> None:
+    # sock_diag's exact lookup falls back to a listener on the "client" address: a listening
+    # socket of ours must not answer for a connection that does not exist.
+    from agent_hooks.server import peer
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        assert peer.peer_uid(("127.0.0.1", port), ("127.0.0.1", port)) is None
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, addr = listener.accept()
+            with conn:
+                assert peer.peer_uid(addr, ("127.0.0.1", port)) == os.geteuid()
 
 
 def test_deadline_answers_fail_open_and_loses_nothing(hooks_home: Path) -> None:

@@ -209,3 +209,37 @@ def test_a_changed_port_moves_the_server(settings: Path, server: Server, monkeyp
         assert st["up"] and st["port"] == new_port and st["pid"] != old["pid"], st
     finally:
         moved.cli("stop", check=False)
+
+
+def test_a_dead_servers_port_taken_by_another_program_is_not_taken_for_ours(settings: Path, server: Server) -> None:
+    # Killed with -9, the server leaves its file naming the current build and port. Whatever then
+    # answers on that port (another user's program can bind it) must not pass for ours: Claude Code
+    # would take its answers (an "allow") for ours.
+    import socket
+
+    agent_hook("settings", "install", "--transport", "http")
+    server.cli("start")
+    pid = server.status()["pid"]
+    os.kill(pid, signal.SIGKILL)
+    end = time.time() + 10
+    while server.status()["up"] and time.time() < end:
+        time.sleep(0.05)
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", server.port))
+        other.listen()
+        session_start(settings, "s-squatted")
+    entries = [e for e in error_log(server.home) if e["kind"] == "server"]
+    assert any(f"port {server.port} answers, but not as this store's server" in e["message"] for e in entries), entries
+
+
+def test_a_users_loopback_http_hook_under_hooks_is_kept(settings: Path, port: int) -> None:
+    # Only our route (/hooks/<Event>) is ours: a user's own server on loopback may well use /hooks/....
+    doc = copy.deepcopy(USERS)
+    mine = {"type": "http", "url": "http://127.0.0.1:8080/hooks/audit", "timeout": 3}
+    doc["hooks"]["PreToolUse"].append({"matcher": "Bash", "hooks": [mine]})
+    settings.write_text(json.dumps(doc))
+    agent_hook("settings", "install", "--transport", "http")
+    assert mine in [h for g in json.loads(settings.read_text())["hooks"]["PreToolUse"] for h in g["hooks"]]
+    agent_hook("settings", "uninstall")
+    assert json.loads(settings.read_text()) == doc

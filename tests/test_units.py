@@ -99,17 +99,3 @@ def test_repair_restores_defaults_and_drops_malformed_rules() -> None:
     assert [r["name"] for r in cfg["polling"]["extra_rules"]] == ["ok"]
     assert len(problems) == 3
     assert config.repair(config.defaults()) == []
-
-
-def test_every_toml_example_in_the_readme_is_valid_configuration() -> None:
-    import re
-    import tomllib
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    blocks = re.findall(r"```toml\n(.*?)```", readme, re.S)
-    assert len(blocks) >= 5
-    for block in blocks:
-        cfg = config.defaults()
-        config._merge(cfg, tomllib.loads(block))
-        assert config.validate(cfg) == [], block

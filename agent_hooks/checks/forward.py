@@ -38,7 +38,7 @@ def check_server(cfg: dict[str, Any], configured: bool = True) -> list[Check]:
     from agent_hooks.forward.eventmap import problems
     from agent_hooks.forward.urls import url_problem
 
-    map_checks = [Check("forward", WARN, problem, "fix forward.event_map (see README)") for problem in problems(cfg)]
+    map_checks = [Check("forward", WARN, problem, "fix forward.event_map (see docs/forwarding.md)") for problem in problems(cfg)]
     refused = url_problem(url, bool(fwd.get("allow_remote")))
     if refused:
         # Not probed either: nothing goes off this host unless the user allowed it.

@@ -48,5 +48,5 @@ def check_queue(p: Paths, conn: sqlite3.Connection | None, cfg: dict[str, Any], 
             row = conn.execute("SELECT last_error FROM outbox WHERE state LIKE '%dead%' ORDER BY id DESC LIMIT 1").fetchone()
             last = row[0] if row else None
         checks.append(Check("queue", WARN, plural(dead, "dead letter") + (f"; last error: {last}" if last else ""),
-                            "inspect and retry them with agent-hook queue (see README)", data))
+                            "inspect and retry them with agent-hook queue (see docs/forwarding.md)", data))
     return checks

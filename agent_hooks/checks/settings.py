@@ -192,9 +192,14 @@ def dropped_sources(event: str, matcher: Any) -> list[str]:
         return []
     import re
 
+    matcher = str(matcher)
+    # Reference §6.3: only letters, digits, _ - space , | make a list of exact names (split on | and ,);
+    # any other character makes the matcher an unanchored JavaScript regex.
+    if all(c.isascii() and (c.isalnum() or c in "_- ,|") for c in matcher):
+        names = {n.strip() for n in re.split(r"[|,]", matcher)}
+        return [s for s in sources if s not in names]
     try:
-        pattern = re.compile(str(matcher))
+        pattern = re.compile(matcher)
     except re.error:
         return list(sources)
-    # Claude Code matches a source against the matcher as a regex (an exact word or a|b list alike).
-    return [s for s in sources if not pattern.fullmatch(s)]
+    return [s for s in sources if not pattern.search(s)]

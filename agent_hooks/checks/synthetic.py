@@ -123,8 +123,7 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
                 problem = _judge(proc, scratch_paths.error_log, log_size, event)
                 if problem:
                     failures += 1
-                    checks.append(Check("run", FAIL, f"{exe} ({event}): {problem}",
-                                        f"run it by hand: echo '<payload>' | {command}; see the error log",
+                    checks.append(Check("run", FAIL, f"{exe} ({event}): {problem}", _fix_for(command, problem),
                                         {"command": command, "ms": round(ms, 1)}))
                 elif ms > deadline:
                     checks.append(Check("run", FAIL, f"{exe} ({event}): {ms:.0f} ms, over the {deadline:.0f} ms "
@@ -155,6 +154,20 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
                                    f"(row: {row}, expected {calls} calls, ended)",
                                    "see the error log lines above; re-run install.sh"))
     return checks
+
+
+def _fix_for(command: str, problem: str) -> str:
+    """How to fix or reproduce a failed call: by hand, on the executable itself (not the launcher's text,
+    where a pipe would feed only its first assignment)."""
+    if "install_missing" in problem:
+        return ("re-run install.sh: the installation these settings run is gone (or, to unwire: "
+                "agent-hook settings uninstall)")
+    import shlex
+
+    from agent_hooks.wiring.entries import handler_words
+
+    words = handler_words({"command": command}) or [command]
+    return f"run it by hand: echo '<payload>' | {shlex.join(words)}; see the error log"
 
 
 def _size(path: str) -> int:

@@ -77,11 +77,15 @@ def init_cmd(force: bool) -> None:
     path = p.config_file
     if os.path.exists(path) and not force:
         raise click.ClickException(f"{path} exists; edit it, or pass --force to start again")
-    ensure_dir(os.path.dirname(path))
     text = ("# agent-hooks configuration: defaults < this file < environment. Values here are the defaults;\n"
             "# delete what you do not change. `agent-hook config` shows what is in effect.\n\n"
             + tomlout.dumps(config_mod.defaults()))
-    write_private(path, text, backup=force)
+    try:
+        ensure_dir(os.path.dirname(path))
+        write_private(path, text, backup=force)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc} (is {os.path.dirname(path)} "
+                                   "a directory you can write?); nothing was changed") from None
     click.echo(f"wrote {path} (mode 600)")
 
 
@@ -92,7 +96,12 @@ def write_private(path: str, text: str, backup: bool = False) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     if backup and os.path.exists(path):
-        os.replace(path, path + ".bak")
+        # Never over an earlier backup: run twice, that one is the user's own file.
+        bak, n = path + ".bak", 1
+        while os.path.lexists(bak):
+            n += 1
+            bak = f"{path}.bak-{n}"
+        os.replace(path, bak)
     os.replace(tmp, path)
 
 

@@ -133,7 +133,13 @@ def spawn(env: Any, replace: bool = False) -> int:
 
     child_env = server_env(env)
     paths = Paths(child_env)
-    os.makedirs(paths.log_dir, mode=0o700, exist_ok=True)
+    # This may create the state directory itself (before any hook has): makedirs gives parents
+    # the umask's mode, so mask it as the executables do (dirs 0700).
+    old_umask = os.umask(0o077)
+    try:
+        os.makedirs(paths.log_dir, mode=0o700, exist_ok=True)
+    finally:
+        os.umask(old_umask)
     # Early failures (port taken, lock held) and tracebacks land in the log too.
     err = os.open(log_file(paths), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
@@ -159,6 +165,10 @@ def ensure(paths: Paths, config: dict[str, Any], env: Any, wait_s: float) -> str
 
     port = int(config["serve"]["port"])
     info = read_info(paths)
+    if info and not pid_alive(info.get("pid")):
+        # Left by a server killed without stopping: whatever answers on its port now is not it
+        # (another user's program may have bound it, and Claude Code would take its answers).
+        info = None
     build = build_id()
     up = answers(port)
     if up and info and info.get("port") == port and info.get("build") == build:
@@ -175,6 +185,24 @@ def ensure(paths: Paths, config: dict[str, Any], env: Any, wait_s: float) -> str
         if info and info.get("build") == build and answers(port):
             return "replaced" if stale else "started"
     return "starting"
+
+
+def pid_alive(pid: Any) -> bool:
+    """True when ``pid`` names a live process (one kill(pid, 0): cheap enough for SessionStart)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A killed server not yet reaped (its parent gone, a PID 1 that does not reap) is a zombie: dead.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def ensure_for_hook(event: str, env: Any = None) -> str:

@@ -26,6 +26,7 @@ _SOCK_DIAG_BY_FAMILY = 20
 _NLM_F_REQUEST = 1
 _NLMSG_ERROR = 2
 _NOCOOKIE = 0xFFFFFFFF
+_TCP_LISTEN = 10
 
 
 # One netlink socket for the process, reused by every lookup (a request and its answer under
@@ -64,6 +65,12 @@ def _diag_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
             raise
     if len(data) < 16 + 72 or struct.unpack_from("=H", data, 4)[0] != _SOCK_DIAG_BY_FAMILY:
         return None  # NLMSG_ERROR: no socket with that address
+    # The exact lookup falls back to a listener on the client's address: only the caller's own
+    # connected socket (client -> server) counts, never a listening one that happens to match.
+    state = data[16 + 1]
+    sport, dport = struct.unpack_from("!HH", data, 16 + 4)
+    if state == _TCP_LISTEN or (sport, dport) != (client[1], server[1]):
+        return None
     # struct inet_diag_msg { u8 family, state, timer, retrans; sockid (48); u32 expires, rqueue, wqueue, uid, inode }
     return int(struct.unpack_from("=I", data, 16 + 64)[0])
 

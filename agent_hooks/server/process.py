@@ -15,6 +15,8 @@ import logging.handlers
 import os
 import signal
 import socket
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -112,15 +114,53 @@ def _bind(port: int, host: str = local.HOST) -> socket.socket:
     return sock
 
 
+class _RotatingLog(logging.handlers.RotatingFileHandler):
+    """The rotated server.log, with fd 2 kept on the current file (a crash's traceback lands
+    there, not in server.log.1 or, after the next rotation, in an unlinked file)."""
+
+    def _open(self) -> Any:
+        stream = super()._open()
+        try:
+            os.dup2(stream.fileno(), 2)
+        except OSError:
+            pass
+        return stream
+
+
+class _StderrToLog:
+    """sys.stderr of a logging server: each line (a bad input's, a traceback's) is a log record,
+    so it counts towards the rotation instead of growing a file nobody rotates."""
+
+    def __init__(self) -> None:
+        self._logger = logging.getLogger("agent_hooks.server.stderr")
+        self._busy = threading.local()
+
+    def write(self, text: str) -> int:
+        if getattr(self._busy, "on", False):  # logging reporting its own failure: straight to fd 2
+            return sys.__stderr__.write(text) if sys.__stderr__ else len(text)
+        self._busy.on = True
+        try:
+            for line in text.splitlines():
+                if line.strip():
+                    self._logger.warning(line)
+        finally:
+            self._busy.on = False
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 def _log_to_file(paths: Paths, config: dict[str, Any]) -> None:
     ensure_dir(paths.log_dir)
-    handler = logging.handlers.RotatingFileHandler(
+    handler = _RotatingLog(
         local.log_file(paths), maxBytes=int(config["serve"]["log_max_bytes"]), backupCount=1, encoding="utf-8")
     os.chmod(local.log_file(paths), 0o600)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    sys.stderr = _StderrToLog()
 
 
 def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: bool = False,
@@ -160,6 +200,9 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     try:
         server = uvicorn.Server(uvicorn.Config(
             app, loop="uvloop", http=peer.protocol_class(), lifespan="on", access_log=False,
+            # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
+            # and the caller check (peer.py) would ask the kernel about a socket the caller names.
+            proxy_headers=False, server_header=False,
             log_config=None, log_level="info", timeout_graceful_shutdown=5))
         server.run(sockets=[sock])
     finally:
@@ -240,20 +283,7 @@ def wait_up(paths: Paths, config: dict[str, Any], pid: int | None, timeout: floa
 
 
 def _alive(pid: int) -> bool:
-    if pid <= 0:  # kill(0 or -1, ...) would address process groups
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed server whose parent has not reaped it yet is a zombie: dead all the same.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+    return local.pid_alive(pid)
 
 
 def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], str]:

@@ -44,6 +44,7 @@ _LAUNCHER = re.compile(r"^h=(?P<exe>(?:'[^']*'|\"[^\"]*\"|\\.|[^\s;'\"\\])+); .*
 # The http transport's route (issue 14 owns the server side): POST http://127.0.0.1:PORT/hooks/<Event>.
 HTTP_ROUTE = "/hooks/"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_OUR_EVENTS = frozenset(h.event for h in HOOKS)
 
 
 def command_words(command: str) -> list[str]:
@@ -76,7 +77,9 @@ def _is_our_url(url: Any) -> bool:
     if not isinstance(url, str):
         return False
     parts = urllib.parse.urlsplit(url)
-    return parts.scheme == "http" and (parts.hostname or "") in _LOOPBACK and parts.path.startswith(HTTP_ROUTE)
+    # Exactly our route, /hooks/<one of our events>: a user's own loopback server may use /hooks/... too.
+    return (parts.scheme == "http" and (parts.hostname or "") in _LOOPBACK
+            and parts.path.removeprefix(HTTP_ROUTE) in _OUR_EVENTS and parts.path.startswith(HTTP_ROUTE))
 
 
 def recognise(handler: Any) -> Ours | None:

@@ -167,7 +167,8 @@ def install(text: str, where: str, groups: dict[str, dict[str, Any]],
     # Entries of ours under events we no longer hook (older versions) go.
     for found in _ours(text, root):
         if found.event not in groups:
-            text, _ = strip(text, where, change, found.event, keep_emptied=_KeepUnlessCreated(created_before))
+            # "hooks" itself stays: our groups go into it next (without it there is nowhere to put them).
+            text, _ = strip(text, where, change, found.event, keep_emptied=_KeepHooks(created_before))
     for event, group in groups.items():
         root = parse_root(text, where)
         found = _ours(text, root, event)
@@ -213,3 +214,10 @@ class _KeepUnlessCreated:
 
     def __contains__(self, name: object) -> bool:
         return self.created is not None and name not in self.created
+
+
+class _KeepHooks(_KeepUnlessCreated):
+    """As :class:`_KeepUnlessCreated`, and the ``hooks`` object is always kept."""
+
+    def __contains__(self, name: object) -> bool:
+        return name == "hooks" or super().__contains__(name)

@@ -104,6 +104,8 @@ def _state_file(kind: str, path: str, suffix: str) -> str:
     p = Paths(os.environ)
     directory = p.lock_dir if kind == "lock" else os.path.join(p.state_dir, "wiring")
     try:
+        # The state directory first: makedirs gives `mode` to the leaf only, the parents get the umask's.
+        os.makedirs(p.state_dir, mode=0o700, exist_ok=True)
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise SettingsError(f"cannot create {directory} (our state directory): {exc.strerror}; "

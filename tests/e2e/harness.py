@@ -1,4 +1,4 @@
-"""The e2e harness: hook settings and one test's world around the real client.
+"""The e2e harness: one test's world around the real client, wired by ``agent-hook settings install``.
 
 See conftest.py for the fixtures that build it.
 """
@@ -19,8 +19,6 @@ from model_server import ModelServer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SETTINGS_TEMPLATE = REPO / "settings.template.json"
-BIN_PLACEHOLDER = "{{BIN}}"
 # The venv's bin dir (not resolved: the venv's python is a symlink out of it).
 BIN_DIR = Path(os.path.abspath(os.path.dirname(sys.executable)))
 
@@ -49,31 +47,19 @@ TRANSPORTS = ["command", "http"]
 RUN_TIMEOUT_S = 60
 
 
-def generated_settings(bin_dir: Path = BIN_DIR) -> dict[str, Any]:
-    """Hook settings wiring our executables for every event (used until the template exists)."""
-    hooks: dict[str, Any] = {}
-    for event, exe in HOOK_EXECUTABLES.items():
-        hooks[event] = [{"hooks": [{"type": "command", "command": str(bin_dir / exe)}]}]
-    return {"hooks": hooks}
+def install_settings(path: Path, env: dict[str, str], bin_dir: Path = BIN_DIR,
+                     transport: str = "command") -> dict[str, Any]:
+    """The project's own wiring: ``agent-hook settings install --settings PATH``, as a user runs it.
 
-
-def hook_settings(bin_dir: Path = BIN_DIR, template: Path = SETTINGS_TEMPLATE) -> dict[str, Any]:
-    """settings.template.json with ``{{BIN}}`` filled in, or the generated settings."""
-    if template.exists():
-        raw = template.read_text(encoding="utf-8")
-        # Substituted inside JSON strings, so the path is JSON-escaped.
-        return json.loads(raw.replace(BIN_PLACEHOLDER, json.dumps(str(bin_dir))[1:-1]))
-    return generated_settings(bin_dir)
-
-
-def http_settings(port: int, bin_dir: Path = BIN_DIR) -> dict[str, Any]:
-    """Our wiring with the http transport (what `settings install --transport http` writes)."""
-    from agent_hooks import config as config_mod
-    from agent_hooks.wiring.entries import our_groups
-
-    cfg = config_mod.defaults()
-    cfg["serve"]["port"] = port
-    return {"hooks": {event: [group] for event, group in our_groups(str(bin_dir), cfg, "http").items()}}
+    Returns the settings it wrote. The e2e tier drives the client with these, so a
+    matcher or an event that ``settings install`` gets wrong shows up here too.
+    """
+    proc = subprocess.run([str(bin_dir / "agent-hook"), "settings", "install", "--settings", str(path),
+                           "--bin-dir", str(bin_dir), "--transport", transport],
+                          capture_output=True, text=True, env=env, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"agent-hook settings install exited {proc.returncode}: {proc.stdout}{proc.stderr}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def free_port() -> int:
@@ -138,9 +124,11 @@ class E2E:
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.settings_path = root / "settings.json"
         self.runs: list[ClaudeRun] = []
+        self.last_cmd: list[str] = []
         # http: the frequent events go to our resident server (SessionStart starts it on this port).
         self.port = free_port() if transport == "http" else None
-        self.settings = http_settings(self.port) if self.port else hook_settings()
+        # What `settings install --transport T` wrote; tests may add their own hooks after ours (add_hook).
+        self.settings = install_settings(self.settings_path, self.env(), transport=transport)
 
     def close(self) -> None:
         """Stop this test's resident server, if the http transport started one."""
@@ -201,6 +189,7 @@ class E2E:
         if resume:
             cmd += ["--resume", resume]
         cmd += list(extra_args or [])
+        self.last_cmd = cmd
         started = time.monotonic()
         proc = subprocess.run(cmd, cwd=self.workspace, env=self.env(env_extra), capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)

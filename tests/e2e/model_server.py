@@ -13,6 +13,8 @@ Which requests consume a scripted turn (reference Part A):
   message asks for a summary and says not to call tools: a plain text summary.
 
 When the script runs out, a main-loop request gets a final ``end_turn`` text.
+A turn made of :func:`api_error` answers with an HTTP error instead (the client's
+StopFailure path).
 Answers are streamed as server-sent events when the request says
 ``"stream": true`` and returned as one JSON message otherwise.
 """
@@ -34,7 +36,9 @@ Turn = "list[Block] | Callable[[dict[str, Any]], list[Block]]"
 MAIN, SIDE, COMPACT, OTHER = "main", "side", "compact", "other"
 DONE_TEXT = "Done."
 SIDE_TEXT = "ok"
-SUMMARY_TEXT = "Summary: the user asked for a few scripted steps; they were carried out."
+# In the shape the compaction prompt asks for (newer clients ask again when the tags are missing).
+SUMMARY_TEXT = ("<analysis>Scripted.</analysis>\n"
+                "<summary>Summary: the user asked for a few scripted steps; they were carried out.</summary>")
 
 
 def text(value: str) -> Block:
@@ -50,10 +54,14 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> Block: 
     return block
 
 
-def api_error(status: int, kind: str, message: str = "scripted error") -> Block:
-    """A turn made of this block answers the request with an HTTP error instead (e.g. 401
-    ``authentication_error``, 429 ``rate_limit_error``): the client ends the turn on it."""
-    return {"type": "api_error", "status": status, "error_type": kind, "message": message}
+def api_error(status: int = 400, kind: str = "invalid_request_error", message: str = "scripted error",
+              sticky: bool = False) -> Block:
+    """A turn of its own: the request gets HTTP ``status`` with an API error body.
+
+    ``sticky`` keeps answering every later main-loop request with it (a client may
+    retry or fall back once before it gives up).
+    """
+    return {"type": "api_error", "status": status, "error": {"type": kind, "message": message}, "sticky": sticky}
 
 
 def flatten(value: Any) -> str:
@@ -192,7 +200,8 @@ class ModelServer:
             if self.consumed < len(self.script):
                 index = self.consumed
                 turn = self.script[index]
-                self.consumed += 1
+                if not (isinstance(turn, list) and turn and turn[0].get("sticky")):
+                    self.consumed += 1
             else:
                 self.extra_turns += 1
                 return None, [text(DONE_TEXT)]
@@ -339,10 +348,8 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                     self._send_json(200, {})
                 return
             blocks, stop = server.answer(req)
-            failure = next((b for b in blocks if b["type"] == "api_error"), None)
-            if failure is not None:
-                self._send_json(int(failure["status"]), {"type": "error", "error": {
-                    "type": failure["error_type"], "message": failure["message"]}})
+            if blocks and blocks[0]["type"] == "api_error":
+                self._send_json(blocks[0]["status"], {"type": "error", "error": blocks[0]["error"]})
                 return
             message_id = f"msg_e2e{next(server._ids):06d}"
             model = (body or {}).get("model") or server.model

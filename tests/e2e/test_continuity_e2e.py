@@ -10,10 +10,11 @@ import subprocess
 import time
 from typing import Any
 
+from agent_hooks.claude_code import PINNED
 from harness import BIN_DIR, REPO, E2E
 from model_server import text, tool_use
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "claude-code-2.1.197"
+FIXTURES = REPO / "tests" / "fixtures" / f"claude-code-{PINNED}"
 TASK_ID = "T-ORD-142"
 TASK = "Add cursor pagination to GET /orders and keep the 46 existing tests green"
 
@@ -159,7 +160,9 @@ def _status(e2e: E2E, threshold_s: int) -> dict[str, Any]:
 
 def test_session_without_activity_shows_as_stalled(e2e: E2E) -> None:
     # The agent hangs in a long tool call: no hook call comes while it runs.
-    e2e.server.set_script([[tool_use("Bash", {"command": "sleep 25", "description": "hang"})], [text("Woke up.")]])
+    # Not a bare `sleep`: newer clients (2.1.331) refuse a leading long sleep before it runs.
+    hang = "python3 -c 'import time; time.sleep(25)'"
+    e2e.server.set_script([[tool_use("Bash", {"command": hang, "description": "hang"})], [text("Woke up.")]])
     proc = _start_client(e2e, "Wait for the build.", {"AGENT_HOOKS_AGENT": "sleepy"})
     try:
         deadline = time.monotonic() + 60

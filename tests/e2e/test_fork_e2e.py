@@ -22,6 +22,7 @@ from ingest_server import IngestServer
 from model_server import text
 
 FORK_SOURCE_SINCE = (2, 1, 214)
+FORK_CLIENT = "2.1.330"  # the newest client the fixtures were captured from
 # Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
 CLIENT_VERSION = claude_client.version()
 
@@ -59,8 +60,12 @@ def env_for(server: IngestServer, tmux: str) -> dict[str, str]:
 
 def test_a_fork_is_recorded_with_its_session_start_and_parent(e2e: E2E, ingest: IngestServer) -> None:
     if version_tuple(CLIENT_VERSION) < FORK_SOURCE_SINCE:
-        pytest.skip(f"Claude Code {CLIENT_VERSION} sends no SessionStart source 'fork' "
-                    "(it arrived in 2.1.214); run with AGENT_HOOKS_CLAUDE_VERSION=2.1.330")
+        # The pinned default (2.1.197) predates `source: "fork"`: drive the newest known client instead,
+        # so this proof runs in CI rather than being skipped on every default run.
+        try:
+            e2e.claude = claude_client.ensure_client(FORK_CLIENT)
+        except claude_client.InstallError as exc:
+            pytest.fail(f"installing Claude Code {FORK_CLIENT} for the fork test failed: {exc}", pytrace=False)
     wire_with_settings_install(e2e)
     e2e.server.set_script([[text("Parent here.")], [text("Fork here.")]])
     parent = e2e.run("Start the parent.", env_extra=env_for(ingest, "agent-e2e-parent"))

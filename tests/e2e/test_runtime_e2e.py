@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from agent_hooks.hashing import digest
 from agent_hooks.wiring.entries import handler_words
-from harness import E2E, HOOK_EXECUTABLES, TRANSPORTS, generated_settings, hook_commands, hook_settings
+from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, TRANSPORTS, hook_commands, install_settings
 from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
@@ -164,10 +165,28 @@ def test_crashing_hooks_leave_the_session_running(e2e: E2E) -> None:
     assert e2e.store_path.read_bytes() == garbage
 
 
-def test_settings_come_from_the_template_once_it_exists(tmp_path: Path) -> None:
-    template = tmp_path / "settings.template.json"
-    assert hook_settings(Path("/opt/x y"), template) == generated_settings(Path("/opt/x y"))
-    template.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "{{BIN}}/agent-hook-stop",'
-                        ' "timeout": 5}]}]}}')
-    assert hook_settings(Path('/opt/we"ird'), template) == {"hooks": {"Stop": [{"hooks": [
-        {"type": "command", "command": '/opt/we"ird/agent-hook-stop', "timeout": 5}]}]}}
+def test_the_client_is_wired_by_settings_install(e2e: E2E, tmp_path: Path) -> None:
+    # The settings the client gets are the ones the CLI writes for a user, nothing hand-made.
+    again = install_settings(tmp_path / "again.json", e2e.env())
+    assert json.loads(e2e.settings_path.read_text()) == again == e2e.settings
+    targets = [handler_words({"command": c})[0] for cs in hook_commands(again).values() for c in cs]
+    assert targets and all(Path(t).parent == BIN_DIR for t in targets), targets
+
+
+def test_an_event_we_have_no_handler_for_is_accepted_and_noted(e2e: E2E) -> None:
+    # PostToolBatch (sent by the clients we test) has no executable of ours: wired to one anyway,
+    # as a user might, every call is accepted, noted, and not counted as an error.
+    e2e.add_hook("PostToolBatch", str(BIN_DIR / "agent-hook-post-tool-use"))
+    e2e.server.set_script([
+        [tool_use("Bash", {"command": "echo batch", "description": "one call"}, id="toolu_batch")],
+        [text("Batched.")],
+    ])
+    run = e2e.run("Run one command.")
+    assert run.ok, e2e.describe()
+    notices = [json.loads(line) for line in (e2e.agent_home / "logs" / "notices.log").read_text().splitlines()]
+    assert notices and {(n["event"], n["kind"], n["session_id"]) for n in notices} == {
+        ("PostToolBatch", "unknown_event", run.session_id)}
+    assert "no agent-hooks handler for PostToolBatch events" in notices[0]["message"]
+    assert e2e.errors() == []
+    (call,) = e2e.query("SELECT tool_use_id, outcome FROM tool_calls")
+    assert call == {"tool_use_id": "toolu_batch", "outcome": "success"}
