@@ -74,5 +74,23 @@ class Paths:
 
 
 def ensure_dir(path: str) -> None:
-    """Create ``path`` (and parents) readable by the user only."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    """Create ``path`` (and parents) readable by the user only.
+
+    Every directory we create is 0700, parents included: os.makedirs gives the
+    parents it makes the umask's mode (often 0755), so a first error-log line
+    could leave the state directory readable by others.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.normpath(path))
+        if not parent or parent == path:
+            raise
+        ensure_dir(parent)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass

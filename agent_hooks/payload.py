@@ -238,13 +238,18 @@ def _bound(raw: dict[str, Any], notes: list[str]) -> None:
         notes.append(f"duration_ms ignored: {str(duration)[:40]} is not a duration")
 
 
+_EVENT_NAME = re.compile(r"[A-Z][A-Za-z0-9]{1,63}")
+
+
 def validate(raw: dict[str, Any], expected_event: str, notes: list[str] | None = None) -> Payload:
     """Check ``raw`` against ``expected_event``'s fields; bound what is too long (see the module docstring)."""
     notes = [] if notes is None else notes
     event = raw.get("hook_event_name")
     if not isinstance(event, str):
         raise PayloadError("missing hook_event_name")
-    if event != expected_event and event not in EVENT_FIELDS:
+    # Only a name shaped like the client's event names is an event we don't know yet; anything else
+    # (a lone surrogate, 3 MB of text) is bad input, refused and counted as such (issue 12).
+    if event != expected_event and event not in EVENT_FIELDS and _EVENT_NAME.fullmatch(event):
         session_id = raw.get("session_id")
         raise UnknownEvent(event, session_id if isinstance(session_id, str) else None)
     if event != expected_event:

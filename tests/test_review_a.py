@@ -172,3 +172,39 @@ def test_install_over_our_executable_under_an_event_we_do_not_hook(tmp_path: Pat
     assert len(doc["hooks"]) == len(HOOKS)
     again = _cli(env, "settings", "install", "--settings", str(settings))
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_launcher_logs_a_valid_json_line_for_any_install_path(tmp_path: Path) -> None:
+    """A bin dir whose path holds '"', '\\' or '%' still gives doctor a parsable install_missing line:
+    the path is JSON-escaped when the launcher is written, and passed to printf as an argument."""
+    import subprocess
+
+    from agent_hooks.wiring.entries import command_for
+
+    bin_dir = tmp_path / 'we"ird\\ 100% dir'  # never created: the installation is gone
+    home = tmp_path / "home"
+    command = command_for(str(bin_dir), "agent-hook-pre-tool-use", "PreToolUse")
+    proc = subprocess.run(["sh", "-c", command], input=b"{}", capture_output=True,
+                          env={"PATH": "/usr/bin:/bin", "AGENT_HOOKS_HOME": str(home)})
+    assert proc.returncode == 0 and proc.stdout == b""
+    lines = (home / "logs" / "errors.log").read_text().splitlines()
+    entry = json.loads(lines[-1])
+    assert entry["kind"] == "install_missing" and entry["event"] == "PreToolUse"
+    assert str(bin_dir / "agent-hook-pre-tool-use") in entry["message"]
+
+
+def test_every_directory_we_create_is_private(tmp_path: Path) -> None:
+    """ensure_dir makes each missing parent 0700 too, whatever the umask (os.makedirs gave parents 0755)."""
+    from agent_hooks.paths import ensure_dir
+
+    old = os.umask(0o022)
+    try:
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))  # existing: no error
+    finally:
+        os.umask(old)
+    for d in (tmp_path / "state", tmp_path / "state" / "agent-hooks", tmp_path / "state" / "agent-hooks" / "logs"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        ensure_dir(str(tmp_path / "file"))

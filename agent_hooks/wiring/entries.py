@@ -8,6 +8,7 @@ executables; the http transport adds http entries (see :func:`recognise`).
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import shlex
@@ -132,12 +133,16 @@ def launcher(exe_path: str, event: str, args: str = "") -> str:
 
     Claude Code runs a command hook with ``sh -c``, so this costs no process of
     its own: ``[ -x ]`` is a shell builtin and ``exec`` replaces the shell (see
-    bench/launcher_bench.py). Only when the installation was removed does it do
+    bench/bench_launcher.py). Only when the installation was removed does it do
     more: one line in our error log (the path the hooks use, from the same
     environment), which ``agent-hook doctor`` shows with its fix, then exit 0 so
     the agent carries on (fail open) instead of a hook error on every tool call.
     """
     quoted = f"'{exe_path}'" if exe_path.startswith(PLACEHOLDER) else shlex.quote(exe_path)
+    # The path goes into the log line JSON-escaped at install time (a '"' or '\\' in it would
+    # otherwise break the line doctor reads), as a printf argument so '%' stays literal.
+    logged = json.dumps(exe_path)[1:-1]
+    logged = f"'{logged}'" if exe_path.startswith(PLACEHOLDER) else shlex.quote(logged)
     log_dir = "${AGENT_HOOKS_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/agent-hooks}/logs"
     record = ('{"ts":%s,"kind":"install_missing","event":"%s","message":"%s is missing: '
               're-run install.sh (or agent-hook settings uninstall)"}\\n')
@@ -146,7 +151,7 @@ def launcher(exe_path: str, event: str, args: str = "") -> str:
     return (f'h={quoted}; if [ -x "$h" ]; then IFS= read -r l <"$h"; '
             f"case $l in '#!'*) p=${{l#??}}; [ -x \"${{p%% *}}\" ] && exec \"$h\"{args};; *) exec \"$h\"{args};; esac; fi; "
             f'umask 077; exec 2>/dev/null; d="{log_dir}"; '
-            f"mkdir -p \"$d\" && printf '{record}' \"$(date +%s)\" {event} \"$h\" >>\"$d/errors.log\"; "
+            f"mkdir -p \"$d\" && printf '{record}' \"$(date +%s)\" {event} {logged} >>\"$d/errors.log\"; "
             f"exit 0 {LAUNCHER_MARK}")
 
 
