@@ -70,3 +70,39 @@ def test_live_filters_and_reconnect(center: Center, page: Any) -> None:
     center.ingest({"tmux_session": "agent-one", "event": "exit"}, headers={"X-Agent-Hooks-Host": "web-1"})
     page.wait_for_selector(f'#col-completed .card[data-id="{sid}"]', timeout=3000)
     assert page.evaluate("performance.getEntriesByType('navigation').length") == loads  # no reload
+
+
+def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, page: Any, tmp_path: Path) -> None:
+    """A local session asking for input shows a "needs input" badge with the tool, sorts first in its
+    column ahead of a newer card, and its card and page show the task's state and continuations."""
+    import json
+
+    from helpers import FIXTURES_330, agent_hook, run_hook
+
+    home = center.env["AGENT_HOOKS_HOME"]
+    agent_hook("task", "create", "T-b", "--persist", "--max-continuations", "5", env={"AGENT_HOOKS_HOME": home})
+    env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-b"}
+    asking, plain = "0b0a7d-asking", "0b0a7d-plain"
+    for sid in (asking, plain):
+        run_hook({"session_id": sid, "hook_event_name": "SessionStart", "source": "startup", "cwd": str(tmp_path)},
+                 env)
+    data = json.loads((FIXTURES_330 / "permission_request_bash.json").read_text())
+    data.update(session_id=asking, cwd=str(tmp_path))
+    assert run_hook(data, env).returncode == 0
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    # The plain one moves to the same column later (newer activity), yet the one asking stays on top.
+    center.http.patch(f"/api/hooks/sessions/{plain}", json={"event": "to_review"}).raise_for_status()
+    page.wait_for_selector(f'#col-awaiting_review .card[data-id="{plain}"]', timeout=5000)
+    badge = page.locator(f'.card[data-id="{asking}"] .badge.waiting.needs_input')
+    badge.wait_for(state="visible", timeout=5000)
+    assert badge.inner_text().startswith("needs input: Bash"), badge.inner_text()
+    order = page.eval_on_selector_all("#col-awaiting_review .card", "ns => ns.map(n => n.dataset.id)")
+    assert order.index(asking) < order.index(plain), order
+    assert "open · persists 0/5" in page.inner_text(f'.card[data-id="{asking}"] .persist')
+    page.click(f'.card[data-id="{asking}"]')
+    page.wait_for_selector("#p-sub .badge.waiting.needs_input", timeout=5000)
+    page.wait_for_function("document.getElementById('p-task').innerText.includes('0 of 5')", timeout=5000)
+    # Done from the CLI: the card says so live.
+    agent_hook("task", "done", "T-b", env={"AGENT_HOOKS_HOME": home})
+    page.wait_for_selector(f'.card[data-id="{asking}"] .persist.done', timeout=5000)

@@ -237,3 +237,63 @@ def test_doctor_checks_the_board(center: Center) -> None:
 def test_server_start_prints_the_board_url(center: Center) -> None:
     out = center.cli("start").stdout
     assert f"board: {center.base}/" in out
+
+
+def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: Center, tmp_path: Path) -> None:
+    """Issue 19 item 2 and issue 17 item 1 on the board: a local session's waiting state (the tool asked
+    about, the error's kind) and its task's persistence are in the card JSON (REST and WebSocket), and
+    /api/board lists the sessions that need a person first (needs input, then error) within a column."""
+    from helpers import FIXTURES_330, agent_hook
+
+    home = center.env["AGENT_HOOKS_HOME"]
+    env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-wait"}
+    agent_hook("task", "create", "T-wait", "--persist", "--max-continuations", "4", env={"AGENT_HOOKS_HOME": home})
+    sids = {"plain": "0a6b2c1e-wait-plain", "input": "0a6b2c1e-wait-input", "error": "0a6b2c1e-wait-error"}
+    for sid in (sids["plain"], sids["error"], sids["input"]):  # the plain card is first in the hub
+        assert run_hook(payload("SessionStart", sid, str(tmp_path), source="startup"), env).returncode == 0
+    for name, fx in (("input", "permission_request_bash.json"), ("error", "stop_failure_rate_limit.json")):
+        data = json.loads((FIXTURES_330 / fx).read_text())
+        data.update(session_id=sids[name], cwd=str(tmp_path))
+        assert run_hook(data, env).returncode == 0
+    time.sleep(0.05)
+    pre = payload("PreToolUse", sids["plain"], str(tmp_path), tool_name="Read", tool_use_id="toolu_w",
+                  tool_input={"file_path": str(tmp_path / "x")})
+    assert run_hook(pre, env).returncode == 0
+    # A person moves the plain one to review (its card's newest change), next to the one asking for input.
+    r = center.http.patch(f"/api/hooks/sessions/{sids['plain']}", json={"event": "to_review"})
+    assert r.status_code == 200 and r.json()["state"] == "awaiting_review", r.text
+    want = {sids["input"]: ("needs_input", "Bash"), sids["error"]: ("error", "rate_limit"),
+            sids["plain"]: (None, None)}
+    ready = lambda c: c["id"] in want and c["waiting_on"] == want[c["id"]][0]  # noqa: E731
+    for sid in sids.values():
+        center.wait_card(lambda c, sid=sid: c["id"] == sid and ready(c), what=sid)
+    board = center.http.get("/api/board").json()
+    got = {c["id"]: c for c in board["cards"] if c["id"] in want}
+    for sid, (on, detail) in want.items():
+        card = got[sid]
+        assert card["waiting_on"] == on, card
+        assert (detail is None and card["waiting_detail"] is None) or detail in (card["waiting_detail"] or ""), card
+        assert (card["waiting_since"] is None) == (on is None)
+        assert card["task_state"] == "open"
+        assert card["persist"] == {"persists": True, "continuations": 0, "max_continuations": 4}, card
+    # Both are awaiting review (the contract state); by activity alone the plain one would come first.
+    assert got[sids["plain"]]["state"] == got[sids["input"]]["state"] == "awaiting_review"
+    assert got[sids["plain"]]["last_activity"] > got[sids["input"]]["last_activity"]
+    # Within each column: needs input, then error, then the rest (newest first).
+    rank = {"needs_input": 0, "error": 1}
+    for state in board["states"]:
+        column = [c for c in board["cards"] if c["state"] == state]
+        keys = [(rank.get(c["waiting_on"] or "", 2), -(c["last_activity"] or 0)) for c in column]
+        assert keys == sorted(keys), (state, [(c["id"], c["waiting_on"]) for c in column])
+    # The session page carries the same card, and the task's persistence.
+    page = center.http.get(f"/api/board/sessions/{sids['input']}").json()
+    assert page["card"]["waiting_on"] == "needs_input" and page["task"]["persists"] is True
+    assert (page["task"]["continuations"], page["task"]["max_continuations"]) == (0, 4)
+    # A task without persistence says so; marking it done shows on the card live.
+    with center.live() as ws:
+        json.loads(ws.recv(timeout=10))
+        agent_hook("task", "done", "T-wait", "--note", "finished", env={"AGENT_HOOKS_HOME": home})
+        got_msgs = messages(ws, lambda m: any(x["type"] == "card" and x["card"]["id"] == sids["plain"]
+                                              and x["card"]["task_state"] == "done" for x in m))
+    card = [m["card"] for m in got_msgs if m["type"] == "card" and m["card"]["id"] == sids["plain"]][-1]
+    assert card["persist"]["persists"] is True and card["waiting_on"] is None

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import iso, load_config, writing
+from agent_hooks.cli.common import echo_json, iso, load_config, writing
 from agent_hooks.features import persist as persist_mod
 
 PERSIST_COLUMNS = ("persist", "max_continuations", "continuations", "done_note", "done_at", "blocked_reason",
@@ -50,12 +50,26 @@ def _existing(conn: sqlite3.Connection, task_id: str) -> str:
     return row[0]
 
 
+# Issue 13: every command that changes things takes --json (it prints the task's persistence record).
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the task's persistence fields as JSON.")
+
+
+def _report(task_id: str, as_json: bool, text: str) -> None:
+    if not as_json:
+        click.echo(text)
+        return
+    with writing() as conn:
+        state = _existing(conn, task_id)
+        echo_json({"task_id": task_id, "state": state, **persist_fields(conn, task_id)})
+
+
 @click.command(name="persist")
 @click.argument("task_id")
 @click.option("--off", is_flag=True, help="Stop holding the task's workers.")
 @click.option("--max-continuations", type=int, default=None, metavar="N",
               help="Stop blocks the task may cost (default: persist.max_continuations).")
-def persist_cmd(task_id: str, off: bool, max_continuations: int | None) -> None:
+@JSON
+def persist_cmd(task_id: str, off: bool, max_continuations: int | None, as_json: bool = False) -> None:
     """Make a task hold its workers at Stop until it is done or blocked (--off: no longer).
 
     Turning it on grants a fresh continuation budget.
@@ -63,28 +77,30 @@ def persist_cmd(task_id: str, off: bool, max_continuations: int | None) -> None:
     with writing() as conn:
         _existing(conn, task_id)
         set_persist(conn, task_id, not off, max_continuations)
-    click.echo(f"task {task_id}: {'no longer persists' if off else 'persists'}")
+    _report(task_id, as_json, f"task {task_id}: {'no longer persists' if off else 'persists'}")
 
 
 @click.command(name="done")
 @click.argument("task_id")
 @click.option("--note", default=None, help="What was done (kept on the task).")
-def done_cmd(task_id: str, note: str | None) -> None:
+@JSON
+def done_cmd(task_id: str, note: str | None, as_json: bool = False) -> None:
     """Mark a task done: its workers may stop. (Allowed even where other guards deny.)"""
-    _finish(task_id, "done", note)
+    _finish(task_id, "done", note, as_json)
 
 
 @click.command(name="blocked")
 @click.argument("task_id")
 @click.argument("reason")
-def blocked_cmd(task_id: str, reason: str) -> None:
+@JSON
+def blocked_cmd(task_id: str, reason: str, as_json: bool = False) -> None:
     """Mark a task blocked, with REASON: its workers may stop and a lead sees why."""
     if not reason.strip():
         raise click.ClickException("say why the task is blocked")
-    _finish(task_id, "blocked", reason)
+    _finish(task_id, "blocked", reason, as_json)
 
 
-def _finish(task_id: str, state: str, text: str | None) -> None:
+def _finish(task_id: str, state: str, text: str | None, as_json: bool = False) -> None:
     now = time.time()
     with writing() as conn:
         current = _existing(conn, task_id)
@@ -97,7 +113,7 @@ def _finish(task_id: str, state: str, text: str | None) -> None:
         else:
             conn.execute("UPDATE tasks SET state = 'blocked', blocked_reason = ?, blocked_at = ?, updated_at = ?"
                          " WHERE task_id = ?", (text, now, now, task_id))
-    click.echo(f"task {task_id}: {state}")
+    _report(task_id, as_json, f"task {task_id}: {state}")
 
 
 def create_options(fn: Any) -> Any:

@@ -30,6 +30,8 @@ OWN_STATES = {
     "awaiting": "its turn ended (Stop): waiting for a prompt",
     "stalled": "live, but no hook call for heartbeat.stalled_after_s",
     "ended": "the session ended (SessionEnd)",
+    "needs_input": "asked a person: a permission prompt or a question",
+    "error": "its turn ended on an API error (StopFailure)",
 }
 
 
@@ -69,7 +71,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if denied is not None:
             return denied
         return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
-                             "cards": list(hub.cards.values())})
+                             "cards": cards.ordered(list(hub.cards.values()))})
 
     async def session_page(request: Request) -> Response:
         denied = access.check(state, request)

@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any
 
 from agent_hooks.features import heartbeat, transcript
+from agent_hooks.features import persist as persist_mod
 from agent_hooks.output import one_line
 from agent_hooks.server import contract
 
@@ -24,7 +25,8 @@ SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.labe
        t.description, t.progress, t.state, t.cancel_reason,
        CASE WHEN f.local = 1 THEN (SELECT c.tool_name || char(31) || c.outcome FROM tool_calls c
                                    WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
-       h.applied_seq
+       h.applied_seq,
+       s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations
 FROM fleet_sessions f
 LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
 LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
@@ -32,11 +34,39 @@ LEFT JOIN fleet_hosts h ON h.host = f.host AND f.host != ''
 """
 
 
-def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float) -> dict[str, Any]:
+# Sessions that need a person come first in a column: asked for input, then stopped on an error.
+NEEDS_PERSON = ("needs_input", "error")
+
+
+def sort_key(card: dict[str, Any]) -> tuple[int, float]:
+    """A card's place in its column: needs input, then error, then the rest; newest activity first."""
+    on = card.get("waiting_on")
+    rank = NEEDS_PERSON.index(on) if on in NEEDS_PERSON else len(NEEDS_PERSON)
+    return rank, -(card.get("last_activity") or 0)
+
+
+def ordered(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cards in board order (the board groups them by column and keeps this order within one)."""
+    return sorted(cards, key=sort_key)
+
+
+def _persist(t_state: str | None, t_persist: int | None, used: int | None, budget: int | None,
+             config: dict[str, Any]) -> dict[str, Any] | None:
+    """The task's persistence for the card (None without a task): whether it holds its workers at
+    Stop, and the continuations (Stop blocks) used of its budget."""
+    if t_state is None:
+        return None
+    return {"persists": persist_mod.enabled_for(t_persist, config), "continuations": int(used or 0),
+            "max_continuations": int(budget if budget is not None else config["persist"]["max_continuations"])}
+
+
+def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
+          config: dict[str, Any]) -> dict[str, Any]:
     (fid, host, local, session_id, tmux, agent_type, label, f_task, state, last_event, metadata, tool_events,
      f_cancel_at, f_cancel_reason, cancel_seq, created_at, updated_at,
      agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
-     first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq) = row
+     first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq,
+     waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max) = row
     local = bool(local)
     task_id = s_task or f_task
     last_activity = max(updated_at or 0, last_seen or 0)
@@ -81,6 +111,11 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float)
         "hook_event": hook_event,
         "metadata": metadata,
         "cwd": cwd,
+        # Issue 19: what a local session waits on (the tool asked about, or the error's kind).
+        "waiting_on": waiting_on if local else None,
+        "waiting_detail": waiting_detail if local else None,
+        "waiting_since": waiting_since if local else None,
+        "persist": _persist(t_state, t_persist, t_continuations, t_max, config),
         "badges": {
             "cancelled": cancelled,
             "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),
@@ -106,7 +141,7 @@ def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: 
         limit = int(config["board"]["max_sessions"])
         rows = conn.execute(_CARD_SQL + " ORDER BY max(f.updated_at, coalesce(s.last_seen_at, 0)) DESC LIMIT ?",
                             (limit,)).fetchall()
-    return {row[0]: _card(row, own_host, now, stalled_after) for row in rows}
+    return {row[0]: _card(row, own_host, now, stalled_after, config) for row in rows}
 
 
 # -- a session's page ----------------------------------------------------------
@@ -168,6 +203,8 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
                          " WHERE task_id = ?", (card["task_id"],)).fetchone()
         out["task"] = dict(zip(("task_id", "description", "progress", "state", "cancel_reason", "updated_at"), t)) \
             if t else {"task_id": card["task_id"]}
+        if card["persist"]:
+            out["task"].update(card["persist"])
     if not card["local"]:
         return out
     cur = conn.execute(f"SELECT {', '.join(_CALLS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",

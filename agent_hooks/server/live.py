@@ -307,7 +307,7 @@ class Fleet:
             event.set()
 
     def hello(self) -> dict[str, Any]:
-        return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": list(self.cards.values())}
+        return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values()))}
 
 
 def fleet_of(state: ServerState) -> Fleet:

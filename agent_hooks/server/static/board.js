@@ -99,11 +99,36 @@ function matches(card) {
          (!f.task || (card.task_id || "") === f.task);
 }
 
+// Sessions that need a person come first in their column: asked for input, then stopped on an error.
+const NEEDS_PERSON = ["needs_input", "error"];
+function personRank(card) {
+  const i = NEEDS_PERSON.indexOf(card.waiting_on);
+  return i < 0 ? NEEDS_PERSON.length : i;
+}
+
+function waitingBadge(card) {
+  if (card.waiting_on === "needs_input")
+    return el("span", {class: "badge waiting needs_input", title: "asked a person (permission prompt or question)"},
+      `needs input${card.waiting_detail ? ": " + card.waiting_detail : ""}`);
+  if (card.waiting_on === "error")
+    return el("span", {class: "badge waiting error", title: "its turn ended on an API error"},
+      `error${card.waiting_detail ? ": " + card.waiting_detail : ""}`);
+  return null;
+}
+
+function persistText(card) {
+  const p = card.persist;
+  if (!p) return null;
+  return p.persists ? `${card.task_state} · persists ${p.continuations}/${p.max_continuations}` : card.task_state;
+}
+
 function cardNode(card) {
   const b = card.badges || {};
   const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
   const who = [card.agent, card.role, tmux].filter(Boolean).join(" · ");
   const badges = [];
+  const waiting = waitingBadge(card);
+  if (waiting) badges.push(waiting);
   if (b.cancelled) badges.push(el("span", {class: "badge cancelled", title: b.cancel_reason || ""},
     b.cancelled_by === "task" ? "task cancelled" : "cancelled",
     b.cancel_delivered === false ? " (sending)" : ""));
@@ -118,6 +143,8 @@ function cardNode(card) {
     el("div", {class: "row1"}, el("span", {class: "label"}, card.label), el("span", {class: "chip host"}, card.host)),
     el("div", {class: "who"}, who || card.agent_type || ""),
     card.task_id ? el("div", {class: "task"}, `Task ${card.task_id}${card.task ? ": " + card.task : ""}`) : null,
+    card.persist ? el("div", {class: `persist ${card.task_state}`, title: "task state · continuations used of the budget"},
+                      persistText(card)) : null,
     tool,
     el("div", {class: "foot"},
       el("span", {class: "calls", title: "tool calls"}, `${card.tool_calls} tool call${card.tool_calls === 1 ? "" : "s"}`),
@@ -145,7 +172,7 @@ function render() {
   const groups = Object.fromEntries(board.meta.states.map((s) => [s, []]));
   for (const card of board.cards.values()) if (matches(card) && groups[card.state]) groups[card.state].push(card);
   for (const [state, list] of Object.entries(groups)) {
-    list.sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
+    list.sort((a, b) => personRank(a) - personRank(b) || (b.last_activity || 0) - (a.last_activity || 0));
     const col = document.getElementById(`col-${state}`);
     col.querySelector(".n").textContent = String(list.length);
     const box = col.querySelector(".cards");
@@ -245,6 +272,8 @@ function refreshPanelHead(card) {
     el("span", {class: "chip host"}, card.host),
     el("span", {}, [card.agent, card.role, card.tmux_session && `tmux ${card.tmux_session}`].filter(Boolean).join(" · ")),
     el("span", {}, `id ${card.id}`),
+    waitingBadge(card),
+    card.persist ? el("span", {class: `persist ${card.task_state}`}, `task ${persistText(card)}`) : null,
     b.cancelled ? el("span", {class: "badge cancelled"}, `cancelled: ${b.cancel_reason || "no reason"}`) : null);
   document.getElementById("p-cancel-task").hidden = !card.task_id;
 }
@@ -287,7 +316,9 @@ async function loadPanel(id) {
   const task = document.getElementById("p-task");
   task.textContent = "";
   if (d.task) task.append(kv([["task", d.task.task_id], ["state", d.task.state], ["description", d.task.description],
-                               ["progress", d.task.progress], ["cancel reason", d.task.cancel_reason]]));
+                               ["progress", d.task.progress], ["cancel reason", d.task.cancel_reason],
+                               ["persists", d.task.persists === undefined ? null : (d.task.persists ? "yes" : "no")],
+                               ["continuations", d.task.persists ? `${d.task.continuations} of ${d.task.max_continuations}` : null]]));
   else if (d.prompt) task.append(kv([["first prompt", d.prompt]]));
   else task.append(el("span", {class: "none"}, "no task"));
   const last = document.getElementById("p-last");
