@@ -3,9 +3,10 @@
 It reads stdin and hands the bytes to :func:`agent_hooks.dispatch.dispatch`
 (payload, Context, handler, answer; bad input and internal errors fail open
 with a trace), under the deadline: the work runs in a daemon thread; if it is
-not done in ``runtime.deadline_ms`` the main thread gives the fail-open answer
-(nothing) and exits 0, whatever the thread is stuck in (a locked store, a slow
-disk). The resident server (agent_hooks.server.hooks) is the other transport
+not done ``runtime.deadline_ms`` after its payload was read the main thread gives
+the fail-open answer (nothing) and exits 0, whatever the thread is stuck in (a
+locked store, a slow disk). A payload that comes late is waited for up to a
+second before Claude Code's own hook timeout (``install.hook_timeout_s``). The resident server (agent_hooks.server.hooks) is the other transport
 over the same dispatch.
 
 Nothing here imports click, httpx, sqlite-utils or filelock.
@@ -36,10 +37,13 @@ __all__ = ["Context", "count_error", "load_config", "log_error", "run"]
 
 
 class _Result:
-    __slots__ = ("call", "finished")
+    __slots__ = ("call", "finished", "read")
 
     def __init__(self, event: str) -> None:
         self.call = Call(event)
+        # Held until stdin is read: the deadline counts from the payload, not from our start.
+        self.read = _thread.allocate_lock()
+        self.read.acquire()
         # Held while the worker runs; the main thread waits on it with the deadline.
         self.finished = _thread.allocate_lock()
         self.finished.acquire()
@@ -55,6 +59,8 @@ def _work(handler: Handler, env: Any, paths: Paths, config: dict[str, Any], resu
                    said=f"internal error ({type(exc).__name__}: {exc}); the agent carries on")
             result.call.done = True
             return
+        finally:
+            result.read.release()
         # The store connection is left open on purpose: the process ends with
         # os._exit, and a close would make this (the last) connection checkpoint
         # the WAL and fsync on every hook call. Committed data is safe in the WAL.
@@ -162,14 +168,22 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     result = _Result(event)
     _thread.start_new_thread(_work, (handler, env, paths, config, result))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
+    # Claude Code kills the hook at its own timeout, counted from our start: answer a second before it.
+    hard = max(deadline, float((config.get("install") or {}).get("hook_timeout_s", 10)) - 1)
     call = result.call
     # The spool point comes a little before the deadline: a commit under way then can still land in time.
     margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
     began = time.monotonic()
-    if not result.finished.acquire(timeout=deadline - margin) or not call.done:
+    # A starved client may write the payload late; that wait is the client's, not ours. So the
+    # deadline counts from the read, within the client's timeout, and a late payload is still kept.
+    if result.read.acquire(timeout=hard - margin):
+        answer_by = min(time.monotonic() + deadline, began + hard)
+    else:
+        answer_by = began + hard
+    if not result.finished.acquire(timeout=max(0.0, answer_by - margin - time.monotonic())) or not call.done:
         kept = _at_deadline(env, paths, config, call, int(deadline * 1000),
-                            max(0.001, deadline - (time.monotonic() - began)))
-        left = deadline - (time.monotonic() - began)
+                            max(0.001, answer_by - time.monotonic()))
+        left = answer_by - time.monotonic()
         if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and call.done:
             pass  # the work is in and the answer came in time after all: give it
         else:

@@ -108,6 +108,46 @@ def test_locked_store_hits_the_deadline_and_answers_fail_open(hooks_home: Path) 
     assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
 
+def _hook_with_late_payload(home: Path, payload: bytes | None, late_s: float,
+                            env: dict[str, str]) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    """Start PostToolUse, write its payload ``late_s`` later (never, if None); the result and its wall time."""
+    full = dict(os.environ, AGENT_HOOKS_HOME=str(home), **env)
+    started = time.monotonic()
+    proc = subprocess.Popen([str(BIN / "agent-hook-post-tool-use")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+    time.sleep(late_s)
+    if payload is not None:
+        out, err = proc.communicate(payload, timeout=30)
+    else:  # stdin stays open: the payload never comes
+        assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=30)
+        proc.stdin.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - started
+
+
+def test_a_payload_that_comes_after_the_deadline_is_still_recorded(hooks_home: Path) -> None:
+    """A starved client writes late; the deadline counts from the read, so the call is kept (issue 12, item 7)."""
+    payload = fixture_payload("PostToolUse-Bash.json")
+    assert run_hook(fixture_payload("SessionStart-startup.json")).returncode == 0  # the store exists
+    proc, elapsed = _hook_with_late_payload(hooks_home, json.dumps(payload).encode(), 2.0,
+                                            {"AGENT_HOOKS_DEADLINE_MS": "1000"})
+    assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+    assert b"deadline" not in proc.stderr
+    rows = store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")
+    assert [r[0] for r in rows] == [payload["tool_use_id"]]
+
+
+def test_a_payload_that_never_comes_ends_before_the_clients_timeout(hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True)
+    (hooks_home / "config.toml").write_text("[install]\nhook_timeout_s = 2\n")
+    proc, elapsed = _hook_with_late_payload(hooks_home, None, 0.0, {"AGENT_HOOKS_DEADLINE_MS": "300"})
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert b"deadline of 300 ms passed before the payload was read" in proc.stderr
+    # Waited past its own deadline for the payload, but answered a second before Claude Code's 2 s.
+    assert 0.5 < elapsed < 2.0, elapsed
+
+
 def test_invalid_config_file_runs_on_defaults_and_says_so(hooks_home: Path) -> None:
     hooks_home.mkdir(parents=True)
     (hooks_home / "config.toml").write_text("[runtime\ndeadline_ms = ")
