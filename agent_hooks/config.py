@@ -286,6 +286,9 @@ DEFAULTS: dict[str, Any] = {
         "context_window_tokens": 200000,
         # Bytes read from the transcript's end to find the latest usage.
         "tail_bytes": 262144,
+        # Claude Code may run Stop before the turn's last line reaches the transcript: Stop re-reads
+        # it for up to this long (and at most a quarter of runtime.deadline_ms) until it shows the turn.
+        "transcript_wait_ms": 500,
     },
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint.

@@ -144,3 +144,44 @@ def test_scan_reads_the_latest_real_usage_and_how_the_turn_ended():
     # Subagent (sidechain) lines are not the session's context.
     side = _assistant(199_000, isSidechain=True)
     assert persist.scan(reversed(entries[:1] + [side]), c).context_pct == 0.5
+
+
+def _answer(tokens: int, text: str) -> dict[str, Any]:
+    line = _assistant(tokens)
+    line["message"]["content"] = [{"type": "text", "text": text}]
+    return line
+
+
+def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
+    """Claude Code may run Stop before it writes the turn's usage: the tail is read again until it shows."""
+    import json
+    import threading
+    import time
+
+    path = tmp_path / "t.jsonl"
+    earlier = [_answer(1000, "Looking."), {"type": "user", "message": {"content": "go on"}}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in earlier))
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+
+    # Without the wait, the stale tail is what Stop gets: the older answer's usage.
+    assert persist.transcript_state(str(path), env, cfg(), answer="Done.").context_pct == 0.5
+
+    def late_write() -> None:
+        time.sleep(0.15)
+        with path.open("a") as f:
+            f.write(json.dumps(_answer(196_000, "Done.")) + "\n")
+
+    writer = threading.Thread(target=late_write)
+    writer.start()
+    seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
+    writer.join()
+    assert seen.context_pct == 98.0 and seen.answer == "Done."
+
+    # A line that never comes costs at most the wait, then the tail is what it is.
+    began = time.monotonic()
+    seen = persist.transcript_state(str(path), env, cfg(), answer="Something else.", wait_s=0.2)
+    assert 0.2 <= time.monotonic() - began < 1.5 and seen.context_pct == 98.0
+    # No answer to wait for: one read.
+    began = time.monotonic()
+    persist.transcript_state(str(path), env, cfg(), answer="", wait_s=5.0)
+    assert time.monotonic() - began < 1.0

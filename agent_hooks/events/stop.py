@@ -88,7 +88,12 @@ def _read_if_held(ctx: Context) -> persist.TranscriptState | None:
         return None
     if snap.task_state != "open":
         return persist.TranscriptState()  # let go whatever the transcript says; recorded all the same
-    return persist.transcript_state(ctx.payload.transcript_path, ctx.env, ctx.config)
+    # The client may not have written the turn's usage yet: wait a little for it (never past a
+    # quarter of the deadline), so a full context is seen at the first stop, not the second.
+    answer = ctx.payload.get("last_assistant_message")
+    wait_s = min(float(ctx.config["persist"]["transcript_wait_ms"]), ctx.config["runtime"]["deadline_ms"] / 4) / 1000
+    return persist.transcript_state(ctx.payload.transcript_path, ctx.env, ctx.config,
+                                    answer=answer if isinstance(answer, str) else "", wait_s=wait_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,15 +92,21 @@ class Decision:
 class TranscriptState:
     """From the transcript's tail: context used, and how the turn ended."""
 
-    __slots__ = ("context_pct", "tokens", "window", "interrupted", "api_error")
+    __slots__ = ("context_pct", "tokens", "window", "interrupted", "api_error", "answer")
 
     def __init__(self, context_pct: float | None = None, tokens: int | None = None, window: int | None = None,
-                 interrupted: bool = False, api_error: str | None = None) -> None:
+                 interrupted: bool = False, api_error: str | None = None, answer: str | None = None) -> None:
         self.context_pct = context_pct
         self.tokens = tokens
         self.window = window
         self.interrupted = interrupted
         self.api_error = api_error
+        self.answer = answer  # the text of the newest assistant line (None: no assistant line yet)
+
+    def shows(self, last_assistant_message: str) -> bool:
+        """Whether the transcript has caught up with the turn that Stop reports."""
+        want, have = last_assistant_message.strip(), (self.answer or "").strip()
+        return bool(have) and (have in want or want in have)
 
 
 def enabled_for(task_persist: int | None, config: dict[str, Any]) -> bool:
@@ -281,8 +287,10 @@ def scan(entries_newest_first: Iterable[dict[str, Any]], config: dict[str, Any])
         message = entry.get("message")
         if kind != "assistant" or not isinstance(message, dict):
             continue
-        if not seen_assistant and entry.get("isApiErrorMessage"):
-            state.api_error = str(entry.get("error") or entry.get("apiErrorType") or "api error")
+        if not seen_assistant:
+            state.answer = "\n".join(_texts(entry))
+            if entry.get("isApiErrorMessage"):
+                state.api_error = str(entry.get("error") or entry.get("apiErrorType") or "api error")
         seen_assistant = True
         usage = message.get("usage")
         # Synthetic messages (API errors, local notes) carry zeros: look further back.
@@ -300,18 +308,31 @@ def scan(entries_newest_first: Iterable[dict[str, Any]], config: dict[str, Any])
     return state
 
 
-def transcript_state(path: str | None, env: Any, config: dict[str, Any], tail_bytes: int | None = None) -> TranscriptState:
-    """:func:`scan` over the transcript's last ``persist.tail_bytes`` (a safe path only)."""
+def transcript_state(path: str | None, env: Any, config: dict[str, Any], tail_bytes: int | None = None,
+                     answer: str = "", wait_s: float = 0.0) -> TranscriptState:
+    """:func:`scan` over the transcript's last ``persist.tail_bytes`` (a safe path only).
+
+    Claude Code writes the turn's last line (with its usage) asynchronously, and may run Stop
+    before it lands. Given the turn's ``answer`` (Stop's ``last_assistant_message``), the tail
+    is read again, for up to ``wait_s``, until it shows that answer; then it is what it is.
+    """
+    import time
+
     from agent_hooks.features import transcript
 
     real = transcript.safe_path(path or "", env, config)
     if real is None:
         return TranscriptState()
-    try:
-        data, _ = transcript.read_tail(real, int(tail_bytes or config["persist"]["tail_bytes"]))
-    except OSError:
-        return TranscriptState()
-    return scan(_entries_newest_first(data.split(b"\n"), int(config["transcript"]["max_line_bytes"])), config)
+    until = time.monotonic() + wait_s
+    while True:
+        try:
+            data, _ = transcript.read_tail(real, int(tail_bytes or config["persist"]["tail_bytes"]))
+        except OSError:
+            return TranscriptState()
+        state = scan(_entries_newest_first(data.split(b"\n"), int(config["transcript"]["max_line_bytes"])), config)
+        if not answer.strip() or state.shows(answer) or time.monotonic() >= until:
+            return state
+        time.sleep(0.01)
 
 
 # -- context pressure (PostToolUse) -------------------------------------------------------------

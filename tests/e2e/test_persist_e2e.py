@@ -81,12 +81,11 @@ def test_context_at_98_percent_first_stop_goes_through(e2e: E2E) -> None:
     e2e.server.input_tokens = 196_000  # of a 200k window
     run = e2e.run("Start the big job.", env_extra=worker())
     assert run.ok, e2e.describe()
-    # The client writes the turn's usage to its transcript asynchronously: when Stop runs before that
-    # line lands, the context reads as unknown and the stop is held once; the next stop sees 98 % and
-    # lets go. So: at most one continuation, and the stop that ended it was the context bypass.
-    assert len(e2e.server.messages("main")) <= 2, e2e.describe()
+    # The client writes the turn's usage to its transcript asynchronously; Stop waits for it
+    # (persist.transcript_wait_ms), so even under load the first stop sees 98 % and goes through.
+    assert len(e2e.server.messages("main")) == 1, e2e.describe()
     t = task(e2e)
-    assert t["continuations"] <= 1 and "bypass context: context 98% full" in t["last_bypass"]
+    assert t["continuations"] == 0 and "bypass context: context 98% full" in t["last_bypass"]
 
 
 @pytest.mark.parametrize("case", ["cancelled", "lead", "stale"])
