@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -116,7 +117,7 @@ def classify(path: str, body: dict[str, Any] | None) -> str:
 class Request:
     """One recorded request: method, path, parsed JSON body (or None) and its kind."""
 
-    __slots__ = ("method", "path", "headers", "body", "kind", "turn")
+    __slots__ = ("method", "path", "headers", "body", "kind", "turn", "at")
 
     def __init__(self, method: str, path: str, headers: dict[str, str], body: Any, kind: str) -> None:
         self.method = method
@@ -125,6 +126,7 @@ class Request:
         self.body = body
         self.kind = kind
         self.turn: int | None = None  # index of the scripted turn it consumed
+        self.at = time.monotonic()  # when it arrived (bench_client times tool-call cycles by it)
 
     @property
     def text(self) -> str:
