@@ -278,3 +278,27 @@ def test_a_thousand_requests_from_twenty_sessions(server: Server) -> None:
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
     assert error_log(server.home) == []
     assert server.status()["requests"]["answered"] == 1000
+
+
+def test_the_server_checkpoints_the_wal_itself(server: Server) -> None:
+    """Hook calls never pay SQLite's auto-checkpoint (an fsync under the write lock): the
+    command center's thread copies the WAL into the store file in the background instead."""
+    pre = fixture_payload("PreToolUse-Bash.json")
+    for i in range(40):
+        status, _, _ = server.post(dict(pre, session_id="ckpt", tool_use_id=f"toolu_ck_{i:03d}",
+                                        tool_input={"command": f"echo {i}"}))
+        assert status == 200
+    store = server.home / "store.db"
+
+    def in_the_file() -> int:
+        # immutable=1 reads the database file alone, not the WAL: what a checkpoint has copied.
+        conn = sqlite3.connect(f"file:{store}?immutable=1", uri=True)
+        try:
+            return int(conn.execute("SELECT count(*) FROM tool_calls WHERE session_id = 'ckpt'").fetchone()[0])
+        finally:
+            conn.close()
+
+    deadline = time.monotonic() + 10
+    while in_the_file() < 40 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert in_the_file() == 40

@@ -43,6 +43,8 @@ from agent_hooks.store import Store
 log = logging.getLogger("agent_hooks.server.live")
 QUEUE_MAX = 5000
 FULL_REBUILD_S = 5.0
+# The server's connections leave the WAL to this thread, which checkpoints it this often.
+CHECKPOINT_EVERY_S = 1.0
 PRUNE_EVERY = 1000
 
 
@@ -70,6 +72,7 @@ class Fleet:
         self._last_full = 0.0
         self._writes = 0
         self._touched: set[str] = set()
+        self._holding = False  # the process's write lock, held by a batch's open transaction
         # Loop-side: what clients are told on connect.
         self.cards: dict[str, dict[str, Any]] = {}
         self.seq = 0
@@ -116,7 +119,9 @@ class Fleet:
 
     def _run(self, ready: concurrent.futures.Future[None]) -> None:
         try:
-            self.store = Store(self.state.paths.store, int(self.state.config["runtime"]["busy_timeout_ms"]))
+            # Its writes take the process's write lock too: meeting the hook threads on SQLite's
+            # lock instead would cost one side the busy handler's sleep (1-100 ms steps).
+            self.store = self.state.open_store()
             with self.store.write() as conn:
                 self.epoch = fleetdb.epoch(conn)
             self._tick(force=True)
@@ -126,7 +131,7 @@ class Fleet:
         ready.set_result(None)
         interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
         next_tick = time.monotonic() + interval
-        last_flush = 0.0
+        last_flush = last_checkpoint = 0.0
         while not self.stopping:
             try:
                 job = self.jobs.get(timeout=max(0.0, next_tick - time.monotonic()))
@@ -154,9 +159,18 @@ class Fleet:
                     last_flush = now
             if time.monotonic() >= next_tick:
                 self._guarded(self._tick)
+                if time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY_S:
+                    self._guarded(self._checkpoint)
+                    last_checkpoint = time.monotonic()
                 interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
                 next_tick = time.monotonic() + interval
         self.store.close()
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the store, here rather than in a hook's commit (see app._ServerStore).
+
+        PASSIVE: it takes no write lock, so hook calls go on meanwhile; its fsync is paid here."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def _guarded(self, fn: Callable[[], Any]) -> None:
         try:
@@ -188,7 +202,7 @@ class Fleet:
                 continue
             try:
                 if not conn.in_transaction:
-                    conn.execute("BEGIN IMMEDIATE")
+                    self._begin()
                 conn.execute("SAVEPOINT job")
                 try:
                     result = fn(conn, *args)
@@ -202,9 +216,27 @@ class Fleet:
                 done.append((fut, None, exc))
         self._commit(done)
 
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE under the process's write lock (held until :meth:`_end`)."""
+        lock = self.state.write_lock
+        lock.acquire()
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            lock.release()
+            raise
+        self._holding = True
+
+    def _end(self) -> None:
+        """Give the write lock back once the batch's transaction is over."""
+        if self._holding and not self.conn.in_transaction:
+            self._holding = False
+            self.state.write_lock.release()
+
     def _commit(self, done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]]) -> None:
         """Commit, then answer the requests and publish their outcomes, in order."""
         if not done:
+            self._end()
             return
         error: BaseException | None = None
         if self.conn.in_transaction:
@@ -216,6 +248,7 @@ class Fleet:
                     self.conn.execute("ROLLBACK")
                 except Exception:  # noqa: BLE001
                     pass
+        self._end()
         for fut, result, exc in done:
             exc = exc or error
             if exc is not None:
