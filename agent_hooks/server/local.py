@@ -48,7 +48,9 @@ _HEADER_VARS = {HEADER_PREFIX + var.lower().replace("_", "-"): var for var in SE
 def request_env(base: dict[str, str], headers: Any) -> dict[str, str]:
     """The environment one request's handlers see: the server's own, without any
     session variable, plus the session variables the request carried (non-empty)."""
-    env = {k: v for k, v in base.items() if k not in SESSION_ENV}
+    env = dict(base)  # a copy, then a few pops: far cheaper than filtering every variable
+    for name in SESSION_ENV:
+        env.pop(name, None)
     for name, value in headers.items():
         var = _HEADER_VARS.get(name.lower())
         if var and value:
