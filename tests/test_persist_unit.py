@@ -185,3 +185,22 @@ def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
     began = time.monotonic()
     persist.transcript_state(str(path), env, cfg(), answer="", wait_s=5.0)
     assert time.monotonic() - began < 1.0
+
+
+@pytest.mark.parametrize("task_id", ["T-1", "port the parser", "it's big", 'odd "one" $x', "it's $5"])
+def test_the_hold_names_a_finish_command_that_runs_and_passes_the_guards(task_id):
+    """The reason's `task done` command is one shell word per argument, and the guards let it through."""
+    import re
+    import shlex
+
+    from agent_hooks.features import cancellation
+
+    d = run(snap(task_id=task_id))
+    command = re.search(r"run exactly: (agent-hook task done .*? --note '<what you did>')", d.reason).group(1)
+    assert shlex.split(command)[3] == task_id  # the shell hands the CLI the id whole
+    blocked = re.search(r"If you cannot finish it, run: (agent-hook task blocked .*? '<why>')", d.reason).group(1)
+    assert shlex.split(blocked)[3] == task_id
+    exempt = task_id != "it's $5"  # a ' and a $ together: still one word to type, but not exempted
+    for cmd in (command, blocked):
+        got = cancellation.is_finish_command(snap(task_id=task_id), "Bash", {"command": cmd})
+        assert got is exempt, cmd

@@ -106,7 +106,7 @@ def _finish(task_id: str, state: str, text: str | None, as_json: bool = False) -
         current = _existing(conn, task_id)
         if current == "cancelled":
             raise click.ClickException(f"task {task_id!r} was cancelled; leave your report with"
-                                       f" `agent-hook task progress {task_id} '<report>'`")
+                                       f" `agent-hook task progress {persist_mod.shell_word(task_id)} '<report>'`")
         if state == "done":
             conn.execute("UPDATE tasks SET state = 'done', done_note = ?, done_at = ?, updated_at = ? WHERE task_id = ?",
                          (text, now, now, task_id))

@@ -205,9 +205,24 @@ def decide(snap: Snapshot, config: dict[str, Any], env: Any, now: float, stop_ho
     return Decision(HOLD, hold_reason(snap, used + 1, budget), used + 1, budget, chain + 1)
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one shell word the model can paste into a command, quoted the way the
+    guards' exemptions for `task done` / `task blocked` / `task progress` recognise
+    (features/cancellation.py): bare, in single quotes, else in double quotes."""
+    if text and all(c.isalnum() or c in "_.:@-" for c in text):
+        return text
+    if "'" not in text:
+        return f"'{text}'"
+    if not any(c in text for c in '"$`\\'):
+        return f'"{text}"'
+    import shlex
+
+    return shlex.quote(text)  # still one word; no exemption matches it
+
+
 def hold_reason(snap: Snapshot, n: int, budget: int) -> str:
     """What the model reads when Stop is blocked: the task, its progress, how to finish."""
-    task = snap.task_id
+    task = shell_word(snap.task_id)
     what = one_line(snap.description, 600) or "(no description recorded)"
     progress = one_line(snap.progress, 600) or "none recorded yet"
     return (
@@ -351,7 +366,7 @@ def pressure_candidate(conn: sqlite3.Connection, session_id: str) -> str | None:
 
 def pressure_notice(task_id: str, pct: float) -> str:
     return (f"Context pressure (agent-hooks): this session's context is {pct:.0f}% full, and compaction may come"
-            f" soon. Save your progress on the task now, so it survives: run agent-hook task progress {task_id}"
+            f" soon. Save your progress on the task now, so it survives: run agent-hook task progress {shell_word(task_id)}"
             f" '<what is done, what is next>'.")
 
 
