@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from server_support import Server, free_port
@@ -87,3 +91,20 @@ def hook_env(home: Path, **extra: str) -> dict[str, str]:
     env["AGENT_HOOKS_HOME"] = str(home)
     env.update(extra)
     return env
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@contextmanager
+def chromium_page(sync_api: Any, width: int, height: int) -> Iterator[Any]:
+    """A page of Debian's headless Chromium, driven by Playwright (``playwright.sync_api``; no
+    browser download). A missing Chromium fails the test: `.ci/run` installs it."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()

@@ -4,7 +4,6 @@ server restarts."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from center_support import Center
+from center_support import Center, chromium_page
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
 
 
@@ -27,15 +25,8 @@ def center(tmp_path: Path) -> Iterator[Center]:
 
 @pytest.fixture
 def page(center: Center) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pg = browser.new_page(viewport={"width": 1400, "height": 800})
-        try:
-            yield pg
-        finally:
-            browser.close()
+    with chromium_page(sync_api, 1400, 800) as pg:
+        yield pg
 
 
 def test_live_filters_and_reconnect(center: Center, page: Any) -> None:

@@ -13,21 +13,11 @@ from agent_hooks.forward import eventmap
 from agent_hooks.server import contract, fleetdb
 from agent_hooks.store import Store
 
-# The seed's table, written out independently of contract.EVENTS: event -> (from states, to).
-SEED = {
-    "start": ({"idle"}, "running"),
-    "running": ({"awaiting_review"}, "running"),
-    "to_in_progress": ({"awaiting_review"}, "running"),
-    "tool_use": ({"awaiting_review"}, "running"),
-    "prompt_ready": ({"running"}, "awaiting_review"),
-    "to_review": ({"running"}, "awaiting_review"),
-    "awaiting_review": ({"running"}, "awaiting_review"),
-    "exit": ({"running", "awaiting_review"}, "completed"),
-    "completed": ({"running", "awaiting_review"}, "completed"),
-    "exit_error": ({"running", "awaiting_review"}, "failed"),
-    "failed": ({"running", "awaiting_review"}, "failed"),
-    "requeue": ({"completed", "failed"}, "idle"),
-}
+from ingest_server import EVENTS
+
+# The seed's table, written out independently of contract.EVENTS (the test ingest server's copy,
+# which the forwarder's tests run against): event -> (from states, to).
+SEED = EVENTS
 STATES = ["idle", "running", "awaiting_review", "completed", "failed"]
 
 

@@ -185,10 +185,9 @@ def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float) ->
 def routes(state: ServerState) -> list[BaseRoute]:
     hub = fleet_of(state)
 
-    async def _reason(request: Request, required: bool) -> str | None:
-        return contract.parse_reason(await request.body(), required)
-
-    async def session_action(request: Request) -> Response:
+    async def _action(request: Request) -> Response | tuple[bool, str | None]:
+        """What both control routes check first: the caller, the action, and its reason
+        (required to cancel). An answer to send back, or (cancel?, reason)."""
         denied = access.check(state, request)
         if denied is not None:
             return denied
@@ -196,9 +195,15 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return JSONResponse({"error": "not found"}, status_code=404)
         cancel = request.path_params["action"] == "cancel"
         try:
-            reason = await _reason(request, cancel)
+            return cancel, contract.parse_reason(await request.body(), cancel)
         except contract.BodyError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+
+    async def session_action(request: Request) -> Response:
+        parsed = await _action(request)
+        if isinstance(parsed, Response):
+            return parsed
+        cancel, reason = parsed
         host = request.query_params.get("host")
         if host is not None:
             host = fleetdb.THIS_HOST if host == hub.own_host else host
@@ -209,16 +214,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse(out.body, status_code=out.status)
 
     async def task_action(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        if request.path_params["action"] not in ("cancel", "uncancel"):
-            return JSONResponse({"error": "not found"}, status_code=404)
-        cancel = request.path_params["action"] == "cancel"
-        try:
-            reason = await _reason(request, cancel)
-        except contract.BodyError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+        parsed = await _action(request)
+        if isinstance(parsed, Response):
+            return parsed
+        cancel, reason = parsed
         out = await hub.write(cancel_task, request.path_params["task_id"], cancel, reason, time.time())
         if out.status == 200:
             hub.wake_controls()

@@ -7,7 +7,6 @@ is denied by PreToolUse (from the store, no network); the card is dragged to "co
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from center_support import Center
+from center_support import Center, chromium_page
 from harness import E2E
 from model_server import text, tool_use
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # The interactive map (docs/command-center.md): a turn's end awaits review instead of completing.
 EVENT_MAP = '{"SessionStart": "start", "PostToolUse": "tool_use", "UserPromptSubmit": "running", "Stop": "to_review"}'
 
@@ -38,15 +36,8 @@ def center(e2e: E2E) -> Iterator[Center]:
 
 @pytest.fixture
 def page(center: Center) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pg = browser.new_page(viewport={"width": 1500, "height": 900})
-        try:
-            yield pg
-        finally:
-            browser.close()
+    with chromium_page(sync_api, 1500, 900) as pg:
+        yield pg
 
 
 def test_real_session_on_the_board_cancel_from_its_page_and_drag(e2e: E2E, center: Center, page: Any,
