@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.handlers import registry
+
 from handlers_support import answer, pre_payload, specific, write_handler
 from helpers import agent_hook, error_log, run_exe, run_hook, store_rows
 
@@ -333,7 +335,7 @@ def test_a_broken_registry_fails_open(managed: Path, hooks_home: Path) -> None:
     run_hook(pre_payload("ls"))
     (cache := next(cache_dir.glob("handlers-*.json"))).write_text("{not json")
     assert specific(run_hook(pre_payload("ls", tool_use_id="t2")))["additionalContext"] == "fine"  # rebuilt
-    assert json.loads(cache.read_text())["version"] == 1
+    assert json.loads(cache.read_text())["version"] == registry.CACHE_VERSION
 
 
 def test_hook_with_handlers_prints_exactly_the_protocol(managed: Path) -> None:

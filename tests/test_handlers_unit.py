@@ -53,6 +53,30 @@ def test_unknown_keys_warn_and_mistakes_are_errors() -> None:
 
 # -- discovery, precedence, path safety -----------------------------------------------------------
 
+def test_a_folder_others_can_write_to_runs_none_of_its_handlers(tmp_path: Path) -> None:
+    """Its handlers may each look fine: anyone could have put them there, or add one tomorrow."""
+    managed = tmp_path / "managed"
+    write_handler(managed, "planted")
+    srcs = [Source(MANAGED, str(managed))]
+    state = str(tmp_path / "state")
+    assert registry.compile_sources(srcs, state)[0][0]["errors"] == []
+    managed.chmod(0o777)  # after the registry was compiled: the chmod alone must show
+    found, rebuilt = registry.compile_sources(srcs, state)
+    assert rebuilt and "writable by anyone" in found[0]["errors"][0] and "handler folder" in found[0]["errors"][0]
+    managed.chmod(0o700)
+    assert registry.compile_sources(srcs, state)[0][0]["errors"] == []
+
+
+def test_a_handler_another_user_owns_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another uid needs root")
+    managed = tmp_path / "managed"
+    theirs = write_handler(managed, "theirs")
+    os.chown(theirs / "handler.py", 65534, 65534)  # nobody
+    errors = discovery.discover([Source(MANAGED, str(managed))])[0][0]["errors"]
+    assert "belongs to another user (uid 65534)" in errors[0]
+
+
 def test_precedence_later_sources_win_and_untrusted_workspaces_take_nothing(tmp_path: Path) -> None:
     extra, managed, ws = tmp_path / "extra", tmp_path / "managed", tmp_path / "ws" / ".agent-hooks" / "hooks"
     for parent in (extra, managed, ws):

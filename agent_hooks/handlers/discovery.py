@@ -64,7 +64,8 @@ def inside(path: str, root: str) -> bool:
 
 
 def unsafe_reason(path: str, root: str, what: str) -> str | None:
-    """Why ``path`` may not be used (resolves outside ``root``; writable by anyone), or None."""
+    """Why ``path`` may not be used (resolves outside ``root``; writable by anyone; another
+    user's), or None. What another user may write or own, they could make us run."""
     real = os.path.realpath(path)
     if not inside(real, root):
         return f"{what} resolves to {real}, outside its source {root} (a symlink leading out is refused)"
@@ -74,6 +75,8 @@ def unsafe_reason(path: str, root: str, what: str) -> str | None:
         return f"{what}: {exc.strerror or exc}"
     if st.st_mode & stat.S_IWOTH:
         return f"{what} is writable by anyone (mode {stat.S_IMODE(st.st_mode):o}): chmod o-w {real}"
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{what} belongs to another user (uid {st.st_uid}), not to you or root: {real}"
     return None
 
 
@@ -310,7 +313,13 @@ def scan_source(source: Source, stamped: dict[str, Any]) -> list[dict[str, Any]]
             return []
         dirs = [os.path.join(root, n) for n in names if not n.startswith(".")]
         dirs = [d for d in dirs if os.path.isdir(d)]
-    return [load_handler(source, root, d, stamped) for d in dirs]
+    records = [load_handler(source, root, d, stamped) for d in dirs]
+    # A folder others may write to could gain a handler of theirs at any time: none of it runs.
+    problem = unsafe_reason(root, root, f"handler folder {root}")
+    if problem:
+        for record in records:
+            record["errors"].insert(0, problem)
+    return records
 
 
 def discover(srcs: list[Source]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -29,7 +29,7 @@ PRECEDENCE = (BUNDLED, EXTRA, MANAGED, WORKSPACE)  # lowest first
 WORKSPACE_SUBDIR = os.path.join(".agent-hooks", "hooks")
 BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 # path of a cache file -> (its stamp, its parsed content): a long-lived process skips the JSON parse.
 _MEMO: dict[str, tuple[Any, dict[str, Any]]] = {}
 
@@ -79,12 +79,13 @@ def sources(hcfg: dict[str, Any], config_dir: str, workspace: str | None, includ
 
 
 def stamp(path: str) -> list[int] | None:
-    """What must stay the same for a compiled registry to stay valid: inode, mtime, size (None: absent)."""
+    """What must stay the same for a compiled registry to stay valid: inode, mtime, size, and
+    mode and owner (a chmod o+w or a chown refuses the handler at once; None: absent)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_ino, st.st_mtime_ns, st.st_size]
+    return [st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid]
 
 
 def platform() -> str:
