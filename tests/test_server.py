@@ -184,7 +184,9 @@ def test_another_user_gets_401_and_changes_nothing(server: Server) -> None:
     out = _as_nobody(server.port, json.dumps(forged).encode())
     assert out.startswith("401 ")
     assert _as_nobody(server.port, b"", "/status").startswith("401 ")
-    assert _as_nobody(server.port, b"", "/health").startswith("200 ")  # says nothing private
+    health = _as_nobody(server.port, b"", "/health")
+    assert health.startswith("200 ") and '"service":"agent-hooks"' in health
+    assert '"pid"' not in health and '"store"' not in health  # says nothing private
     assert [tuple(r) for r in store_rows(server.home, "SELECT * FROM tool_calls")] == before
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
     assert server.status()["requests"]["unauthorized"] == 1
@@ -302,3 +304,44 @@ def test_the_server_checkpoints_the_wal_itself(server: Server) -> None:
     while in_the_file() < 40 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert in_the_file() == 40
+
+
+def test_another_users_program_on_our_port_is_not_taken_for_our_server(hooks_home: Path) -> None:
+    """It may answer /health with our store's path: the kernel says whose it is, and that decides."""
+    runner = shutil.which("setpriv")
+    if os.geteuid() != 0 or runner is None:
+        pytest.skip("needs root and setpriv to run a server as another uid")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, AGENT_HOOKS_HOME=str(hooks_home), AGENT_HOOKS__SERVE__PORT=str(port))
+    agent_hook("init", env={"AGENT_HOOKS_HOME": str(hooks_home)})
+    fake = json.dumps({"ok": True, "service": "agent-hooks", "store": str(hooks_home / "store.db"), "pid": 1,
+                       "port": port, "version": "0", "build": "x", "started": 0, "uptime_s": 1})
+    code = ("import http.server,sys\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n"
+            "        b=sys.argv[2].encode();self.send_response(200);self.send_header('Content-Length',str(len(b)))\n"
+            "        self.end_headers();self.wfile.write(b)\n"
+            "    def log_message(self,*a): pass\n"
+            "http.server.HTTPServer(('127.0.0.1',int(sys.argv[1])),H).serve_forever()\n")
+    impostor = subprocess.Popen([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
+                                 "-c", code, str(port), fake], cwd="/")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        from agent_hooks.server import process
+
+        with socket.create_connection(("127.0.0.1", port)) as probe:
+            assert process._served_by_us(probe) is False
+        out = subprocess.run([sys.executable, "-m", "agent_hooks", "server", "status", "--json"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert json.loads(out.stdout)["up"] is False, out.stdout
+    finally:
+        impostor.kill()
+        impostor.wait()

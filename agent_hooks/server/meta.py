@@ -1,4 +1,4 @@
-"""The server about itself: ``GET /health`` (anyone on loopback) and ``GET /status`` (its user)."""
+"""The server about itself: ``GET /health`` (anyone on loopback; its user learns more) and ``GET /status`` (its user)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from agent_hooks.server.app import ServerState, unauthorized
 
 def routes(state: ServerState) -> list[BaseRoute]:
     async def health(request: Request) -> JSONResponse:
-        # Enough for a probe to tell ours from another program, and stale from current.
-        info = state.info()
-        return JSONResponse({"ok": True, "service": "agent-hooks", **info})
+        # Enough for a probe to tell ours from another program, and stale from current. Another
+        # user learns that it is up and its version, not our pid, store path or build.
+        if not state.caller_allowed(request):
+            return JSONResponse({"ok": True, "service": "agent-hooks", "version": state.version})
+        return JSONResponse({"ok": True, "service": "agent-hooks", **state.info()})
 
     async def status(request: Request) -> JSONResponse:
         if not state.caller_allowed(request):

@@ -228,6 +228,15 @@ def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
     count_error(paths, config, "server", "server", message, None)
 
 
+def _served_by_us(sock: socket.socket) -> bool:
+    """Whether the process that accepted this connection runs as our user, as the kernel says:
+    another user's program on our port is not our server, whatever its /health claims.
+    (Where the kernel cannot tell, as off Linux, the answer's contents decide, as before.)"""
+    here, there = sock.getsockname(), sock.getpeername()
+    uid = peer.peer_uid((there[0], int(there[1])), (here[0], int(here[1])))
+    return uid is None or uid == os.geteuid()
+
+
 def fetch(port: int, path: str, timeout: float = 2.0) -> dict[str, Any] | None:
     """GET a JSON route of the server on ``port``; None when nothing (of ours) answers."""
     import http.client
@@ -235,6 +244,9 @@ def fetch(port: int, path: str, timeout: float = 2.0) -> dict[str, Any] | None:
     try:
         conn = http.client.HTTPConnection(local.HOST, port, timeout=timeout)
         try:
+            conn.connect()
+            if not _served_by_us(conn.sock):
+                return None
             conn.request("GET", path)
             resp = conn.getresponse()
             body = resp.read()
