@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,18 @@ class Server:
         assert status == 200, (status, data)
         assert "x-agent-hooks-problem" not in got, got
         return json.loads(data) if data.strip() else None
+
+
+def wait_listening(port: int, timeout: float = 10.0) -> None:
+    """Until something accepts connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port}")
 
 
 def start_server(home: Path, env: dict[str, str] | None = None) -> Server:

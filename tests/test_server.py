@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import agent_hook, error_log, fixture_payload, run_hook, store_rows
-from server_support import Server, start_server
+from server_support import Server, free_port, start_server, wait_listening
 
 HEADER = "X-Agent-Hooks-Env-"
 
@@ -311,9 +311,7 @@ def test_another_users_program_on_our_port_is_not_taken_for_our_server(hooks_hom
     runner = shutil.which("setpriv")
     if os.geteuid() != 0 or runner is None:
         pytest.skip("needs root and setpriv to run a server as another uid")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, AGENT_HOOKS_HOME=str(hooks_home), AGENT_HOOKS__SERVE__PORT=str(port))
     agent_hook("init", env={"AGENT_HOOKS_HOME": str(hooks_home)})
     fake = json.dumps({"ok": True, "service": "agent-hooks", "store": str(hooks_home / "store.db"), "pid": 1,
@@ -328,13 +326,7 @@ def test_another_users_program_on_our_port_is_not_taken_for_our_server(hooks_hom
     impostor = subprocess.Popen([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
                                  "-c", code, str(port), fake], cwd="/")
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_listening(port)
         from agent_hooks.server import process
 
         with socket.create_connection(("127.0.0.1", port)) as probe:
