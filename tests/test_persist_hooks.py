@@ -223,3 +223,16 @@ def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_ho
     compact = json.loads((FIXTURES_330 / "post_compact_manual.json").read_text())
     compact["session_id"] = "S9"
     assert not {m for m in _imports("agent-hook-post-compact", compact, env) if m.split(".")[0] in HEAVY}
+
+
+def test_a_transcript_line_nested_too_deep_is_skipped_not_an_error(hooks_home: Path):
+    """json.loads raises RecursionError, not ValueError, on it: it must not let the worker go."""
+    env = start("S10", hooks_home)
+    agent_hook("task", "create", "T-1", "--persist")
+    write_transcript("S10", 1000)
+    path = Path(os.environ["HOME"]) / ".claude" / "projects" / "-work" / "S10.jsonl"
+    with path.open("a") as f:
+        f.write("[" * 100_000 + "]" * 100_000 + "\n")
+    out = stop("S10", hooks_home, env)
+    assert out and out["decision"] == "block"
+    assert store_rows(hooks_home, "SELECT count(*) FROM errors")[0][0] == 0

@@ -9,6 +9,7 @@ from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
+from agent_hooks.store import record_error
 
 # Annotations only.
 TYPE_CHECKING = False
@@ -25,8 +26,10 @@ def handle(ctx: Context) -> Outcome:
     digest = summary.prepare(p, ctx.env, ctx.config)  # capped transcript read
     walked = memory.before_stop(ctx)  # stats of the memory directories
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
-    seen = _transcript_if_held(ctx)
+    seen, failed = _transcript_if_held(ctx)
     with ctx.store.write() as conn:
+        if failed:  # logged already; counted here, in the call's own transaction
+            record_error(conn, EVENT, "error", failed, p.session_id)
         # A bug or a bad row here lets the worker go (never a block on our own error) and keeps the rest.
         decision = isolated(conn, ctx, "persist", _decide, conn, ctx, seen) if seen is not None else None
         held = decision is not None and decision.hold
@@ -61,10 +64,11 @@ def _decide(conn: Any, ctx: Context, seen: persist.TranscriptState) -> persist.D
     return decision
 
 
-def _transcript_if_held(ctx: Context) -> persist.TranscriptState | None:
-    """The transcript's tail, read only for a session whose task persists; None (no hold) on an error."""
+def _transcript_if_held(ctx: Context) -> tuple[persist.TranscriptState | None, str | None]:
+    """The transcript's tail, read only for a session whose task persists, and what went wrong:
+    on an error (None, message), which lets the worker go (no hold on our own error)."""
     try:
-        return _read_if_held(ctx)
+        return _read_if_held(ctx), None
     except Exception as exc:  # noqa: BLE001 - persistence must never block, nor cost Stop its record
         import traceback
 
@@ -72,7 +76,7 @@ def _transcript_if_held(ctx: Context) -> persist.TranscriptState | None:
 
         message = f"persist: {type(exc).__name__}: {exc}"
         log_error(ctx.paths, EVENT, "error", message, ctx.payload.session_id, traceback.format_exc())
-        return None
+        return None, message
 
 
 def _read_if_held(ctx: Context) -> persist.TranscriptState | None:

@@ -267,7 +267,7 @@ def _entries_newest_first(lines: list[bytes], max_line_bytes: int) -> Iterator[d
             continue
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # a line nested too deep is skipped too
             continue
         if isinstance(obj, dict):
             yield obj

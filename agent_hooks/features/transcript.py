@@ -97,7 +97,7 @@ def parse_lines(lines: Iterable[bytes | str], max_line_bytes: int,
             continue
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # a line nested too deep is skipped too
             continue
         if isinstance(obj, dict):
             entries.append(obj)
