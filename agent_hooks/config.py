@@ -633,6 +633,21 @@ def did_you_mean(name: str, known: Any) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+def did_you_mean_elsewhere(key: str, section: str) -> str:
+    """' (did you mean runtime.deadline_ms?)' when ``key`` (nearly) names a setting of another section."""
+    import difflib
+
+    owners: dict[str, list[str]] = {}
+    for other, values in DEFAULTS.items():
+        if other != section and isinstance(values, dict):
+            for name in values:
+                owners.setdefault(str(name), []).append(other)
+    close = difflib.get_close_matches(key, list(owners), n=1, cutoff=0.8)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"{s}.{close[0]}" for s in owners[close[0]]) + "?)"
+
+
 def validate(config: dict[str, Any]) -> list[str]:
     """Problems with a configuration: unknown keys and values of the wrong type."""
     problems: list[str] = []
@@ -645,7 +660,8 @@ def validate(config: dict[str, Any]) -> list[str]:
             continue
         for key, value in values.items():
             if key not in DEFAULTS[section]:
-                problems.append(f"unknown setting {section}.{key}{did_you_mean(key, DEFAULTS[section])}")
+                hint = did_you_mean(key, DEFAULTS[section]) or did_you_mean_elsewhere(key, section)
+                problems.append(f"unknown setting {section}.{key}{hint}")
                 continue
             default = DEFAULTS[section][key]
             if not _type_ok(value, default):

@@ -94,6 +94,12 @@ def test_read_only_command_does_not_migrate(hooks_home: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
 
 
+def test_a_setting_under_the_wrong_section_is_named_with_its_own(hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text("[loops]\ndealine_ms = 100\n")
+    assert "unknown setting loops.dealine_ms (did you mean runtime.deadline_ms?)" in agent_hook("config").stderr
+
+
 def test_config_shows_what_is_in_effect_as_toml_that_round_trips(hooks_home: Path) -> None:
     import tomllib
 
