@@ -386,6 +386,13 @@ def test_invalid_configuration(healthy: Env) -> None:
     (healthy.state / "config.toml").write_text("[runtime\n")
     code, report, _ = healthy.doctor("--no-run")
     assert code == 1 and any("configuration invalid" in s for s in lines(report, "fail", "config"))
+    # A directory where the file should be: one line that says so, no chmod advice for it.
+    (healthy.state / "config.toml").unlink()
+    (healthy.state / "config.toml").mkdir()
+    code, report, _ = healthy.doctor("--no-run")
+    config_lines = [c for c in report["checks"] if c["area"] == "config"]
+    assert code == 1 and [c["status"] for c in config_lines] == ["fail"], config_lines
+    assert "Is a directory" in config_lines[0]["summary"] and "chmod" not in (config_lines[0]["fix"] or "")
 
 
 def test_errors_stay_shown_until_marked_seen_and_status_agrees(healthy: Env) -> None:

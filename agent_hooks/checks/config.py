@@ -55,9 +55,12 @@ def file_mode(path: str) -> Check | None:
     """config.toml must not be writable by others (they could make the hooks run their commands),
     and should not be readable by them."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        st = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):  # the file check above already said it cannot be read
+        return None
+    mode = stat.S_IMODE(st.st_mode)
     fix = f"chmod 600 {shlex.quote(path)}"
     if mode & 0o022:
         return Check("config", FAIL, f"{path} is writable by others (mode {mode:03o}): {WHY}, so anyone who can "
