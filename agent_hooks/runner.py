@@ -6,8 +6,9 @@ with a trace), under the deadline: the work runs in a daemon thread; if it is
 not done ``runtime.deadline_ms`` after its payload was read the main thread gives
 the fail-open answer (nothing) and exits 0, whatever the thread is stuck in (a
 locked store, a slow disk). A payload that comes late is waited for up to a
-second before Claude Code's own hook timeout (``install.hook_timeout_s``). The resident server (agent_hooks.server.hooks) is the other transport
-over the same dispatch.
+second before Claude Code's own hook timeout (``install.hook_timeout_s``).
+The resident server (agent_hooks.server.hooks) is the other transport over the
+same dispatch.
 
 Nothing here imports click, httpx, sqlite-utils or filelock.
 """

@@ -13,8 +13,10 @@ and prints each setup's overhead per tool call against "none": the median
 tool-call cycle (from one model request to the next, which spans one tool call
 and its two hooks) less that of "none". The whole run's time is printed too,
 but it carries the client's start-up (0.7-1.3 s here, varying by more than 20
-tool calls' worth of hooks), so it is not what the targets are judged on. Then the server's own answer time (p50/p99, as its /status reports it)
-under 20 concurrent sessions, each sending PreToolUse/PostToolUse pairs back to back.
+tool calls' worth of hooks), so it is not what the targets are judged on.
+Then the server's own answer time (p50/p99, as its /status reports it)
+under 20 concurrent sessions sending PreToolUse/PostToolUse pairs: independent
+sessions (what the target is judged on), then all in lockstep, then back to back.
 
     AGENT_HOOKS_CLAUDE_CACHE=/path/to/claude-cache AGENT_HOOKS_CLAUDE_VERSION=2.1.330 \\
         .venv/bin/python bench/bench_client.py [--runs 5] [--calls 20] [--sessions 20] [--pairs 50]

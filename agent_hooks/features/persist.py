@@ -366,8 +366,8 @@ def pressure_candidate(conn: sqlite3.Connection, session_id: str) -> str | None:
 
 def pressure_notice(task_id: str, pct: float) -> str:
     return (f"Context pressure (agent-hooks): this session's context is {pct:.0f}% full, and compaction may come"
-            f" soon. Save your progress on the task now, so it survives: run agent-hook task progress {shell_word(task_id)}"
-            f" '<what is done, what is next>'.")
+            f" soon. Save your progress on the task now, so it survives: run agent-hook task progress"
+            f" {shell_word(task_id)} '<what is done, what is next>'.")
 
 
 def note_pressure(conn: sqlite3.Connection, session_id: str, pct: float, at: float) -> bool:
