@@ -364,3 +364,16 @@ def test_a_steady_state_hook_with_handlers_imports_no_yaml_nor_the_cli(managed: 
     heavy = {m for m in imported if m.split(".")[0] in ("yaml", "click", "httpx", "sqlite_utils", "filelock",
                                                         "agent_hooks.handlers.discovery")}
     assert not heavy and "agent_hooks.handlers.discovery" not in imported, sorted(heavy)
+
+
+def test_an_in_process_handler_loads_only_the_hot_path(managed: Path) -> None:
+    """A steady call with one plain in-process handler imports the registry and run.py, nothing
+    heavier: no PyYAML (no rebuild), no eligibility.py (nothing to check), no subprocess (no
+    executable handler). The handler itself reports what its hook process has loaded."""
+    heavy = ("yaml", "subprocess", "agent_hooks.handlers.eligibility", "agent_hooks.handlers.executable",
+             "agent_hooks.handlers.discovery")
+    write_handler(managed, "modules", code=f"import sys\ndef handle(event):\n"
+                  f"    return {{'context': 'loaded: ' + ','.join(m for m in {heavy!r} if m in sys.modules)}}\n")
+    first = specific(run_hook(pre_payload("ls", tool_use_id="t1")))["additionalContext"]
+    assert "yaml" in first and "discovery" in first  # the first call compiles the registry
+    assert specific(run_hook(pre_payload("ls", tool_use_id="t2")))["additionalContext"] == "loaded: "

@@ -240,10 +240,17 @@ def test_due_filters_by_event_matcher_and_eligibility_in_priority_order(reg: tup
     write_handler(managed, "stop-only", events=["Stop"])
     write_handler(managed, "off", enabled=False)
     write_handler(managed, "needs-env", requires={"env": ["NOPE_NOT_SET"]})
+    write_handler(managed, "for-leads", roles=["lead"])
+    write_handler(managed, "always-for-leads", always=True, roles=["lead"])  # always skips requirements only
+    write_handler(managed, "always", always=True, priority=2, requires={"bins": ["no-such-binary-here"]})
     due = registry.due(cfg, config_dir, state_dir, {}, "/tmp", "PreToolUse", "Bash")
-    assert [h["name"] for h in due] == ["early", "tie-a", "tie-b", "late"]
+    assert [h["name"] for h in due] == ["early", "always", "tie-a", "tie-b", "late"]
+    lead = registry.due(cfg, config_dir, state_dir, {"AGENT_HOOKS_ROLE": "lead", "NOPE_NOT_SET": "1"}, "/tmp",
+                        "PreToolUse", "Bash")
+    assert [h["name"] for h in lead] == ["early", "always", "tie-a", "tie-b", "always-for-leads", "for-leads",
+                                         "needs-env", "late"]
     assert [h["name"] for h in registry.due(cfg, config_dir, state_dir, {}, "/tmp", "PreToolUse", "mcp__gh__x")] == \
-        ["tie-a", "tie-b", "regex", "late"]
+        ["always", "tie-a", "tie-b", "regex", "late"]
     assert [h["name"] for h in registry.due(cfg, config_dir, state_dir, {}, "/tmp", "Stop")] == ["stop-only"]
     cfg["handlers"]["enabled"] = False
     assert registry.due(cfg, config_dir, state_dir, {}, "/tmp", "Stop") == []
@@ -266,11 +273,13 @@ def test_a_steady_state_call_reads_the_cache_without_yaml(tmp_path: Path) -> Non
     code = (
         "import sys\nfrom agent_hooks import config\nfrom agent_hooks.handlers import registry\n"
         f"cfg = config.defaults()\ndue = registry.due(cfg, {str(tmp_path / 'cfg')!r}, {str(tmp_path / 's')!r}, {{}},"
-        " '/tmp', 'PreToolUse', 'Bash')\nprint([h['name'] for h in due], 'yaml' in sys.modules)"
+        " '/tmp', 'PreToolUse', 'Bash')\nprint([h['name'] for h in due], 'yaml' in sys.modules,"
+        " 'agent_hooks.handlers.eligibility' in sys.modules)"
     )
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert first.split() == ["['p']", "True"] and second.split() == ["['p']", "False"]
+    # A handler with nothing to check needs only its switch: eligibility.py is not even imported.
+    assert first.split() == ["['p']", "True", "False"] and second.split() == ["['p']", "False", "False"]
 
 
 # -- matchers, results, budget ----------------------------------------------------------------------

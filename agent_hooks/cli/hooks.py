@@ -34,7 +34,7 @@ def inventory(workspace: str | None, cfg: dict[str, Any] | None = None, p: Paths
     for h in handlers:
         h = dict(h)
         h["status"], h["reasons"] = eligibility.evaluate(h, discovery.platform(), env, cfg, agent, who)
-        h["switched_on"] = eligibility.switched_on(h, eligibility.entry_of(cfg, h["name"])) is None
+        h["switched_on"] = registry.switched_on(h, registry.entry_of(cfg, h["name"])) is None
         out.append(h)
     out.sort(key=lambda h: (h["priority"], h["name"]))
     return out

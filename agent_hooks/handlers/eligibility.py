@@ -3,13 +3,17 @@
 Requirements as the seeds give them (``os``; every one of ``bins`` on PATH, at
 least one of ``anyBins``; the ``env`` variables set; the ``config`` paths
 truthy; ``always`` skips these), then whom it applies to (``agents``,
-``roles``), then whether the operator turned it on. ``hooks list -v`` prints
-the reasons.
+``roles``), then whether the operator turned it on (registry.switched_on, which
+the hook path needs for every handler). ``hooks list -v`` prints the reasons.
+The hook path imports this module only for a handler with something to check
+(registry.conditional).
 """
 
 from __future__ import annotations
 
 import os
+
+from agent_hooks.handlers.registry import entry_of, switched_on
 
 # Annotations only.
 TYPE_CHECKING = False
@@ -39,32 +43,6 @@ def config_value(config: Mapping[str, Any], dotted: str) -> Any:
             return None
         value = value[part]
     return value
-
-
-def entry_of(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The handler's own settings, ``handlers.entries.<name>`` ({} when none)."""
-    entries = config.get("handlers", {}).get("entries") or {}
-    entry = entries.get(name) if isinstance(entries, dict) else None
-    return entry if isinstance(entry, dict) else {}
-
-
-def switched_on(h: dict[str, Any], entry: dict[str, Any]) -> str | None:
-    """None when the handler is on; else why it is off. The operator's config beats HOOK.md,
-    and a workspace handler needs the operator's word twice: a trusted workspace and enabled = true."""
-    name = h["name"]
-    configured = entry.get("enabled")
-    if h["source"] == "workspace":
-        if not h.get("trusted"):
-            return (f"workspace handlers are off until the operator trusts this workspace:"
-                    f" agent-hook hooks enable {name} (run in the workspace)")
-        if configured is not True:
-            return f"a workspace handler is off until the operator enables it: agent-hook hooks enable {name}"
-        return None
-    if configured is False:
-        return f"disabled in the config (handlers.entries.{name}.enabled = false): agent-hook hooks enable {name}"
-    if configured is not True and not h["enabled"]:
-        return f"off by default (HOOK.md enabled: false): agent-hook hooks enable {name}"
-    return None
 
 
 def requirement_reasons(h: dict[str, Any], platform: str, env: Mapping[str, str], config: Mapping[str, Any],

@@ -175,6 +175,40 @@ def compile_sources(srcs: list[Source], state_dir: str, force: bool = False) -> 
     return handlers, True
 
 
+def entry_of(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The handler's own settings, ``handlers.entries.<name>`` ({} when none)."""
+    entries = config.get("handlers", {}).get("entries") or {}
+    entry = entries.get(name) if isinstance(entries, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def switched_on(h: dict[str, Any], entry: dict[str, Any]) -> str | None:
+    """None when the handler is on; else why it is off. The operator's config beats HOOK.md,
+    and a workspace handler needs the operator's word twice: a trusted workspace and enabled = true."""
+    name = h["name"]
+    configured = entry.get("enabled")
+    if h["source"] == "workspace":
+        if not h.get("trusted"):
+            return (f"workspace handlers are off until the operator trusts this workspace:"
+                    f" agent-hook hooks enable {name} (run in the workspace)")
+        if configured is not True:
+            return f"a workspace handler is off until the operator enables it: agent-hook hooks enable {name}"
+        return None
+    if configured is False:
+        return f"disabled in the config (handlers.entries.{name}.enabled = false): agent-hook hooks enable {name}"
+    if configured is not True and not h["enabled"]:
+        return f"off by default (HOOK.md enabled: false): agent-hook hooks enable {name}"
+    return None
+
+
+def conditional(h: dict[str, Any]) -> bool:
+    """Whether the handler has requirements or an audience to check (eligibility.py); most have none,
+    and the hook path then needs only its on/off switch."""
+    if h["agents"] or h["roles"]:
+        return True
+    return not h.get("always") and bool(h["os"] or any(h["requires"].values()))
+
+
 def matches(matcher: str | None, tool_name: str) -> bool:
     """Does HOOK.md's ``matcher`` take this tool? Empty or "*": every tool; plain names
     (``Bash``, ``Write|Edit``, ``Write, Edit``): exactly those; else a regex matched against the whole name."""
@@ -201,14 +235,14 @@ def due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping
     candidates = [h for h in handlers
                   if event in h["events"] and not h["errors"]
                   and (not h["matcher"] or matches(h["matcher"], tool_name))]
-    if not candidates:
-        return []
-    from agent_hooks.handlers import eligibility
-    from agent_hooks.features.sessions import agent_name, role
+    ready = [h for h in candidates if switched_on(h, entry_of(config, h["name"])) is None]
+    if any(conditional(h) for h in ready):
+        from agent_hooks.handlers import eligibility
+        from agent_hooks.features.sessions import agent_name, role
 
-    agent, who = agent_name(env, config), role(env, config)
-    plat = platform()
-    ready = [h for h in candidates
-             if eligibility.evaluate(h, plat, env, config, agent, who)[0] == eligibility.READY]
+        agent, who = agent_name(env, config), role(env, config)
+        plat = platform()
+        ready = [h for h in ready if not conditional(h)
+                 or eligibility.evaluate(h, plat, env, config, agent, who)[0] == eligibility.READY]
     ready.sort(key=lambda h: (h["priority"], h["name"]))
     return ready

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 ALLOW, WARN, DENY = "allow", "warn", "deny"
 RANK = {None: -1, "allow": 0, "warn": 1, "deny": 2, "block": 2}
 RESULT_KEYS = ("decision", "reason", "context", "updated_input")
-MAX_OUTPUT_BYTES = 1024 * 1024
 CUT = " [… cut]"
 # path of handler.py -> (its stamp, its handle function): a long-lived process reloads on change only.
 _MODULES: dict[str, tuple[Any, Callable[[dict[str, Any]], Any]]] = {}
@@ -127,15 +126,14 @@ def data_dir(state_dir: str, name: str) -> str:
 def event_for(ctx: Context, event: str, h: dict[str, Any], payload: dict[str, Any],
               session: dict[str, Any]) -> dict[str, Any]:
     """The documented event dict (docs/handlers.md, API version 1)."""
-    from agent_hooks.handlers.eligibility import entry_of
-
     ddir = data_dir(ctx.paths.state_dir, h["name"])
-    try:
-        os.makedirs(ddir, mode=0o700, exist_ok=True)
-    except OSError:
-        pass
+    if not os.path.isdir(ddir):  # one stat on the steady path (makedirs raises and catches)
+        try:
+            os.makedirs(ddir, mode=0o700, exist_ok=True)
+        except OSError:
+            pass
     return {"api_version": API_VERSION, "event": event, "payload": payload, "session": session,
-            "config": entry_of(ctx.config, h["name"]),
+            "config": registry.entry_of(ctx.config, h["name"]),
             "handler": {"name": h["name"], "dir": h["dir"], "source": h["source"], "data_dir": ddir}}
 
 
@@ -203,50 +201,6 @@ def call_python(h: dict[str, Any], event: dict[str, Any], printed: list[str], st
         return None, (f"wrote {len(text)} characters to stdout, which is the hook protocol"
                       f" (use the result's context, or stderr): {text[:120]!r}")
     return result, None
-
-
-def call_exec(h: dict[str, Any], event: dict[str, Any], timeout_s: float, env: Any, cwd: str | None) -> tuple[Any, str | None]:
-    """(result, error) of an executable handler: the event JSON on stdin, the result JSON on stdout."""
-    import signal
-    import subprocess
-
-    child_env = dict(env)
-    child_env.update({"AGENT_HOOKS_HANDLER": h["name"], "AGENT_HOOKS_HANDLER_DIR": h["dir"],
-                      "AGENT_HOOKS_NESTED": "1"})
-    extra = event["config"].get("env")
-    if isinstance(extra, dict):
-        child_env.update({str(k): str(v) for k, v in extra.items()})
-    workdir = cwd if cwd and os.path.isdir(cwd) else h["dir"]
-    try:
-        proc = subprocess.Popen([h["entry"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=workdir, env=child_env, start_new_session=True)
-    except OSError as exc:
-        return None, f"could not start: {exc}"
-    try:
-        stdout, stderr = proc.communicate(json.dumps(event).encode("utf-8", "surrogatepass"),
-                                          timeout=max(0.001, timeout_s))
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            proc.communicate(timeout=0.2)
-        except (subprocess.TimeoutExpired, OSError, ValueError):
-            pass
-        return None, f"timed out after {int(timeout_s * 1000)} ms (killed)"
-    if proc.returncode != 0:
-        tail = " ".join(stderr.decode("utf-8", "replace").split())[-300:]
-        return None, f"exited {proc.returncode}" + (f": {tail}" if tail else "")
-    if len(stdout) > MAX_OUTPUT_BYTES:
-        return None, f"printed {len(stdout)} bytes, over the {MAX_OUTPUT_BYTES}-byte limit"
-    text = stdout.decode("utf-8", "replace").strip()
-    if not text:
-        return None, None
-    try:
-        return json.loads(text), None
-    except ValueError:
-        return None, f"printed something that is not JSON: {text[:120]!r}"
 
 
 def validate(result: Any, event: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -337,6 +291,8 @@ class _Run:
                     # A copy: one handler cannot change what the next is given, nor our own records.
                     result, error = call_python(h, json.loads(json.dumps(ev)), printed, self.ctx.paths.state_dir)
                 else:
+                    from agent_hooks.handlers.executable import call_exec  # subprocess: only for these
+
                     result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
                 if error is None:
                     result, error = validate(result, self.event)
