@@ -103,6 +103,12 @@ class Call:
         self.call_id = os.urandom(12).hex()
 
 
+class Deferred(Exception):
+    """The call met a busy store before it changed anything, on a connection that must not
+    wait (``Store.deferrable``: the server's event loop). The transport runs it again from the
+    start where waiting is allowed (a pool thread); nothing was written, logged or counted."""
+
+
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
               trace: str | None = None, config: dict[str, Any] | None = None, path: str | None = None) -> None:
     """Append one JSON line to the error log (or ``path``), rotated before it would pass ``errors.max_log_bytes``.
@@ -200,9 +206,17 @@ def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None)
     log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
 
 
+def _defer(store: Store | None, why: str) -> None:
+    """Raise Deferred when ``store`` must not wait and the call has changed nothing yet: what
+    comes next (a report, a spool, a retry) may wait for the store, so it happens on the pool."""
+    if store is not None and store.deferrable:
+        raise Deferred(why)
+
+
 def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: Paths,
              config: dict[str, Any], store: Store | None = None) -> None:
-    """Answer one call into ``call`` (see module docstring). Never raises.
+    """Answer one call into ``call`` (see module docstring). Never raises, but for
+    :class:`Deferred` from a store that must not wait.
 
     ``handler`` None means the event has no handler here: the payload is
     still checked, and then refused as bad input.
@@ -216,6 +230,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
             call.done = True
             return
         except PayloadError as exc:
+            _defer(store, "bad input is reported")
             report(paths, config, call, "bad_input", str(exc))
             call.done = True
             return
@@ -223,10 +238,12 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         if handler is None:
             # The server's routes: a request for an event we do not serve is refused as bad input,
             # so the problem header tells whoever wired it (tests/test_server.py).
+            _defer(store, "bad input is reported")
             report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
             call.done = True
             return
         if payload.notes:
+            _defer(store, "repaired bad input is reported")
             # Repaired bad input: said and logged now, counted once the store is free.
             note = "; ".join(payload.notes)
             warn(f"{call.event}: bad input, repaired: {note}")
@@ -244,6 +261,11 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
     except BaseException as exc:  # noqa: BLE001 - fail open on anything
         if isinstance(exc, spool.Abandoned):
             return  # the deadline came first and the work was spooled
+        if isinstance(exc, Deferred):
+            raise
+        # Before the first commit nothing was changed: a busy store, or an error the pool's run will
+        # meet again and report there (the error log and the errors table may have to wait for the store).
+        _defer(store, f"{type(exc).__name__}: {exc}")
         if spool.transient(exc) and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
             call.text = None
             call.done = True

@@ -57,6 +57,10 @@ class Transaction:
 class Store:
     """A connection to the store, migrated to the current schema."""
 
+    # True for a connection that must never wait (the server's event loop, server/app.py): until its
+    # call commits, a busy store raises agent_hooks.dispatch.Deferred instead, and the call runs elsewhere.
+    deferrable = False
+
     def __init__(self, path: str, busy_timeout_ms: int = 2500, migrate: bool = True) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms

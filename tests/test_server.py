@@ -337,3 +337,50 @@ def test_another_users_program_on_our_port_is_not_taken_for_our_server(hooks_hom
     finally:
         impostor.kill()
         impostor.wait()
+
+
+def test_tool_calls_run_on_the_event_loop_and_move_to_a_thread_when_the_store_is_busy(server: Server) -> None:
+    """A tool call is answered on the event loop while the store is free. While another process
+    holds SQLite's write lock, the loop's connection does not wait: the call is deferred before
+    it has written anything, runs on a pool thread (which waits its busy timeout), and is
+    recorded once."""
+    agent_hook("init", env=server.env)
+    pre = fixture_payload("PreToolUse-Bash.json")
+    assert server.answer(dict(pre, session_id="s-busy", tool_use_id="toolu_free")) is None
+    assert "deferred" not in server.status()["requests"]
+    other = sqlite3.connect(server.home / "store.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writing, as a command hook or the CLI does
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(server.post, dict(pre, session_id="s-busy", tool_use_id="toolu_busy"))
+        time.sleep(0.5)
+        assert not pending.done()  # waiting on a pool thread, behind our lock
+        other.execute("COMMIT")
+        status, headers, body = pending.result(timeout=10)
+    other.close()
+    assert (status, body) == (200, b"") and "x-agent-hooks-problem" not in headers
+    assert [tuple(r) for r in store_rows(server.home, "SELECT tool_use_id FROM tool_calls ORDER BY id")] == \
+        [("toolu_free",), ("toolu_busy",)]
+    assert store_rows(server.home, "SELECT tool_calls FROM sessions WHERE session_id = 's-busy'")[0][0] == 2
+    requests = server.status()["requests"]
+    assert requests["deferred"] == 1 and requests["answered"] == 2
+    assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
+
+
+def test_user_handlers_never_run_on_the_event_loop(server: Server) -> None:
+    """With a handler installed the tool calls go to the pool: a handler may take its whole
+    timeout, and on the loop it would hold up every other session's answer meanwhile."""
+    from handlers_support import write_handler
+
+    agent_hook("init", env=server.env)
+    write_handler(server.home / "hooks", "slow-reads", matcher="Read", timeout_ms=3000,
+                  code="import time\ndef handle(event):\n    time.sleep(1.5)\n")
+    pre = fixture_payload("PreToolUse-Bash.json")
+    read = dict(pre, tool_name="Read", tool_input={"file_path": "/tmp/x"}, tool_use_id="toolu_read")
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(server.post, read)
+        time.sleep(0.2)  # the Read call is in its handler now
+        began = time.monotonic()
+        assert server.answer(dict(pre, session_id="s-other", tool_use_id="toolu_other")) is None
+        took = time.monotonic() - began
+        assert slow.result(timeout=10)[0] == 200
+    assert took < 1.0, f"another session's call waited {took:.2f} s behind a handler"

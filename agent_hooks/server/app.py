@@ -30,8 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 
-from agent_hooks import __version__
+from agent_hooks import __version__, spool
 from agent_hooks import config as config_mod
+from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import fastpath, local, peer
 from agent_hooks.store import Store, Transaction
@@ -129,6 +130,53 @@ class _ServerStore(Store):
         return _SerialTransaction(self.conn, self.write_lock)
 
 
+class _LoopTransaction(Transaction):
+    """The event loop's write: it takes the process's write lock and SQLite's only if both are
+    free at once. Until the call's first commit, either one busy raises Deferred (the call has
+    changed nothing yet, and moves to the pool); after it, the lock is waited for as usual."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: _LoopStore) -> None:
+        super().__init__(store.conn)
+        self.store = store
+
+    def __enter__(self) -> Any:
+        lock = self.store.write_lock
+        if not lock.acquire(blocking=False):
+            if self.store.deferrable:
+                raise Deferred("another of the server's threads is writing")
+            lock.acquire()
+        try:
+            return super().__enter__()
+        except BaseException as exc:
+            lock.release()
+            if self.store.deferrable and spool.transient(exc):
+                raise Deferred(f"another process is writing ({exc})") from exc
+            raise
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self.store.write_lock.release()
+        if exc_type is None:
+            self.store.deferrable = False  # committed: from here on the call runs to its end
+
+
+class _LoopStore(_ServerStore):
+    """The event loop's own connection, for the quick calls server/hooks.py answers inline.
+    Its busy timeout is 0: a store another process is writing raises at once (see
+    _LoopTransaction) instead of blocking every request of the server."""
+
+    def __init__(self, path: str, lock: threading.Lock) -> None:
+        super().__init__(path, 0, lock)
+        self.deferrable = True
+
+    def write(self) -> Transaction:
+        return _LoopTransaction(self)
+
+
 class ServerState:
     """What every route module gets: where the store is, the configuration, the
     process's environment, a thread pool for blocking work, its counters."""
@@ -147,6 +195,7 @@ class ServerState:
         self._config = config
         self._config_stamp = self._stamp()
         self._local = threading.local()
+        self._loop_store: Store | None = None
         # One writer at a time among this process's threads (see _SerialTransaction).
         self.write_lock = threading.Lock()
         # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
@@ -184,6 +233,12 @@ class ServerState:
             store = self.open_store()
             self._local.store = store
         return store
+
+    def loop_store(self) -> Store:
+        """The event loop's connection (see _LoopStore); call it on the event loop only."""
+        if self._loop_store is None:
+            self._loop_store = _LoopStore(self.paths.store, self.write_lock)
+        return self._loop_store
 
     def open_store(self) -> Store:
         """A new connection whose write transactions take the process's write lock."""
