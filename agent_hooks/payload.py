@@ -142,10 +142,15 @@ class Payload:
         return self.raw.get("tool_use_id") or None
 
 
+def too_large(size: int, max_bytes: int) -> str:
+    """The message for a payload over ``runtime.max_payload_bytes`` (also the server's, which stops reading at it)."""
+    return f"payload of {size} bytes is over the {max_bytes}-byte limit"
+
+
 def parse(data: bytes, expected_event: str, max_bytes: int) -> Payload:
     """Decode and validate one payload for ``expected_event``."""
     if len(data) > max_bytes:
-        raise PayloadError(f"payload of {len(data)} bytes is over the {max_bytes}-byte limit")
+        raise PayloadError(too_large(len(data), max_bytes))
     if not data.strip():
         raise PayloadError("empty stdin: expected one JSON object")
     try:

@@ -137,6 +137,15 @@ def test_error_codes(center: Center, raw: bytes, status: int, message: str) -> N
     assert r.status_code == status and message in r.json()["error"], r.text
 
 
+def test_a_body_too_large_is_refused_with_or_without_a_content_length(center: Center) -> None:
+    big = [b'{"event": "start", "tmux_session": "agent-big", "metadata": "', b"x" * 70_000, b'"}']
+    sized = center.ingest(b"".join(big))
+    chunked = center.http.post("/api/hooks/ingest", content=iter(big), headers={"Content-Type": "application/json"})
+    for r in (sized, chunked):
+        assert r.status_code == 400 and "body too large" in r.json()["error"], r.text
+    assert "agent-big" not in {s.get("tmux_session") for s in center.http.get("/api/hooks/sessions").json()}
+
+
 def test_idempotency_key_is_applied_once(center: Center) -> None:
     sid = center.ingest({"tmux_session": "agent-idem", "event": "tool_use"}, key="k-1").json()["session"]
     assert center.ingest({"tmux_session": "agent-idem", "event": "to_review"}, key="k-2").json()["state"] == \

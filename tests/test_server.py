@@ -384,3 +384,37 @@ def test_user_handlers_never_run_on_the_event_loop(server: Server) -> None:
         took = time.monotonic() - began
         assert slow.result(timeout=10)[0] == 200
     assert took < 1.0, f"another session's call waited {took:.2f} s behind a handler"
+
+
+def test_a_payload_over_the_limit_is_refused_without_being_held(hooks_home: Path) -> None:
+    """runtime.max_payload_bytes applies while the body is read: past it the rest is dropped
+    (a chunked body has no Content-Length to refuse up front), and the call is bad input."""
+    import http.client
+
+    def peak_rss_mb(pid: int) -> float:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+    srv = start_server(hooks_home, {"AGENT_HOOKS__RUNTIME__MAX_PAYLOAD_BYTES": "2000"})
+    try:
+        agent_hook("init", env=srv.env)
+        pid = int(srv.status()["pid"])
+        before = peak_rss_mb(pid)
+        head = json.dumps(dict(fixture_payload("PreToolUse-Bash.json"), tool_input={"command": ""})).encode()
+        chunk = b"x" * (1 << 20)
+        chunks = 96  # 96 MiB, in 1 MiB chunks
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        conn.request("POST", "/hooks/PreToolUse", iter([head] + [chunk] * chunks),
+                     {"Content-Type": "application/json"}, encode_chunked=True)
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"")
+        problem = resp.getheader("x-agent-hooks-problem")
+        conn.close()
+        assert problem == f"payload of {len(head) + chunks * len(chunk)} bytes is over the 2000-byte limit"
+        grew = peak_rss_mb(pid) - before
+        assert grew < 32, f"the server's peak memory grew by {grew:.0f} MiB: it held the body"
+        assert [tuple(r) for r in store_rows(srv.home, "SELECT kind, event FROM errors")] == [("bad_input", "PreToolUse")]
+        assert store_rows(srv.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+        assert srv.answer(fixture_payload("PreToolUse-Bash.json")) is None  # and the next call is fine
+    finally:
+        srv.cli("stop", check=False)

@@ -35,14 +35,31 @@ class Disconnected(Exception):
     """The client went away before its body arrived: nothing to answer."""
 
 
-async def read_body(receive: Receive) -> bytes:
-    """The request's whole body (what ``Request.body()`` returns)."""
+class TooLarge(Exception):
+    """The body passed the route's limit; ``size`` is its whole length (read, and dropped)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+async def read_body(receive: Receive, limit: int | None = None) -> bytes:
+    """The request's whole body (what ``Request.body()`` returns). Past ``limit`` bytes the rest
+    is read and dropped, not kept (a Content-Length can be left out), and TooLarge is raised."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if limit is None or size <= limit:
+                chunks.append(chunk)
+            else:
+                chunks.clear()
             if not message.get("more_body", False):
+                if limit is not None and size > limit:
+                    raise TooLarge(size)
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         elif message["type"] == "http.disconnect":
             raise Disconnected

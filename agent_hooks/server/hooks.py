@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.routing import BaseRoute
 
-from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, log_error
+from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, log_error, report
 from agent_hooks.handlers.hook import maybe_any
+from agent_hooks.payload import too_large
 from agent_hooks.server import fastpath, local
 from agent_hooks.server.app import UNAUTHORIZED, ServerState
 from agent_hooks.wiring.table import HOOKS
@@ -95,11 +96,18 @@ def routes(state: ServerState) -> list[BaseRoute]:
             state.stats.count("unauthorized")
             await fastpath.send_json(send, 401, UNAUTHORIZED)
             return
-        data = await fastpath.read_body(receive)
+        config = state.config
         path = scope["path"]
+        limit = int(config["runtime"]["max_payload_bytes"])
+        try:
+            data = await fastpath.read_body(receive, limit)
+        except fastpath.TooLarge as exc:  # read and dropped, never held: reported as the executables do
+            call = Call(path[prefix:] if len(path) > prefix else "unknown")
+            await state.run_blocking(report, state.paths, config, call, "bad_input", too_large(exc.size, limit))
+            await _answer(state, send, call, started)
+            return
         call = Call(path[prefix:] if len(path) > prefix else event_of(data))
         env = local.request_env(state.env, _Headers(scope["headers"]))
-        config = state.config
         if call.event in INLINE_EVENTS and not maybe_any(config, state.paths.config_dir):
             try:
                 store = state.loop_store()

@@ -83,7 +83,12 @@ def routes(state: ServerState) -> list[BaseRoute]:
                                                           f" {contract.MAX_BODY_BYTES})"})
             return
         try:
-            body = contract.parse_ingest(await fastpath.read_body(receive))
+            body = contract.parse_ingest(await fastpath.read_body(receive, contract.MAX_BODY_BYTES))
+        except fastpath.TooLarge as exc:  # no Content-Length (chunked), and more than the contract allows
+            state.stats.count("ingest_400")
+            await fastpath.send_json(send, 400, {"error": f"body too large ({exc.size} bytes, at most"
+                                                          f" {contract.MAX_BODY_BYTES})"})
+            return
         except contract.BodyError as exc:
             state.stats.count("ingest_400")
             await fastpath.send_json(send, 400, {"error": str(exc)})
