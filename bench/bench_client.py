@@ -204,7 +204,8 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
           f"   (new connection per request, {sessions} client threads on this 2-core machine)")
     print(f"  server CPU per request {cpu / n * 1000:.3f} ms (user+system of the server process, threads"
           f" included): {n / cpu:.0f} requests per server CPU-second (its capacity on one free core)")
-    print(f"  errors {st['requests'].get('problem', 0)}, past the deadline {st['requests'].get('timeout', 0)};"
+    print(f"  errors {st['requests'].get('problem', 0)}, past the deadline {st['requests'].get('timeout', 0)},"
+          f" deferred from the event loop to a thread (store busy) {st['requests'].get('deferred', 0)};"
           f" load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
