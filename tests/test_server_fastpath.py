@@ -88,3 +88,40 @@ def test_fast_path_answers_as_the_starlette_route(tmp_path: Path, pair: Any) -> 
         assert (await _call(app, scope("POST", "/hooks/PreToolUse/x"), b"{}"))[0] == 404
 
     asyncio.run(run())
+
+
+def test_the_event_loops_store_never_waits_before_its_first_commit(hooks_home: Path) -> None:
+    """server/app.py's _LoopStore: a held write lock (another of the server's threads) or a busy
+    SQLite (another process) raises Deferred, with the lock given back, until the call's first
+    commit; after it the store waits like any other, so a call that has written runs to its end."""
+    import sqlite3
+    import threading
+
+    from agent_hooks.dispatch import Deferred
+    from agent_hooks.server.app import ServerState
+
+    paths = Paths(dict(os.environ))
+    state = ServerState(paths, config_mod.defaults(), dict(os.environ), port=0)
+    store = state.loop_store()
+    assert store is state.loop_store() and store.deferrable
+    with state.write_lock, pytest.raises(Deferred, match="another of the server's threads"):
+        with store.write():
+            raise AssertionError("ran while another thread held the write lock")
+    other = sqlite3.connect(paths.store, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(Deferred, match="another process is writing"):
+        with store.write():
+            raise AssertionError("ran while another process held SQLite's write lock")
+    other.execute("ROLLBACK")
+    assert not state.write_lock.locked() and store.deferrable
+    with store.write() as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('loop-test', '1')")
+    assert not store.deferrable and not state.write_lock.locked()
+    # Committed once: a held lock is now waited for, not deferred.
+    state.write_lock.acquire()
+    threading.Timer(0.3, state.write_lock.release).start()
+    with store.write() as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'loop-test'")
+    assert other.execute("SELECT value FROM meta WHERE key = 'loop-test'").fetchone() == ("2",)
+    other.close()
+    store.close()
