@@ -104,9 +104,11 @@ class Call:
 
 
 class Deferred(Exception):
-    """The call met a busy store before it changed anything, on a connection that must not
-    wait (``Store.deferrable``: the server's event loop). The transport runs it again from the
-    start where waiting is allowed (a pool thread); nothing was written, logged or counted."""
+    """The call met a busy store, bad input or an error before its first commit, on a connection
+    that must not wait (``Store.deferrable``: the server's event loop). The transport runs it
+    again from the start where waiting is allowed (a pool thread). Nothing was committed, logged
+    or counted before it is raised (features/isolate.py re-raises instead of logging); a drainer
+    start is guarded by its own grace file (forward/outbox.py)."""
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,

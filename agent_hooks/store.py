@@ -46,10 +46,17 @@ class Transaction:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            if self.gate is None:
-                self.conn.execute("COMMIT")
-            else:
-                self.gate.commit(self.conn)
+            try:
+                if self.gate is None:
+                    self.conn.execute("COMMIT")
+                else:
+                    self.gate.commit(self.conn)
+            except BaseException:
+                # A COMMIT that failed (busy: a reader in a store not in WAL mode) leaves the
+                # transaction open, and a long-lived connection would hold the lock for good.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
         elif self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 

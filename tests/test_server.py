@@ -418,3 +418,17 @@ def test_a_payload_over_the_limit_is_refused_without_being_held(hooks_home: Path
         assert srv.answer(fixture_payload("PreToolUse-Bash.json")) is None  # and the next call is fine
     finally:
         srv.cli("stop", check=False)
+
+
+def test_a_repaired_payload_is_reported_once_though_the_loop_hands_it_on(server: Server) -> None:
+    """Repaired bad input (a lone surrogate) is logged and counted where the store may be
+    waited for: the event loop defers the call before it logs anything, the pool reports it."""
+    agent_hook("init", env=server.env)
+    body = json.dumps(dict(fixture_payload("PreToolUse-Bash.json"), tool_use_id="toolu_sur",
+                           tool_input={"command": "echo \ud800"}))
+    status, headers, data = server.post(body.encode())
+    assert (status, data) == (200, b"")
+    assert [tuple(r) for r in store_rows(server.home, "SELECT kind FROM errors")] == [("bad_input",)]
+    assert [e["kind"] for e in error_log(server.home)] == ["bad_input"]
+    assert store_rows(server.home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = 'toolu_sur'")[0][0] == 1
+    assert server.status()["requests"]["deferred"] == 1

@@ -100,10 +100,15 @@ def test_the_event_loops_store_never_waits_before_its_first_commit(hooks_home: P
     from agent_hooks.dispatch import Deferred
     from agent_hooks.server.app import ServerState
 
+    from agent_hooks.store import Store
+
     paths = Paths(dict(os.environ))
     state = ServerState(paths, config_mod.defaults(), dict(os.environ), port=0)
+    assert state.loop_store() is None  # no store yet: the loop never creates or migrates one
+    state._loop_store_retry = 0.0
+    Store(paths.store).close()  # created and migrated, as the pool does at start-up
     store = state.loop_store()
-    assert store is state.loop_store() and store.deferrable
+    assert store is not None and store is state.loop_store() and store.deferrable
     with state.write_lock, pytest.raises(Deferred, match="another of the server's threads"):
         with store.write():
             raise AssertionError("ran while another thread held the write lock")
@@ -124,4 +129,49 @@ def test_the_event_loops_store_never_waits_before_its_first_commit(hooks_home: P
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'loop-test'")
     assert other.execute("SELECT value FROM meta WHERE key = 'loop-test'").fetchone() == ("2",)
     other.close()
+    store.close()
+
+
+def test_the_event_loop_answers_nothing_from_a_store_not_in_wal_mode(hooks_home: Path) -> None:
+    """In rollback-journal mode any reader fails a COMMIT at once with the loop's busy timeout
+    of 0: such a store is left to the pool (doctor flags the mode)."""
+    import sqlite3
+
+    from agent_hooks.server.app import ServerState
+    from agent_hooks.store import Store
+
+    paths = Paths(dict(os.environ))
+    Store(paths.store).close()
+    conn = sqlite3.connect(paths.store, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    conn.close()
+    state = ServerState(paths, config_mod.defaults(), dict(os.environ), port=0)
+    assert state.loop_store() is None
+
+
+def test_a_failed_commit_is_rolled_back_and_the_connection_stays_usable(hooks_home: Path) -> None:
+    """A COMMIT that fails (busy: a reader in a rollback-journal store) used to leave the
+    transaction open; a long-lived connection would then hold the store's lock for good."""
+    import sqlite3
+
+    from agent_hooks.store import Store
+
+    paths = Paths(dict(os.environ))
+    Store(paths.store).close()
+    setup = sqlite3.connect(paths.store, isolation_level=None)
+    setup.execute("PRAGMA journal_mode=DELETE")
+    setup.close()
+    store = Store(paths.store, busy_timeout_ms=0)
+    reader = sqlite3.connect(paths.store, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM meta").fetchone()  # a shared lock: COMMIT cannot write
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with store.write() as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('commit-test', '1')")
+    assert not store.conn.in_transaction
+    reader.execute("COMMIT")
+    with store.write() as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('commit-test', '2')")
+    assert reader.execute("SELECT value FROM meta WHERE key = 'commit-test'").fetchone() == ("2",)
+    reader.close()
     store.close()

@@ -26,6 +26,10 @@ def isolated(conn: sqlite3.Connection, ctx: "Context", name: str, fn: Callable[.
     except Exception as exc:  # noqa: BLE001 - fail open, feature by feature
         conn.execute(f"ROLLBACK TO {name}")
         conn.execute(f"RELEASE {name}")
+        if ctx.store.deferrable:
+            # The server's event loop, before its first commit: the whole call is run again on a
+            # pool thread (agent_hooks.dispatch.Deferred), which logs and counts this once.
+            raise
         import traceback
 
         from agent_hooks.runner import log_error

@@ -35,7 +35,7 @@ from agent_hooks import config as config_mod
 from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import fastpath, local, peer
-from agent_hooks.store import Store, Transaction
+from agent_hooks.store import Store, StoreError, Transaction
 
 T = TypeVar("T")
 
@@ -111,13 +111,14 @@ class _SerialTransaction(Transaction):
 
 
 WAL_PAGES_BOUND = 10_000
+LOOP_STORE_RETRY_S = 30.0
 
 
 class _ServerStore(Store):
     """A worker thread's connection whose write transactions take the process's write lock."""
 
-    def __init__(self, path: str, busy_timeout_ms: int, lock: threading.Lock) -> None:
-        super().__init__(path, busy_timeout_ms)
+    def __init__(self, path: str, busy_timeout_ms: int, lock: threading.Lock, migrate: bool = True) -> None:
+        super().__init__(path, busy_timeout_ms, migrate)
         self.write_lock = lock
         # A commit that crosses SQLite's auto-checkpoint (1,000 pages) copies the WAL and fsyncs
         # while it holds the write lock: 10-60 ms here, every other hook call waiting behind it
@@ -133,7 +134,9 @@ class _ServerStore(Store):
 class _LoopTransaction(Transaction):
     """The event loop's write: it takes the process's write lock and SQLite's only if both are
     free at once. Until the call's first commit, either one busy raises Deferred (the call has
-    changed nothing yet, and moves to the pool); after it, the lock is waited for as usual."""
+    committed nothing yet, and moves to the pool). After it, the Python lock is waited for as
+    the pool's threads do (they hold it for one short transaction); SQLite's is not (busy
+    timeout 0), and a busy store then fails the write, which dispatch spools."""
 
     __slots__ = ("store",)
 
@@ -157,7 +160,7 @@ class _LoopTransaction(Transaction):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
-            super().__exit__(exc_type, exc, tb)
+            super().__exit__(exc_type, exc, tb)  # a failed COMMIT is rolled back there
         finally:
             self.store.write_lock.release()
         if exc_type is None:
@@ -167,10 +170,16 @@ class _LoopTransaction(Transaction):
 class _LoopStore(_ServerStore):
     """The event loop's own connection, for the quick calls server/hooks.py answers inline.
     Its busy timeout is 0: a store another process is writing raises at once (see
-    _LoopTransaction) instead of blocking every request of the server."""
+    _LoopTransaction) instead of blocking every request of the server. It never migrates
+    (the pool does, at start-up or on a call's first use), and it needs WAL: in another
+    journal mode a reader would fail its every COMMIT."""
 
     def __init__(self, path: str, lock: threading.Lock) -> None:
-        super().__init__(path, 0, lock)
+        super().__init__(path, 0, lock, migrate=False)
+        mode = str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode != "wal":
+            self.conn.close()
+            raise StoreError(f"the store is in {mode} journal mode, not WAL: hook calls go to the pool")
         self.deferrable = True
 
     def write(self) -> Transaction:
@@ -196,6 +205,7 @@ class ServerState:
         self._config_stamp = self._stamp()
         self._local = threading.local()
         self._loop_store: Store | None = None
+        self._loop_store_retry = 0.0
         # One writer at a time among this process's threads (see _SerialTransaction).
         self.write_lock = threading.Lock()
         # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
@@ -234,11 +244,24 @@ class ServerState:
             self._local.store = store
         return store
 
-    def loop_store(self) -> Store:
-        """The event loop's connection (see _LoopStore); call it on the event loop only."""
-        if self._loop_store is None:
-            self._loop_store = _LoopStore(self.paths.store, self.write_lock)
+    def loop_store(self) -> Store | None:
+        """The event loop's connection (see _LoopStore), or None while it cannot be had (the store
+        is missing, behind, not in WAL mode: tried again after LOOP_STORE_RETRY_S). On the loop only."""
+        if self._loop_store is None and time.monotonic() >= self._loop_store_retry:
+            try:
+                self._loop_store = _LoopStore(self.paths.store, self.write_lock)
+            except Exception:  # noqa: BLE001 - the pool's calls open the store and report what is wrong
+                self._loop_store_retry = time.monotonic() + LOOP_STORE_RETRY_S
         return self._loop_store
+
+    def drop_loop_store(self) -> None:
+        """Close the loop's connection (left inside a transaction: never expected); the next call opens another."""
+        store, self._loop_store = self._loop_store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001
+                pass
 
     def open_store(self) -> Store:
         """A new connection whose write transactions take the process's write lock."""

@@ -6,8 +6,8 @@ the event from the body). The session's variables arrive as headers (local.SESSI
 The request goes through agent_hooks.dispatch, under the same promises as the
 executables. Where it runs:
 
-* the tool events (INLINE_EVENTS), when no user handler can be due, run on the
-  event loop itself: their work is a few reads and one short write, and handing
+* the tool events (INLINE_EVENTS), when no user handler can be due and the body
+  is small (INLINE_MAX_BYTES), run on the event loop itself: their work is a few reads and one short write, and handing
   them to a thread and back cost more than the work (p99 under 20 sessions 6.5 ->
   2 ms, server CPU per request 2.0 -> 1.6 ms; bench/bench_client.py). The loop's
   connection never waits: while another thread or process is writing, the call
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 # Answered on the event loop itself when they can be (see the module docstring): every tool call
 # sends them, and their work is the guards and one short write, with no user handler to wait for.
 INLINE_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+# A larger body goes to the pool: parsing and hashing 4 MiB takes ~70 ms, and on the loop every
+# other session would wait for it.
+INLINE_MAX_BYTES = 64 * 1024
 
 
 def handlers() -> dict[str, Handler]:
@@ -108,17 +111,17 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return
         call = Call(path[prefix:] if len(path) > prefix else event_of(data))
         env = local.request_env(state.env, _Headers(scope["headers"]))
-        if call.event in INLINE_EVENTS and not maybe_any(config, state.paths.config_dir):
-            try:
-                store = state.loop_store()
-            except Exception:  # noqa: BLE001 - the pool's run opens it again and reports the failure
-                store = None
+        if call.event in INLINE_EVENTS and len(data) <= INLINE_MAX_BYTES \
+                and not maybe_any(config, state.paths.config_dir):
+            store = state.loop_store()
             if store is not None:
                 store.deferrable = True
                 try:
                     work(call, data, env, config, store)
                 except Deferred:
                     state.stats.count("deferred")  # busy: run from the start on the pool, below
+                    if store.conn.in_transaction:
+                        state.drop_loop_store()
                 else:
                     await _answer(state, send, call, started)
                     return
