@@ -108,7 +108,12 @@ class Deferred(Exception):
     that must not wait (``Store.deferrable``: the server's event loop). The transport runs it
     again from the start where waiting is allowed (a pool thread). Nothing was committed, logged
     or counted before it is raised (features/isolate.py re-raises instead of logging); a drainer
-    start is guarded by its own grace file (forward/outbox.py)."""
+    start is guarded by its own grace file (forward/outbox.py). ``busy``: only a lock was in
+    the way, so a retry moments later may succeed where the call is."""
+
+    def __init__(self, why: str, busy: bool = False) -> None:
+        super().__init__(why)
+        self.busy = busy
 
 
 def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
@@ -208,11 +213,11 @@ def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None)
     log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
 
 
-def _defer(store: Store | None, why: str) -> None:
+def _defer(store: Store | None, why: str, busy: bool = False) -> None:
     """Raise Deferred when ``store`` must not wait and the call has changed nothing yet: what
     comes next (a report, a spool, a retry) may wait for the store, so it happens on the pool."""
     if store is not None and store.deferrable:
-        raise Deferred(why)
+        raise Deferred(why, busy)
 
 
 def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: Paths,
@@ -267,7 +272,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
             raise
         # Before the first commit nothing was changed: a busy store, or an error the pool's run will
         # meet again and report there (the error log and the errors table may have to wait for the store).
-        _defer(store, f"{type(exc).__name__}: {exc}")
+        _defer(store, f"{type(exc).__name__}: {exc}", spool.transient(exc))
         if spool.transient(exc) and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
             call.text = None
             call.done = True

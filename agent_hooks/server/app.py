@@ -148,14 +148,14 @@ class _LoopTransaction(Transaction):
         lock = self.store.write_lock
         if not lock.acquire(blocking=False):
             if self.store.deferrable:
-                raise Deferred("another of the server's threads is writing")
+                raise Deferred("another of the server's threads is writing", busy=True)
             lock.acquire()
         try:
             return super().__enter__()
         except BaseException as exc:
             lock.release()
             if self.store.deferrable and spool.transient(exc):
-                raise Deferred(f"another process is writing ({exc})") from exc
+                raise Deferred(f"another process is writing ({exc})", busy=True) from exc
             raise
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
