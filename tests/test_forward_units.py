@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from agent_hooks import config as config_mod
+from agent_hooks.dispatch import Context
 from agent_hooks.forward import drain, eventmap, outbox
 from agent_hooks.payload import Payload
 from agent_hooks.paths import Paths
@@ -122,17 +123,12 @@ def test_heartbeat_coalescing_in_the_store(tmp_path: Path) -> None:
     store.close()
 
 
-class _Ctx:
-    def __init__(self, p: Payload, config: dict[str, Any], paths: Paths, env: dict[str, str]) -> None:
-        self.payload, self.config, self.paths, self.env, self.started = p, config, paths, env, time.time()
-
-
 def test_a_broken_outbox_never_costs_the_hook_its_work(tmp_path: Path) -> None:
     env = {"AGENT_HOOKS_HOME": str(tmp_path), "AGENT_HOOKS_TMUX_SESSION": "agent-x"}
     paths = Paths(env)
     store = Store(paths.store)
     store.conn.execute("DROP TABLE outbox")
-    ctx = _Ctx(payload("Stop"), cfg(autostart=False), paths, env)
+    ctx = Context(payload("Stop"), cfg(autostart=False), paths, env, store)
     with store.write() as conn:
         conn.execute("INSERT INTO meta (key, value) VALUES ('hook-work', 'done')")
         assert outbox.forward(conn, ctx) is None
