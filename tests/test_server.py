@@ -363,6 +363,7 @@ def test_tool_calls_run_on_the_event_loop_and_move_to_a_thread_when_the_store_is
     assert store_rows(server.home, "SELECT tool_calls FROM sessions WHERE session_id = 's-busy'")[0][0] == 2
     requests = server.status()["requests"]
     assert requests["deferred"] == 1 and requests["answered"] == 2
+    assert "handed from the event loop to a thread 1" in server.cli("status").stdout
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
 
 
