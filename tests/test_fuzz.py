@@ -3,7 +3,8 @@
 Bad input is bad input: 0 internal errors (error log and ``errors`` table hold
 ``bad_input`` at most), 0 accidental decisions, 0 non-zero exits, 0 bad stdout.
 A few hundred run in-process through the runner on every run (and a sample as
-subprocesses); 10,000 run with ``-m fuzz``.
+subprocesses, and 300 through the resident server); 10,000 in-process and 3,000
+through the server run with ``-m fuzz``.
 """
 
 from __future__ import annotations
@@ -141,4 +142,49 @@ def test_fuzz_ten_thousand(hooks_home: Path) -> None:
 @pytest.mark.fuzz
 def test_fuzz_subprocess_thousand(hooks_home: Path) -> None:
     problems = fuzz_subprocess(hooks_home, 1000, offset=20_000)
+    assert not problems, "\n".join(problems[:50])
+
+
+def fuzz_server(home: Path, count: int, offset: int) -> list[str]:
+    """The same cases through the resident server (issue 14): the tool events run on its event
+    loop (and hand off to a thread for bad input), everything else on the pool."""
+    import http.client
+
+    from server_support import start_server
+
+    (home.parent / "user-home").mkdir(exist_ok=True)
+    env = {k: v for k, v in _env(home).items() if k != "AGENT_HOOKS_DEADLINE_MS"}
+    server = start_server(home, env)
+    problems: list[str] = []
+    try:
+        for n, (event, data) in enumerate(cases(offset + count, SEED)[offset:], start=offset):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            try:
+                conn.request("POST", f"/hooks/{event}", data, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                body = resp.read().decode(errors="replace")
+                problem = resp.getheader("x-agent-hooks-problem") or ""
+            finally:
+                conn.close()
+            if resp.status != 200:
+                problems.append(f"case {n} ({event}): HTTP {resp.status} {body[:200]!r}")
+            if "internal error" in problem:
+                problems.append(f"case {n} ({event}): {problem[:300]!r}")
+            _check_answer(event, body, problems, n)
+        status = server.status()
+        if not status["up"]:
+            problems.append("the server is down after the cases")
+    finally:
+        server.cli("stop", check=False)
+    return problems + _internal(home)
+
+
+def test_fuzz_the_server(hooks_home: Path) -> None:
+    problems = fuzz_server(hooks_home, 300, offset=30_000)
+    assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.fuzz
+def test_fuzz_the_server_three_thousand(hooks_home: Path) -> None:
+    problems = fuzz_server(hooks_home, 3000, offset=40_000)
     assert not problems, "\n".join(problems[:50])

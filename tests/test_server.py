@@ -152,6 +152,9 @@ def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, server
     ("PreToolUse", b"{nope", "not JSON"),
     ("PostToolUse", json.dumps(fixture_payload("PreToolUse-Bash.json")).encode(), "payload is for PreToolUse"),
     ("MadeUpEvent", json.dumps({"hook_event_name": "MadeUpEvent", "session_id": "s"}).encode(), "no handler"),
+    # A newline in the body's event name once made the header invalid: no answer at all (fuzz tier).
+    ("PostToolUse", json.dumps(dict(fixture_payload("PostToolUse-Bash.json"), hook_event_name="a\nb\r\nc")).encode(),
+     "payload is for a?b??c"),
 ])
 def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, server: Server) -> None:
     agent_hook("init", env=server.env)

@@ -163,10 +163,16 @@ def routes(state: ServerState) -> list[BaseRoute]:
 async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: float) -> None:
     headers = []
     if call.problem:
-        headers.append((b"x-agent-hooks-problem", call.problem[:500].encode("ascii", "replace")))
+        headers.append((b"x-agent-hooks-problem", header_value(call.problem)))
         state.stats.count("problem")
     state.stats.count("answered", (time.perf_counter() - started) * 1000)
     await fastpath.send_bytes(send, 200, call.text.encode() if call.text else b"", headers)
+
+
+def header_value(text: str, limit: int = 500) -> bytes:
+    """``text`` as a header value: printable ASCII only (a payload's event name can hold a newline,
+    which uvicorn refuses, and the client got no answer at all), at most ``limit`` characters."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:limit]).encode("ascii")
 
 
 class _Headers:
