@@ -417,7 +417,8 @@ def test_a_payload_over_the_limit_is_refused_without_being_held(hooks_home: Path
         assert problem == f"payload of {len(head) + chunks * len(chunk)} bytes is over the 2000-byte limit"
         grew = peak_rss_mb(pid) - before
         assert grew < 32, f"the server's peak memory grew by {grew:.0f} MiB: it held the body"
-        assert [tuple(r) for r in store_rows(srv.home, "SELECT kind, event FROM errors")] == [("bad_input", "PreToolUse")]
+        errors = store_rows(srv.home, "SELECT kind, event FROM errors")
+        assert [tuple(r) for r in errors] == [("bad_input", "PreToolUse")]
         assert store_rows(srv.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
         assert srv.answer(fixture_payload("PreToolUse-Bash.json")) is None  # and the next call is fine
     finally:
