@@ -256,6 +256,32 @@ def test_due_filters_by_event_matcher_and_eligibility_in_priority_order(reg: tup
     assert registry.due(cfg, config_dir, state_dir, {}, "/tmp", "Stop") == []
 
 
+def test_none_due_is_told_from_the_compiled_registry_without_rebuilding_it(reg: tuple[dict, str, str]) -> None:
+    """The server's event loop asks this before it answers a tool call itself."""
+    cfg, config_dir, state_dir = reg
+    managed = Path(config_dir) / "hooks"
+
+    def none_due(event: str, tool: str = "Bash") -> bool:
+        return registry.none_due(cfg, config_dir, state_dir, {}, "/tmp", event, tool)
+
+    assert none_due("PreToolUse")  # no handlers at all
+    write_handler(managed, "on-stop", events=["Stop"])
+    write_handler(managed, "reads", matcher="Read")
+    write_handler(managed, "off", enabled=False)
+    old_mtimes(managed)
+    assert not none_due("PreToolUse")  # nothing compiled yet: only a rebuild could tell
+    registry.due(cfg, config_dir, state_dir, {}, "/tmp", "PreToolUse", "Bash")  # compiles
+    assert none_due("PreToolUse") and none_due("PostToolUse")
+    assert not none_due("PreToolUse", "Read") and not none_due("Stop")
+    cfg["handlers"]["entries"] = {"off": {"enabled": True}}
+    assert not none_due("PreToolUse")  # switched on in the config
+    cfg["handlers"]["entries"] = {}
+    (managed / "reads" / "HOOK.md").write_text((managed / "reads" / "HOOK.md").read_text().replace("Read", "Bash"))
+    assert not none_due("PreToolUse")  # changed since the compile: not rebuilt here
+    cache = next((Path(state_dir) / "cache").glob("handlers-*.json"))
+    assert '"matcher": "Read"' in cache.read_text()
+
+
 def test_no_handlers_means_no_cache_and_no_yaml(tmp_path: Path) -> None:
     code = (
         "import sys\nfrom agent_hooks import config\nfrom agent_hooks.handlers import registry\n"

@@ -366,7 +366,8 @@ def test_tool_calls_run_on_the_event_loop_and_move_to_a_thread_when_the_store_is
     assert store_rows(server.home, "SELECT tool_calls FROM sessions WHERE session_id = 's-busy'")[0][0] == 2
     requests = server.status()["requests"]
     assert requests["deferred"] == 1 and requests["answered"] == 2
-    assert "handed from the event loop to a thread 1" in server.cli("status").stdout
+    assert requests["inline"] == 1
+    assert "requests answered 2 (1 on the event loop, 1 handed from it to a thread)" in server.cli("status").stdout
     assert store_rows(server.home, "SELECT count(*) FROM errors")[0][0] == 0
 
 
@@ -437,3 +438,24 @@ def test_a_repaired_payload_is_reported_once_though_the_loop_hands_it_on(server:
     assert [e["kind"] for e in error_log(server.home)] == ["bad_input"]
     assert store_rows(server.home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = 'toolu_sur'")[0][0] == 1
     assert server.status()["requests"]["deferred"] == 1
+
+
+def test_a_handler_keeps_off_the_event_loop_only_the_calls_it_may_run_for(server: Server) -> None:
+    """A handler for Stop, or for Read, leaves a Bash tool call on the loop; a Read call, which
+    the handler may take, goes to the pool, and the handler runs."""
+    from handlers_support import write_handler
+
+    agent_hook("init", env=server.env)
+    write_handler(server.home / "hooks", "on-stop", events=["Stop"])
+    write_handler(server.home / "hooks", "reads", matcher="Read",
+                  code="def handle(event):\n    return {'context': 'read seen'}\n")
+    write_handler(server.home / "hooks", "switched-off", enabled=False)
+    pre = fixture_payload("PreToolUse-Bash.json")
+    read = dict(pre, tool_name="Read", tool_input={"file_path": "/tmp/x"}, tool_use_id="toolu_read")
+    assert server.answer(read)["hookSpecificOutput"]["additionalContext"] == "read seen"  # compiles the registry
+    assert server.answer(dict(pre, tool_use_id="toolu_bash_1")) is None
+    assert server.answer(dict(pre, tool_use_id="toolu_bash_2")) is None
+    assert server.answer(dict(read, tool_use_id="toolu_read_2"))["hookSpecificOutput"]["additionalContext"] == \
+        "read seen"
+    requests = server.status()["requests"]
+    assert requests["answered"] == 4 and requests["inline"] == 2 and "deferred" not in requests

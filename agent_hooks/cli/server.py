@@ -76,10 +76,10 @@ def status(as_json: bool) -> None:
     click.echo(f"server: up, pid {st['pid']}, http://127.0.0.1:{st['port']}, version {st['version']}"
                f" (build {st['build']}{', STALE: installed ' + st['installed_build'] if st['stale'] else ''})")
     click.echo(f"  since {iso(st.get('started'))}, uptime {_duration(st.get('uptime_s') or 0)}")
-    click.echo(f"  requests answered {counts.get('answered', 0)}, errors {errors}"
+    click.echo(f"  requests answered {counts.get('answered', 0)} ({counts.get('inline', 0)} on the event loop,"
+               f" {counts.get('deferred', 0)} handed from it to a thread), errors {errors}"
                f" (bad input or internal {counts.get('problem', 0)}, past the deadline {counts.get('timeout', 0)}),"
-               f" refused {counts.get('unauthorized', 0)}; handed from the event loop to a thread"
-               f" {counts.get('deferred', 0)}")
+               f" refused {counts.get('unauthorized', 0)}")
     click.echo(f"  answer time p50 {_ms(st.get('p50_ms'))}, p99 {_ms(st.get('p99_ms'))};"
                f" probe from here {_ms(st.get('probe_ms'))}")
 

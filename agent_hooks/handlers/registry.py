@@ -221,6 +221,24 @@ def matches(matcher: str | None, tool_name: str) -> bool:
     return re.fullmatch(matcher, tool_name) is not None
 
 
+def none_due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping[str, str], cwd: str | None,
+             event: str, tool_name: str = "") -> bool:
+    """True when certainly no handler is due for this call, told from the compiled registry without
+    rebuilding it (the server's event loop, where a rebuild's YAML parse must not run). False when
+    one may be: a switched-on candidate, one with requirements to check, or a registry to rebuild."""
+    hcfg = config.get("handlers") or {}
+    if not hcfg.get("enabled", True):
+        return True
+    srcs = [s for s in current_sources(config, config_dir, workspace_of(env, cwd), hot=True) if os.path.isdir(s.path)]
+    if not srcs:
+        return True
+    data = _read_cache(_cache_path(state_dir, srcs), srcs)
+    if data is None:
+        return False
+    return not any(event in h["events"] and not h["errors"] and (not h["matcher"] or matches(h["matcher"], tool_name))
+                   and switched_on(h, entry_of(config, h["name"])) is None for h in data["handlers"])
+
+
 def due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping[str, str], cwd: str | None,
         event: str, tool_name: str = "") -> list[dict[str, Any]]:
     """The handlers to run for this call, in priority order (the hook path; cheap when there are none)."""
