@@ -8,12 +8,13 @@ executables. Where it runs:
 
 * the tool events (INLINE_EVENTS), when no user handler can be due for the call
   (none installed, or none for its event and tool) and the body is small
-  (INLINE_MAX_BYTES), run on the event loop itself: their work is a few reads and one short write, and handing
-  them to a thread and back cost more than the work (p99 under 20 sessions 6.5 ->
-  1.3-2.5 ms, server CPU per request 2.0 -> 0.9-1.5 ms; bench/bench_client.py). The
-  loop's connection never waits: while another thread or process is writing, the
-  call raises Deferred before it has changed anything; it is tried again on the
-  loop a few times (INLINE_TRIES), then runs again from the start on the pool;
+  (INLINE_MAX_BYTES), run on the event loop itself: their work is a few reads
+  and one short write, and handing them to a thread and back cost more than the
+  work (p99 under 20 sessions 6.5 -> 1.3-2.5 ms, server CPU per request 2.0 ->
+  0.9-1.5 ms; bench/bench_client.py). The loop's connection never waits: while
+  another thread or process is writing, the call raises Deferred before it has
+  changed anything; it is tried again on the loop a few times (INLINE_TRIES),
+  then runs again from the start on the pool;
 * everything else, and every deferred call, runs on the thread pool, with the
   deadline below.
 
