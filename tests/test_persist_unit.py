@@ -187,6 +187,32 @@ def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
     assert time.monotonic() - began < 1.0
 
 
+def test_stop_waits_for_the_transcript_file_itself_on_a_first_turn(tmp_path):
+    """On a session's first turn the client may run Stop before the transcript file exists
+    (seen with 2.1.197 under load): that is waited for like a late line, not read as empty."""
+    import json
+    import threading
+    import time
+
+    path = tmp_path / "t.jsonl"
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+
+    def late_create() -> None:
+        time.sleep(0.15)
+        path.write_text(json.dumps(_answer(196_000, "Done.")) + "\n")
+
+    writer = threading.Thread(target=late_create)
+    writer.start()
+    seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
+    writer.join()
+    assert seen.context_pct == 98.0 and seen.answer == "Done."
+    # A file that never comes costs at most the wait.
+    began = time.monotonic()
+    assert persist.transcript_state(str(tmp_path / "never.jsonl"), env, cfg(), answer="Done.",
+                                    wait_s=0.2).context_pct is None
+    assert 0.2 <= time.monotonic() - began < 1.5
+
+
 @pytest.mark.parametrize("task_id", ["T-1", "port the parser", "it's big", 'odd "one" $x', "it's $5"])
 def test_the_hold_names_a_finish_command_that_runs_and_passes_the_guards(task_id):
     """The reason's `task done` command is one shell word per argument, and the guards let it through."""

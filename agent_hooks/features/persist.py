@@ -328,8 +328,9 @@ def transcript_state(path: str | None, env: Any, config: dict[str, Any], tail_by
     """:func:`scan` over the transcript's last ``persist.tail_bytes`` (a safe path only).
 
     Claude Code writes the turn's last line (with its usage) asynchronously, and may run Stop
-    before it lands. Given the turn's ``answer`` (Stop's ``last_assistant_message``), the tail
-    is read again, for up to ``wait_s``, until it shows that answer; then it is what it is.
+    before it lands, or before the transcript file exists at all (a session's first turn).
+    Given the turn's ``answer`` (Stop's ``last_assistant_message``), the tail is read again,
+    for up to ``wait_s``, until it shows that answer; then it is what it is.
     """
     import time
 
@@ -342,6 +343,8 @@ def transcript_state(path: str | None, env: Any, config: dict[str, Any], tail_by
     while True:
         try:
             data, _ = transcript.read_tail(real, int(tail_bytes or config["persist"]["tail_bytes"]))
+        except FileNotFoundError:
+            data = b""  # not written yet: waited for like a missing line
         except OSError:
             return TranscriptState()
         state = scan(_entries_newest_first(data.split(b"\n"), int(config["transcript"]["max_line_bytes"])), config)
