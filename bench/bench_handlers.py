@@ -154,6 +154,10 @@ def in_process(envs: dict[str, dict[str, str]], runs: int) -> dict[str, float]:
         print(f"  {case:>3} {label:14} {out[case]:6.3f} | {outc[case]:6.3f}{extra}")
     print(f"  0 handlers over off: {out['0'] - out['off']:+.3f} ms wall, {outc['0'] - outc['off']:+.3f} ms CPU"
           " (target <= 1 ms)")
+    # The issue's "each in-process handler <= 1 ms plus its own work", read both ways: the first
+    # handler carries the machinery a call pays once (imports, the registry, the timeout thread).
+    print(f"  the first handler, machinery included: {out['1'] - out['0']:.2f} ms wall;"
+          f" each handler after it: {(out['5'] - out['1']) / 4:.2f} ms wall (target <= 1 ms)")
     return out
 
 
