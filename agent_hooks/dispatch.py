@@ -270,10 +270,11 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
             return  # the deadline came first and the work was spooled
         if isinstance(exc, Deferred):
             raise
+        busy = spool.transient(exc)
         # Before the first commit nothing was changed: a busy store, or an error the pool's run will
         # meet again and report there (the error log and the errors table may have to wait for the store).
-        _defer(store, f"{type(exc).__name__}: {exc}", spool.transient(exc))
-        if spool.transient(exc) and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
+        _defer(store, f"{type(exc).__name__}: {exc}", busy)
+        if busy and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
             call.text = None
             call.done = True
             return

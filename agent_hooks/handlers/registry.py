@@ -221,39 +221,42 @@ def matches(matcher: str | None, tool_name: str) -> bool:
     return re.fullmatch(matcher, tool_name) is not None
 
 
+def _hot_sources(config: Mapping[str, Any], config_dir: str, env: Mapping[str, str], cwd: str | None) -> list[Source]:
+    """The sources a hook call reads: none when handlers are off, else those that exist."""
+    if not (config.get("handlers") or {}).get("enabled", True):
+        return []
+    return [s for s in current_sources(config, config_dir, workspace_of(env, cwd), hot=True) if os.path.isdir(s.path)]
+
+
+def _switched_on_for(config: Mapping[str, Any], handlers: list[dict[str, Any]], event: str,
+                     tool_name: str) -> list[dict[str, Any]]:
+    """The handlers for this event and tool, without errors, that the operator's switches leave on."""
+    return [h for h in handlers
+            if event in h["events"] and not h["errors"]
+            and (not h["matcher"] or matches(h["matcher"], tool_name))
+            and switched_on(h, entry_of(config, h["name"])) is None]
+
+
 def none_due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping[str, str], cwd: str | None,
              event: str, tool_name: str = "") -> bool:
     """True when certainly no handler is due for this call, told from the compiled registry without
     rebuilding it (the server's event loop, where a rebuild's YAML parse must not run). False when
     one may be: a switched-on candidate, one with requirements to check, or a registry to rebuild."""
-    hcfg = config.get("handlers") or {}
-    if not hcfg.get("enabled", True):
-        return True
-    srcs = [s for s in current_sources(config, config_dir, workspace_of(env, cwd), hot=True) if os.path.isdir(s.path)]
+    srcs = _hot_sources(config, config_dir, env, cwd)
     if not srcs:
         return True
     data = _read_cache(_cache_path(state_dir, srcs), srcs)
-    if data is None:
-        return False
-    return not any(event in h["events"] and not h["errors"] and (not h["matcher"] or matches(h["matcher"], tool_name))
-                   and switched_on(h, entry_of(config, h["name"])) is None for h in data["handlers"])
+    return data is not None and not _switched_on_for(config, data["handlers"], event, tool_name)
 
 
 def due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping[str, str], cwd: str | None,
         event: str, tool_name: str = "") -> list[dict[str, Any]]:
     """The handlers to run for this call, in priority order (the hook path; cheap when there are none)."""
-    hcfg = config.get("handlers") or {}
-    if not hcfg.get("enabled", True):
-        return []
-    srcs = current_sources(config, config_dir, workspace_of(env, cwd), hot=True)
-    srcs = [s for s in srcs if os.path.isdir(s.path)]
+    srcs = _hot_sources(config, config_dir, env, cwd)
     if not srcs:
         return []
     handlers, _ = compile_sources(srcs, state_dir)
-    candidates = [h for h in handlers
-                  if event in h["events"] and not h["errors"]
-                  and (not h["matcher"] or matches(h["matcher"], tool_name))]
-    ready = [h for h in candidates if switched_on(h, entry_of(config, h["name"])) is None]
+    ready = _switched_on_for(config, handlers, event, tool_name)
     if any(conditional(h) for h in ready):
         from agent_hooks.handlers import eligibility
         from agent_hooks.features.sessions import agent_name, role

@@ -96,7 +96,7 @@ class _SerialTransaction(Transaction):
         self.lock = lock
 
     def __enter__(self) -> Any:
-        self.lock.acquire()
+        self._take_lock()
         try:
             return super().__enter__()
         except BaseException:
@@ -108,6 +108,9 @@ class _SerialTransaction(Transaction):
             super().__exit__(exc_type, exc, tb)
         finally:
             self.lock.release()
+
+    def _take_lock(self) -> None:
+        self.lock.acquire()
 
 
 WAL_PAGES_BOUND = 10_000
@@ -131,7 +134,7 @@ class _ServerStore(Store):
         return _SerialTransaction(self.conn, self.write_lock)
 
 
-class _LoopTransaction(Transaction):
+class _LoopTransaction(_SerialTransaction):
     """The event loop's write: it takes the process's write lock and SQLite's only if both are
     free at once. Until the call's first commit, either one busy raises Deferred (the call has
     committed nothing yet, and moves to the pool). After it, the Python lock is waited for as
@@ -141,28 +144,25 @@ class _LoopTransaction(Transaction):
     __slots__ = ("store",)
 
     def __init__(self, store: _LoopStore) -> None:
-        super().__init__(store.conn)
+        super().__init__(store.conn, store.write_lock)
         self.store = store
 
-    def __enter__(self) -> Any:
-        lock = self.store.write_lock
-        if not lock.acquire(blocking=False):
+    def _take_lock(self) -> None:
+        if not self.lock.acquire(blocking=False):
             if self.store.deferrable:
                 raise Deferred("another of the server's threads is writing", busy=True)
-            lock.acquire()
+            self.lock.acquire()
+
+    def __enter__(self) -> Any:
         try:
-            return super().__enter__()
+            return super().__enter__()  # the lock (_take_lock), then BEGIN IMMEDIATE
         except BaseException as exc:
-            lock.release()
             if self.store.deferrable and spool.transient(exc):
                 raise Deferred(f"another process is writing ({exc})", busy=True) from exc
             raise
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            super().__exit__(exc_type, exc, tb)  # a failed COMMIT is rolled back there
-        finally:
-            self.store.write_lock.release()
+        super().__exit__(exc_type, exc, tb)  # COMMIT (a failed one is rolled back), the lock released
         if exc_type is None:
             self.store.deferrable = False  # committed: from here on the call runs to its end
 

@@ -58,6 +58,11 @@ DEFAULT_AGENT_TYPE = "claude-code"
 AUTO_PREFIX = "agent-"
 
 MAX_BODY_BYTES = 64 * 1024
+
+
+def too_large(size: int | str) -> str:
+    """The 400's message for a body over MAX_BODY_BYTES (by its Content-Length or as read)."""
+    return f"body too large ({size} bytes, at most {MAX_BODY_BYTES})"
 MAX_ID_CHARS = 256
 MAX_METADATA_CHARS = 2000
 MAX_TEXT_CHARS = 20000
@@ -114,7 +119,7 @@ class Registration:
 def parse_json(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or BodyError('invalid JSON ...')."""
     if len(raw) > MAX_BODY_BYTES:
-        raise BodyError(f"body too large ({len(raw)} bytes, at most {MAX_BODY_BYTES})")
+        raise BodyError(too_large(len(raw)))
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -47,7 +47,7 @@ async def read_body(request: Request) -> bytes:
     """The body, or BodyError when it is larger than the contract allows."""
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
-        raise contract.BodyError(f"body too large ({length} bytes, at most {contract.MAX_BODY_BYTES})")
+        raise contract.BodyError(contract.too_large(length))
     return await request.body()
 
 
@@ -77,17 +77,13 @@ def routes(state: ServerState) -> list[BaseRoute]:
             await denied(scope, receive, send)
             return
         length = conn.headers.get("content-length")
-        if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
-            state.stats.count("ingest_400")
-            await fastpath.send_json(send, 400, {"error": f"body too large ({length} bytes, at most"
-                                                          f" {contract.MAX_BODY_BYTES})"})
-            return
         try:
+            if length and length.isdigit() and int(length) > contract.MAX_BODY_BYTES:
+                raise contract.BodyError(contract.too_large(length))  # refused unread
             body = contract.parse_ingest(await fastpath.read_body(receive, contract.MAX_BODY_BYTES))
         except fastpath.TooLarge as exc:  # no Content-Length (chunked), and more than the contract allows
             state.stats.count("ingest_400")
-            await fastpath.send_json(send, 400, {"error": f"body too large ({exc.size} bytes, at most"
-                                                          f" {contract.MAX_BODY_BYTES})"})
+            await fastpath.send_json(send, 400, {"error": contract.too_large(exc.size)})
             return
         except contract.BodyError as exc:
             state.stats.count("ingest_400")
