@@ -196,9 +196,16 @@ def test_the_event_a_handler_gets(managed: Path, tmp_path: Path, hooks_home: Pat
     dump = tmp_path / "event.json"
     write_handler(managed, "dumper", code=f"import json\ndef handle(event):\n"
                                           f"    json.dump(event, open({str(dump)!r}, 'w'))\n")
+    # Runs first and scribbles on everything it was given: the next handler still gets the original.
+    write_handler(managed, "scribbler", priority=1, code="def handle(event):\n"
+                  "    event['payload']['tool_input']['command'] = 'rm -rf /'\n"
+                  "    event['session'].clear()\n    event['config']['colour'] = 'red'\n")
+    exe_dump = tmp_path / "exe-event.json"
+    write_handler(managed, "exe-dumper", priority=200, executable=f"#!/bin/sh\ncat > {exe_dump}\n")
     agent_hook("hooks", "enable", "dumper")
     cfg = hooks_home / "config.toml"
-    cfg.write_text(cfg.read_text() + 'colour = "blue"\n')
+    cfg.write_text(cfg.read_text() + 'colour = "blue"\nsince = 2026-11-25\n'  # a TOML date: not JSON data
+                   '[handlers.entries.exe-dumper]\nsince = 2026-11-25\n')
     run_hook(pre_payload("ls"), env={"AGENT_HOOKS_AGENT": "w7", "AGENT_HOOKS_ROLE": "worker",
                                      "AGENT_HOOKS_TASK_ID": "T-1", "AGENT_HOOKS_TMUX_SESSION": "tm"})
     event = json.loads(dump.read_text())
@@ -206,8 +213,10 @@ def test_the_event_a_handler_gets(managed: Path, tmp_path: Path, hooks_home: Pat
     assert event["payload"] == pre_payload("ls")
     assert event["session"] == {"id": "sess-h", "agent": "w7", "role": "worker", "task_id": "T-1", "cwd": "/tmp",
                                 "tmux_session": "tm"}
-    assert event["config"] == {"enabled": True, "colour": "blue"}
+    assert event["config"] == {"enabled": True, "colour": "blue", "since": "2026-11-25"}
     assert event["handler"]["name"] == "dumper" and os.path.isdir(event["handler"]["data_dir"])
+    exe_event = json.loads(exe_dump.read_text())
+    assert exe_event["config"] == {"since": "2026-11-25"} and exe_event["payload"] == pre_payload("ls")
 
 
 # -- CLI -------------------------------------------------------------------------------------------
@@ -333,9 +342,14 @@ def test_a_broken_registry_fails_open(managed: Path, hooks_home: Path) -> None:
     write_handler(managed, "fine", code=context_handler("fine"))
     cache_dir = hooks_home / "cache"
     run_hook(pre_payload("ls"))
-    (cache := next(cache_dir.glob("handlers-*.json"))).write_text("{not json")
-    assert specific(run_hook(pre_payload("ls", tool_use_id="t2")))["additionalContext"] == "fine"  # rebuilt
-    assert json.loads(cache.read_text())["version"] == registry.CACHE_VERSION
+    cache = next(cache_dir.glob("handlers-*.bin"))
+    good = cache.read_bytes()
+    damaged = [b"{not marshal", good[: len(registry.CACHE_MAGIC) + 9],  # foreign; cut short
+               registry.CACHE_MAGIC + b"\xff" * 40]  # our header, garbage behind it
+    for i, bad in enumerate(damaged):
+        cache.write_bytes(bad)
+        assert specific(run_hook(pre_payload("ls", tool_use_id=f"t{i}")))["additionalContext"] == "fine"  # rebuilt
+        assert cache.read_bytes() == good
 
 
 def test_hook_with_handlers_prints_exactly_the_protocol(managed: Path) -> None:

@@ -3,6 +3,7 @@ the compiled registry, matchers and the context budget."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import subprocess
 import sys
@@ -278,8 +279,9 @@ def test_none_due_is_told_from_the_compiled_registry_without_rebuilding_it(reg: 
     cfg["handlers"]["entries"] = {}
     (managed / "reads" / "HOOK.md").write_text((managed / "reads" / "HOOK.md").read_text().replace("Read", "Bash"))
     assert not none_due("PreToolUse")  # changed since the compile: not rebuilt here
-    cache = next((Path(state_dir) / "cache").glob("handlers-*.json"))
-    assert '"matcher": "Read"' in cache.read_text()
+    cache = next((Path(state_dir) / "cache").glob("handlers-*.bin")).read_bytes()
+    compiled = marshal.loads(cache[len(registry.CACHE_MAGIC):])
+    assert {h["name"]: h["matcher"] for h in compiled["handlers"]}["reads"] == "Read"
 
 
 def test_no_handlers_means_no_cache_and_no_yaml(tmp_path: Path) -> None:

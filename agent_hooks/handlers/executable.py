@@ -29,14 +29,15 @@ def call_exec(h: dict[str, Any], event: dict[str, Any], timeout_s: float, env: A
     if isinstance(extra, dict):
         child_env.update({str(k): str(v) for k, v in extra.items()})
     workdir = cwd if cwd and os.path.isdir(cwd) else h["dir"]
+    # Before the child starts: a config value JSON cannot take (a TOML date) goes as text.
+    stdin = json.dumps(event, default=str).encode("utf-8", "surrogatepass")
     try:
         proc = subprocess.Popen([h["entry"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=workdir, env=child_env, start_new_session=True)
     except OSError as exc:
         return None, f"could not start: {exc}"
     try:
-        stdout, stderr = proc.communicate(json.dumps(event).encode("utf-8", "surrogatepass"),
-                                          timeout=max(0.001, timeout_s))
+        stdout, stderr = proc.communicate(stdin, timeout=max(0.001, timeout_s))
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
