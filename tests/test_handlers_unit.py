@@ -7,6 +7,7 @@ import marshal
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -379,3 +380,48 @@ def test_a_long_lived_process_loads_once_and_reloads_on_change(hooks_home: Path)
 
     shutil.rmtree(d)
     assert call(5) == ["new"]
+
+
+def test_a_long_lived_process_reuses_its_handler_threads(hooks_home: Path, tmp_path: Path) -> None:
+    """The server starts no thread per call; a worker abandoned to a hung handler is not handed work."""
+    from agent_hooks.handlers import hook
+    from agent_hooks.paths import Paths
+    from agent_hooks.payload import validate
+    from agent_hooks.runner import Context
+
+    env = dict(os.environ)
+    paths = Paths(env)
+    flag, hung_on = tmp_path / "hang", tmp_path / "hung-on"
+    managed = Path(paths.config_dir) / "hooks"
+    write_handler(managed, "who", priority=2,
+                  code="import _thread\ndef handle(event):\n    return {'context': str(_thread.get_native_id())}\n")
+    write_handler(managed, "slow", priority=1, timeout_ms=150, code=(
+        "import _thread, os, time\ndef handle(event):\n"
+        f"    if os.path.exists({str(flag)!r}):\n"
+        f"        open({str(hung_on)!r}, 'w').write(str(_thread.get_native_id()))\n"
+        "        time.sleep(0.6)\n"))
+    old_mtimes(Path(paths.config_dir))
+
+    def call(n: int) -> tuple[list[str], list[str]]:
+        raw = {"session_id": "s-threads", "hook_event_name": "PreToolUse", "cwd": "/tmp", "tool_name": "Bash",
+               "tool_input": {"command": "ls"}, "tool_use_id": f"t{n}"}
+        cfg, _ = config_mod.load_lenient(paths, env)
+        ctx = Context(validate(raw, "PreToolUse"), cfg, paths, env)
+        try:
+            merged = hook.run_due(ctx, "PreToolUse")
+            assert merged is not None
+            return merged.contexts, merged.failed
+        finally:
+            ctx.close()
+
+    # Native thread ids are not reused at once (a pthread id is, with the cached stack).
+    threads = {call(n)[0][0] for n in range(20)}
+    assert len(threads) <= 2, threads  # the last call's worker may not be parked yet: then another one
+    flag.touch()
+    contexts, failed = call(20)
+    assert failed == ["slow"] and contexts[0] != hung_on.read_text()  # the rest ran on another thread
+    flag.unlink()
+    later, failed = call(21)
+    assert failed == [] and later[0] != hung_on.read_text()  # its worker is still asleep in it: not used
+    time.sleep(0.8)  # the hung handler returns; its worker parks again
+    assert all(call(n)[1] == [] for n in range(23, 30))
