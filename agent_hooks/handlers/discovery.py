@@ -102,7 +102,7 @@ def _strings(value: Any, key: str, errors: list[str]) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    errors.append(f"{key} must be a string or a list of strings, got {value!r}")
+    errors.append(f"{key} must be a string or a list of strings, got {_show(value)}")
     return []
 
 
@@ -118,27 +118,31 @@ def parse_meta(front: str | None, default_name: str) -> tuple[dict[str, Any], li
         raw = yaml.safe_load(front)
     except yaml.YAMLError as exc:
         return {}, [f"HOOK.md frontmatter is not valid YAML: {' '.join(str(exc).split())}"], []
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        # YAML PyYAML parses but cannot construct: a date like 2024-02-30 (ValueError), deep nesting.
+        message = " ".join(str(exc).split())[:200]
+        return {}, [f"HOOK.md frontmatter cannot be read: {type(exc).__name__}: {message}"], []
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         return {}, ["HOOK.md frontmatter must be a mapping of keys"], []
     for key in raw:
         if key not in KNOWN_KEYS:
-            warnings.append(f"unknown key {key!r} in HOOK.md (ignored)")
+            warnings.append(f"unknown key {_show(key)} in HOOK.md (ignored)")
     name = raw.get("name")
     if name is None:
         name = default_name
         warnings.append(f"no name in HOOK.md: using the directory's, {default_name!r}")
     if not isinstance(name, str) or not NAME_RE.match(name):
-        errors.append(f"name {name!r} must be letters, digits, '-' or '_' (at most 64)")
+        errors.append(f"name {_show(name)} must be letters, digits, '-' or '_' (at most 64)")
         name = default_name
     description = raw.get("description")
     if description is None:
         warnings.append("no description in HOOK.md")
         description = ""
     elif not isinstance(description, str):
-        errors.append("description must be a string")
-        description = str(description)
+        errors.append(f"description must be a string, got {_show(description)}")
+        description = ""  # not str(): an aliased YAML structure can expand without bound
     events = []
     for e in _strings(raw.get("events"), "events", errors):
         if e in EVENTS:
@@ -158,7 +162,7 @@ def parse_meta(front: str | None, default_name: str) -> tuple[dict[str, Any], li
             try:
                 re.compile(matcher)
             except re.error as exc:
-                errors.append(f"matcher {matcher!r} is not a valid regex: {exc}")
+                errors.append(f"matcher {_show(matcher)} is not a valid regex: {exc}")
     priority = _int(raw.get("priority"), DEFAULT_PRIORITY, "priority", errors)
     timeout_ms = _int(raw.get("timeout_ms"), None, "timeout_ms", errors)
     if timeout_ms is not None and timeout_ms <= 0:
@@ -167,7 +171,7 @@ def parse_meta(front: str | None, default_name: str) -> tuple[dict[str, Any], li
     always = raw.get("always", False)
     for key, value in (("enabled", enabled), ("always", always)):
         if not isinstance(value, bool):
-            errors.append(f"{key} must be true or false, got {value!r}")
+            errors.append(f"{key} must be true or false, got {_show(value)}")
     requires_raw = raw.get("requires") or {}
     requires: dict[str, list[str]] = {}
     if not isinstance(requires_raw, dict):
@@ -175,7 +179,7 @@ def parse_meta(front: str | None, default_name: str) -> tuple[dict[str, Any], li
         requires_raw = {}
     for key in requires_raw:
         if key not in REQUIRE_KEYS:
-            warnings.append(f"unknown key requires.{key} (ignored)")
+            warnings.append(f"unknown key requires.{_show(key)} (ignored)")
     for key in REQUIRE_KEYS:
         requires[key] = _strings(requires_raw.get(key), f"requires.{key}", errors)
     api = _int(raw.get("api_version"), API_VERSION, "api_version", errors)
@@ -203,9 +207,21 @@ def _int(value: Any, default: Any, key: str, errors: list[str]) -> Any:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        errors.append(f"{key} must be an integer, got {value!r}")
+        errors.append(f"{key} must be an integer, got {_show(value)}")
         return default
     return value
+
+
+def _show(value: Any) -> str:
+    """A short repr for a message: YAML aliases let a few lines of HOOK.md stand for a structure
+    whose full repr would take gigabytes and hold the GIL past the hook's deadline."""
+    import reprlib
+
+    shown = reprlib.Repr()
+    shown.maxlevel, shown.maxstring, shown.maxother = 2, 80, 80
+    shown.maxdict = shown.maxlist = shown.maxtuple = shown.maxset = 4
+    text = shown.repr(value)
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _plain_names(matcher: str) -> bool:
@@ -214,19 +230,23 @@ def _plain_names(matcher: str) -> bool:
 
 # -- one handler directory ---------------------------------------------------------------------
 
+def _blank_record(source: Source, root: str, path: str) -> dict[str, Any]:
+    return {
+        "name": os.path.basename(path.rstrip(os.sep)), "source": source.kind, "trusted": source.trusted,
+        "root": root, "dir": path, "kind": None, "entry": None, "description": "", "events": [], "matcher": None,
+        "priority": DEFAULT_PRIORITY, "timeout_ms": None, "enabled": True, "always": False,
+        "requires": {k: [] for k in REQUIRE_KEYS}, "os": [], "agents": [], "roles": [],
+        "api_version": API_VERSION, "errors": [], "warnings": [], "shadows": [],
+    }
+
+
 def load_handler(source: Source, root: str, path: str, stamped: dict[str, Any]) -> dict[str, Any]:
     """The record of the handler directory ``path`` in ``source`` (broken ones carry ``errors``).
 
     ``stamped`` collects the paths whose change must trigger a rebuild.
     """
     base = os.path.basename(path.rstrip(os.sep))
-    record: dict[str, Any] = {
-        "name": base, "source": source.kind, "trusted": source.trusted, "root": root, "dir": path,
-        "kind": None, "entry": None, "description": "", "events": [], "matcher": None,
-        "priority": DEFAULT_PRIORITY, "timeout_ms": None, "enabled": True, "always": False,
-        "requires": {k: [] for k in REQUIRE_KEYS}, "os": [], "agents": [], "roles": [],
-        "api_version": API_VERSION, "errors": [], "warnings": [], "shadows": [],
-    }
+    record = _blank_record(source, root, path)
     _mark(stamped, path)
     problem = unsafe_reason(path, root, "handler directory")
     if problem:
@@ -277,13 +297,24 @@ def load_handler(source: Source, root: str, path: str, stamped: dict[str, Any]) 
     return record
 
 
+def _load_or_broken(source: Source, root: str, path: str, stamped: dict[str, Any]) -> dict[str, Any]:
+    """load_handler, but what it did not foresee breaks this handler only, not the whole registry
+    (every source's handlers, rebuilt and failed again on every hook call)."""
+    try:
+        return load_handler(source, root, path, stamped)
+    except Exception as exc:  # noqa: BLE001
+        record = _blank_record(source, root, path)
+        record["errors"].append(f"cannot be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+        return record
+
+
 def _pack_entries(root: str, manifest: str, stamped: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(handler directories a pack lists, errors)."""
     _mark(stamped, manifest)
     try:
         with open(manifest, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return [], [f"{PACK_MANIFEST} cannot be read: {exc}"]
     listed = data.get("handlers") if isinstance(data, dict) else None
     if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
@@ -298,12 +329,12 @@ def scan_source(source: Source, stamped: dict[str, Any]) -> list[dict[str, Any]]
         return []
     root = os.path.realpath(source.path)
     if os.path.isfile(os.path.join(root, HOOK_MD)):  # an extra dir may be a handler itself
-        return [load_handler(source, root, root, stamped)]
+        return [_load_or_broken(source, root, root, stamped)]
     manifest = os.path.join(root, PACK_MANIFEST)
     if os.path.isfile(manifest):
         dirs, errors = _pack_entries(root, manifest, stamped)
         if errors:
-            broken = load_handler(source, root, root, {})
+            broken = _blank_record(source, root, root)
             broken["errors"] = errors
             return [broken]
     else:
@@ -313,7 +344,7 @@ def scan_source(source: Source, stamped: dict[str, Any]) -> list[dict[str, Any]]
             return []
         dirs = [os.path.join(root, n) for n in names if not n.startswith(".")]
         dirs = [d for d in dirs if os.path.isdir(d)]
-    records = [load_handler(source, root, d, stamped) for d in dirs]
+    records = [_load_or_broken(source, root, d, stamped) for d in dirs]
     # A folder others may write to could gain a handler of theirs at any time: none of it runs.
     problem = unsafe_reason(root, root, f"handler folder {root}")
     if problem:

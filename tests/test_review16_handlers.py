@@ -1,0 +1,60 @@
+"""Review 16 of the user handlers: odd inputs and odd results must cost one handler, never the others,
+the answer's shape, or the trace in the error log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handlers_support import pre_payload, specific, write_handler
+from helpers import agent_hook, error_log, run_hook
+
+
+@pytest.fixture
+def managed(hooks_home: Path) -> Path:
+    return hooks_home / "hooks"
+
+
+def context_handler(text: str) -> str:
+    return f"def handle(event):\n    return {{'context': {text!r}}}\n"
+
+
+@pytest.mark.parametrize("front", [
+    "homepage: 2024-02-30",  # YAML takes it for a date, and datetime raises ValueError
+    "homepage: 2024-01-01 25:00:00",  # a timestamp out of range: ValueError too
+    "homepage: " + "[" * 3000 + "]" * 3000,  # PyYAML's composer recurses: RecursionError
+])
+def test_one_hook_md_pyyaml_cannot_construct_breaks_only_its_handler(managed: Path, hooks_home: Path,
+                                                                     front: str) -> None:
+    write_handler(managed, "good", code=context_handler("good ran"))
+    bad = write_handler(managed, "bad", code=context_handler("bad ran"))
+    text = (bad / "HOOK.md").read_text()
+    (bad / "HOOK.md").write_text(text.replace("---\n", f"---\n{front}\n", 1))
+    proc = run_hook(pre_payload("ls"))
+    assert proc.returncode == 0
+    assert specific(proc).get("additionalContext") == "good ran", (proc.stdout, error_log(hooks_home))
+    listed = json.loads(agent_hook("hooks", "list", "--json").stdout)
+    rows = listed if isinstance(listed, list) else listed["handlers"]
+    bad_row = next(r for r in rows if r["name"] == "bad")
+    assert bad_row["status"] == "broken" and "HOOK.md" in " ".join(bad_row["reasons"]), bad_row
+
+
+def test_a_billion_laughs_hook_md_is_refused_quickly(managed: Path, hooks_home: Path) -> None:
+    # Aliases cost PyYAML nothing (shared references), but the error message's repr expands them.
+    bad = write_handler(managed, "laughs", code=context_handler("x"))
+    lines = ['l0: &l0 ["ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha", "ha"]']
+    for i in range(1, 9):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]")
+    front = "\n".join(lines) + "\nname: *l8\ndescription: *l8\nevents: *l8\npriority: *l8\nos: *l8\n"
+    (bad / "HOOK.md").write_text(f"---\n{front}---\n")
+    write_handler(managed, "good", code=context_handler("good ran"))
+    import time
+
+    started = time.monotonic()
+    proc = run_hook(pre_payload("ls"))
+    assert time.monotonic() - started < 5
+    assert specific(proc).get("additionalContext") == "good ran", (proc.stdout, error_log(hooks_home))
+    assert (hooks_home / "cache").is_dir()
+    assert max(p.stat().st_size for p in (hooks_home / "cache").glob("handlers-*.bin")) < 100_000
