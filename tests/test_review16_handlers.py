@@ -58,3 +58,28 @@ def test_a_billion_laughs_hook_md_is_refused_quickly(managed: Path, hooks_home: 
     assert specific(proc).get("additionalContext") == "good ran", (proc.stdout, error_log(hooks_home))
     assert (hooks_home / "cache").is_dir()
     assert max(p.stat().st_size for p in (hooks_home / "cache").glob("handlers-*.bin")) < 100_000
+
+
+@pytest.mark.parametrize("value", ["float('nan')", "float('inf')", "{1, 2}", "b'bytes'", "{(1, 2): 'x'}"])
+def test_an_updated_input_that_is_not_json_fails_its_handler_not_the_answer(managed: Path, hooks_home: Path,
+                                                                           value: str) -> None:
+    write_handler(managed, "a-odd", priority=1,
+                  code=f"def handle(event):\n    return {{'updated_input': {{'n': {value}}}, 'context': 'odd'}}\n")
+    write_handler(managed, "b-good", priority=2, code=context_handler("good ran"))
+    proc = run_hook(pre_payload("ls"))
+    assert proc.returncode == 0
+    out = proc.stdout.decode()
+    # What goes to Claude Code is strict JSON (no NaN / Infinity), and the other handler's work is in it.
+    doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} on stdout: {out}"))
+    assert doc["hookSpecificOutput"].get("additionalContext") == "good ran", doc
+    assert "updatedInput" not in doc["hookSpecificOutput"]
+    messages = [e["message"] for e in error_log(hooks_home)]
+    assert any(m.startswith("handler a-odd: ") and "updated_input" in m for m in messages), messages
+
+
+def test_an_executable_printing_nan_cannot_put_it_on_stdout(managed: Path, hooks_home: Path) -> None:
+    write_handler(managed, "nan", executable='#!/bin/sh\necho \'{"updated_input": {"n": NaN}}\'\n')
+    proc = run_hook(pre_payload("ls"))
+    out = proc.stdout.decode()
+    assert "NaN" not in out, out
+    assert any(e["message"].startswith("handler nan: ") for e in error_log(hooks_home))

@@ -218,14 +218,23 @@ def validate(result: Any, event: str) -> tuple[dict[str, Any] | None, str | None
     if not isinstance(result, dict):
         return None, f"returned {type(result).__name__}; expected a dict (or None)"
     decision = result.get("decision")
-    if decision is not None and decision not in RANK:
-        return None, f"decision {decision!r} is not allow, warn, deny or block"
+    if decision is not None and (not isinstance(decision, str) or decision not in RANK):
+        return None, f"decision {str(decision)[:80]!r} is not allow, warn, deny or block"
     for key in ("reason", "context"):
         if result.get(key) is not None and not isinstance(result[key], str):
             return None, f"{key} must be a string"
     updated = result.get("updated_input")
-    if updated is not None and not isinstance(updated, dict):
-        return None, "updated_input must be an object"
+    if updated is not None:
+        if not isinstance(updated, dict):
+            return None, "updated_input must be an object"
+        if not all(isinstance(k, str) for k in updated):
+            return None, "updated_input's keys must be strings"
+        # It goes to Claude Code as JSON: what json.dumps refuses would cost the whole answer (an
+        # internal error in render), and NaN or Infinity would make the answer invalid JSON.
+        try:
+            json.dumps(updated, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return None, f"updated_input is not JSON: {type(exc).__name__}: {str(exc)[:120]}"
     return {k: result.get(k) for k in RESULT_KEYS}, None
 
 
