@@ -83,3 +83,27 @@ def test_an_executable_printing_nan_cannot_put_it_on_stdout(managed: Path, hooks
     out = proc.stdout.decode()
     assert "NaN" not in out, out
     assert any(e["message"].startswith("handler nan: ") for e in error_log(hooks_home))
+
+
+def test_a_handler_that_cannot_be_scheduled_is_logged_and_the_rest_run(managed: Path, hooks_home: Path) -> None:
+    # An integer too large for a float: the worker thread's timeout arithmetic raised outside the
+    # handler's own try, the thread died (a traceback on stderr only) and every later handler was skipped.
+    write_handler(managed, "a-huge", priority=1, timeout_ms=10 ** 400, code=context_handler("huge"))
+    write_handler(managed, "b-good", priority=2, code=context_handler("good ran"))
+    proc = run_hook(pre_payload("ls"))
+    assert proc.returncode == 0
+    assert "good ran" in (specific(proc).get("additionalContext") or ""), (proc.stdout, proc.stderr)
+    assert b"Traceback" not in proc.stderr and b"Unhandled exception" not in proc.stderr, proc.stderr
+
+
+def test_a_nan_deadline_margin_leaves_a_trace(managed: Path, hooks_home: Path) -> None:
+    # TOML has nan; config repair takes it for a number. The worker died silently on int(nan).
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text("[handlers]\ndeadline_margin_ms = nan\n")
+    write_handler(managed, "good", code=context_handler("good ran"))
+    proc = run_hook(pre_payload("ls"))
+    assert proc.returncode == 0
+    assert b"Unhandled exception" not in proc.stderr, proc.stderr
+    log = error_log(hooks_home)
+    assert specific(proc).get("additionalContext") == "good ran" or any(
+        "deadline_margin_ms" in e["message"] or "ValueError" in e["message"] for e in log), (proc.stdout, log)

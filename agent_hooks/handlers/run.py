@@ -332,13 +332,20 @@ class _Run:
                         return  # all run, abandoned, or a deny ended the run
                     h = self.handlers[self.next]
                     self.next += 1
-                    left = budget_s(self.ctx)
-                    if left <= 0.005:
-                        self.failures.append((h["name"], "not run: the hook's deadline is reached"))
+                    # Nothing may raise out of this thread: it would die with a traceback on stderr
+                    # only, and every later handler would be skipped without a word in the error log.
+                    try:
+                        left = budget_s(self.ctx)
+                        if left <= 0.005:
+                            self.failures.append((h["name"], "not run: the hook's deadline is reached"))
+                            continue
+                        # Compared in ms, not divided first: a timeout_ms too large for a float is just long.
+                        timeout_s = min(left * 1000, h["timeout_ms"] or self.default_ms) / 1000
+                        grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
+                        self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
+                    except Exception as exc:  # noqa: BLE001 - a setting our arithmetic cannot take (nan)
+                        self.failures.append((h["name"], f"not run: {type(exc).__name__}: {exc}"))
                         continue
-                    timeout_s = min(left, (h["timeout_ms"] or self.default_ms) / 1000)
-                    grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
-                    self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
                     payload = self.payload
                 del printed[:]
                 try:
@@ -360,7 +367,10 @@ class _Run:
                     if error is not None:
                         self.failures.append((h["name"], error))
                     else:
-                        self.apply(h, result)
+                        try:
+                            self.apply(h, result)
+                        except Exception as exc:  # noqa: BLE001 - see above: the thread must not die
+                            self.failures.append((h["name"], f"result not applied: {type(exc).__name__}: {exc}"))
         finally:
             done.release()
 
