@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handlers_support import pre_payload, specific, write_handler
+from handlers_support import answer, pre_payload, specific, write_handler
 from helpers import agent_hook, error_log, run_hook
 
 
@@ -107,3 +107,19 @@ def test_a_nan_deadline_margin_leaves_a_trace(managed: Path, hooks_home: Path) -
     log = error_log(hooks_home)
     assert specific(proc).get("additionalContext") == "good ran" or any(
         "deadline_margin_ms" in e["message"] or "ValueError" in e["message"] for e in log), (proc.stdout, log)
+
+
+def test_a_deny_on_an_event_that_cannot_block_does_not_skip_the_later_handlers(managed: Path,
+                                                                                tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    write_handler(managed, "a-denies", events=["SessionEnd", "SessionStart"], priority=1,
+                  code="def handle(event):\n    return {'decision': 'deny', 'reason': 'no', 'context': 'a'}\n")
+    write_handler(managed, "b-saves", events=["SessionEnd", "SessionStart"], priority=2,
+                  code=f"def handle(event):\n    open({str(marker)!r}, 'a').write(event['event'] + ' ')\n"
+                       "    return {'context': 'b'}\n")
+    end = {"session_id": "s-e", "hook_event_name": "SessionEnd", "cwd": "/tmp", "reason": "clear"}
+    assert run_hook(end).returncode == 0
+    start = {"session_id": "s-e", "hook_event_name": "SessionStart", "cwd": "/tmp", "source": "startup"}
+    assert answer(run_hook(start)) == {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                                              "additionalContext": "a\n\nb"}}
+    assert marker.read_text() == "SessionEnd SessionStart "

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 ALLOW, WARN, DENY = "allow", "warn", "deny"
 RANK = {None: -1, "allow": 0, "warn": 1, "deny": 2, "block": 2}
 RESULT_KEYS = ("decision", "reason", "context", "updated_input")
+# Where a deny or block means something (docs/handlers.md); elsewhere it is no decision, and the run goes on.
+BLOCKING_EVENTS = frozenset({"PreToolUse", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact"})
 CUT = " [… cut]"
 # path of handler.py -> (its stamp, its handle function): a long-lived process reloads on change only.
 _MODULES: dict[str, tuple[Any, Callable[[dict[str, Any]], Any]]] = {}
@@ -386,6 +388,8 @@ class _Run:
             self.payload = {**self.payload, "tool_input": tool_input}
             merged.tool_input = tool_input
         decision = result["decision"]
+        if RANK[decision] == RANK[DENY] and self.event not in BLOCKING_EVENTS:
+            decision = None  # it cannot block here: ending the run would only skip the later handlers
         text = result["context"]
         if decision == WARN and result["reason"]:
             text = result["reason"] if not text else f"{result['reason']}\n{text}"
