@@ -123,3 +123,14 @@ def test_a_deny_on_an_event_that_cannot_block_does_not_skip_the_later_handlers(m
     assert answer(run_hook(start)) == {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                                               "additionalContext": "a\n\nb"}}
     assert marker.read_text() == "SessionEnd SessionStart "
+
+
+def test_a_handler_that_rebinds_sys_stdout_cannot_lose_the_answer(managed: Path, hooks_home: Path) -> None:
+    # A common hook-writing habit ("keep stdout clean"): at import, sys.stdout = sys.stderr. The answer
+    # was written to whatever sys.stdout was at the end, so Claude Code got nothing: the deny was lost.
+    write_handler(managed, "rebinds", code="import sys\nsys.stdout = sys.stderr\n"
+                  "def handle(event):\n    return {'decision': 'deny', 'reason': 'policy'}\n")
+    proc = run_hook(pre_payload("rm -rf /"))
+    assert proc.returncode == 0
+    assert specific(proc).get("permissionDecision") == "deny", (proc.stdout, proc.stderr)
+    assert any(e["message"].startswith("handler rebinds: rebound sys.stdout") for e in error_log(hooks_home))

@@ -362,10 +362,15 @@ class _Run:
                         result, error = validate(result, self.event)
                 except Exception as exc:  # noqa: BLE001 - ours, around the handler: it fails, the run goes on
                     result, error = None, f"could not be run: {type(exc).__name__}: {exc}"
+                rebound = sys.stdout is not self.out
                 with self.lock:
                     if gen != self.gen:
                         return  # timed out meanwhile: its result is ignored
                     self.current = None
+                    if rebound:  # `sys.stdout = sys.stderr` "to keep stdout clean": the answer would go there
+                        sys.stdout = self.out
+                        self.failures.append((h["name"], "rebound sys.stdout (put back; the hook's answer is"
+                                                         " written there): leave it, and write to sys.stderr"))
                     if error is not None:
                         self.failures.append((h["name"], error))
                     else:
@@ -430,6 +435,8 @@ def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
     merged = state.watch()
     with state.lock:
         failures = list(state.failures)
+        if sys.stdout is not out:  # rebound by an abandoned handler: the answer must not follow it
+            sys.stdout = out
     for name, message in failures:  # here, on the caller's thread: the store's connection is its own
         _fail(ctx, event, name, message)
         merged.failed.append(name)
