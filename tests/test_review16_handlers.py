@@ -134,3 +134,23 @@ def test_a_handler_that_rebinds_sys_stdout_cannot_lose_the_answer(managed: Path,
     assert proc.returncode == 0
     assert specific(proc).get("permissionDecision") == "deny", (proc.stdout, proc.stderr)
     assert any(e["message"].startswith("handler rebinds: rebound sys.stdout") for e in error_log(hooks_home))
+
+
+def test_a_catastrophic_matcher_is_refused_not_run_on_every_tool_call(managed: Path, hooks_home: Path) -> None:
+    # re holds the GIL while it backtracks: (\w+)*X on a 33-character MCP tool name ran for minutes,
+    # and not even the runner's deadline thread could answer. Such a matcher is now a HOOK.md error.
+    write_handler(managed, "nested", matcher=r"(\w+)*X", code=context_handler("nested ran"))
+    write_handler(managed, "good", code=context_handler("good ran"))
+    import time
+
+    started = time.monotonic()
+    proc = run_hook(pre_payload("ls", tool="mcp__github__create_pull_request"))
+    assert time.monotonic() - started < 5
+    assert specific(proc).get("additionalContext") == "good ran"
+    rows = json.loads(agent_hook("hooks", "list", "--json").stdout)
+    nested = next(r for r in rows if r["name"] == "nested")
+    assert nested["status"] == "broken" and "repeats a repetition" in " ".join(nested["reasons"]), nested
+    # What is not nested stays a regex.
+    from agent_hooks.handlers.discovery import _nested_repeat
+
+    assert not any(_nested_repeat(p) for p in (r"mcp__github__.*", r"mcp__(github|gitlab)__\w+", r"(?:\w++)*x"))

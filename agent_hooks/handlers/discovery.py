@@ -163,6 +163,11 @@ def parse_meta(front: str | None, default_name: str) -> tuple[dict[str, Any], li
                 re.compile(matcher)
             except re.error as exc:
                 errors.append(f"matcher {_show(matcher)} is not a valid regex: {exc}")
+            else:
+                if _nested_repeat(matcher):
+                    errors.append(f"matcher {_show(matcher)} repeats a repetition, as in (\\w+)*: on a tool name it"
+                                  " can backtrack for minutes, holding the hook past its deadline; write it"
+                                  " without the nesting (\\w*)")
     priority = _int(raw.get("priority"), DEFAULT_PRIORITY, "priority", errors)
     timeout_ms = _int(raw.get("timeout_ms"), None, "timeout_ms", errors)
     if timeout_ms is not None and timeout_ms <= 0:
@@ -222,6 +227,37 @@ def _show(value: Any) -> str:
     shown.maxdict = shown.maxlist = shown.maxtuple = shown.maxset = 4
     text = shown.repr(value)
     return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """True when the regex repeats something that itself repeats ((a+)+, (\\w+)*, (a{1,2})*): the
+    shape of catastrophic backtracking. The re module's matching holds the GIL, so no deadline
+    of ours can stop it. Possessive repeats and atomic groups do not backtrack and pass."""
+    from re import _constants as sre, _parser as sre_parse  # type: ignore[attr-defined]  # Python >= 3.11
+
+    repeats = (sre.MAX_REPEAT, sre.MIN_REPEAT)
+    atomic = getattr(sre, "ATOMIC_GROUP", None)
+
+    def children(av: Any) -> Any:
+        for x in av if isinstance(av, (list, tuple)) else (av,):
+            if isinstance(x, sre_parse.SubPattern):
+                yield x
+            elif isinstance(x, (list, tuple)):
+                yield from children(x)
+
+    def walk(sub: Any, inside: bool) -> bool:
+        for op, av in sub:
+            if op in repeats and av[1] > 1:
+                if inside or walk(av[2], True):
+                    return True
+            elif op != atomic and any(walk(child, inside) for child in children(av)):
+                return True
+        return False
+
+    try:
+        return walk(sre_parse.parse(pattern), False)
+    except Exception:  # noqa: BLE001 - a parser of another Python version: no check rather than no handler
+        return False
 
 
 def _plain_names(matcher: str) -> bool:
