@@ -154,3 +154,15 @@ def test_a_catastrophic_matcher_is_refused_not_run_on_every_tool_call(managed: P
     from agent_hooks.handlers.discovery import _nested_repeat
 
     assert not any(_nested_repeat(p) for p in (r"mcp__github__.*", r"mcp__(github|gitlab)__\w+", r"(?:\w++)*x"))
+
+
+def test_command_logger_with_no_backups_still_keeps_to_max_bytes(hooks_home: Path, tmp_path: Path) -> None:
+    # backups = 0 made the rotation os.replace(path, path): a no-op, so the log grew without bound.
+    log = tmp_path / "commands.jsonl"
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    (hooks_home / "config.toml").write_text(
+        f'[handlers.entries.command-logger]\nenabled = true\npath = "{log}"\nmax_bytes = 600\nbackups = 0\n')
+    for i in range(8):
+        assert run_hook(pre_payload(f"echo {i}", tool_use_id=f"t{i}")).returncode == 0
+    assert log.stat().st_size <= 600, log.stat().st_size
+    assert "echo 7" in log.read_text()

@@ -17,7 +17,10 @@ def _rotate(path: str, backups: int) -> None:
     for n in range(backups - 1, 0, -1):
         if os.path.exists(f"{path}.{n}"):
             os.replace(f"{path}.{n}", f"{path}.{n + 1}")
-    os.replace(path, f"{path}.1" if backups > 0 else path)
+    if backups > 0:
+        os.replace(path, f"{path}.1")
+    else:
+        os.remove(path)  # no backups kept: start afresh (replacing the file by itself kept it growing)
 
 
 def handle(event: dict) -> dict | None:
