@@ -166,3 +166,17 @@ def test_command_logger_with_no_backups_still_keeps_to_max_bytes(hooks_home: Pat
         assert run_hook(pre_payload(f"echo {i}", tool_use_id=f"t{i}")).returncode == 0
     assert log.stat().st_size <= 600, log.stat().st_size
     assert "echo 7" in log.read_text()
+
+
+def test_a_hook_md_that_is_a_fifo_is_refused_not_waited_on(managed: Path, hooks_home: Path) -> None:
+    # open() on a FIFO waits for a writer: every hook call ran into its deadline, and hooks list hung.
+    import os
+
+    fifo = write_handler(managed, "fifo", code=context_handler("fifo ran"))
+    (fifo / "HOOK.md").unlink()
+    os.mkfifo(fifo / "HOOK.md", 0o600)
+    write_handler(managed, "good", code=context_handler("good ran"))
+    proc = run_hook(pre_payload("ls"))
+    assert specific(proc).get("additionalContext") == "good ran", proc.stderr
+    rows = json.loads(agent_hook("hooks", "list", "--json").stdout)
+    assert next(r for r in rows if r["name"] == "fifo")["status"] == "broken"

@@ -296,6 +296,9 @@ def load_handler(source: Source, root: str, path: str, stamped: dict[str, Any]) 
     if problem:
         record["errors"].append(problem if os.path.lexists(hook_md) else "no HOOK.md")
         return record
+    if not os.path.isfile(hook_md):  # a FIFO would block open() until a writer came
+        record["errors"].append("HOOK.md is not a regular file")
+        return record
     try:
         with open(hook_md, "rb") as f:
             data = f.read(MAX_HOOK_MD_BYTES + 1)
