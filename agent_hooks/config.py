@@ -573,12 +573,30 @@ def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> 
     return config, problems
 
 
-def _type_ok(value: Any, default: Any) -> bool:
+INF = float("inf")
+# Settings below which the value makes no sense (every handler "timed out after 0 ms").
+_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0}
+
+
+def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:
     if isinstance(default, bool):
         return isinstance(value, bool)
     if isinstance(default, (int, float)):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        if isinstance(value, float) and (value != value or value in (INF, -INF)):  # TOML's nan and inf
+            return False
+        return where not in _MINIMUM or value >= _MINIMUM[where]
     return isinstance(value, type(default))
+
+
+def _expected(value: Any, default: Any, where: tuple[str, str]) -> str:
+    """What ``value`` should have been, for a message."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _type_ok(value, default):
+        return f"at least {_MINIMUM[where]}"  # a number, but too small
+    if isinstance(value, float) and isinstance(default, (int, float)) and not isinstance(default, bool):
+        return "a finite number"  # nan or inf
+    return type(default).__name__
 
 
 _RULE_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -597,9 +615,9 @@ def repair(config: dict[str, Any]) -> list[str]:
             config[section] = _copy(default_values)
             continue
         for key, default in default_values.items():
-            if key in values and not _type_ok(values[key], default):
-                problems.append(f"{section}.{key} must be {type(default).__name__}, got {values[key]!r};"
-                                f" using the default {default!r}")
+            if key in values and not _type_ok(values[key], default, (section, key)):
+                problems.append(f"{section}.{key} must be {_expected(values[key], default, (section, key))},"
+                                f" got {values[key]!r}; using the default {default!r}")
                 values[key] = _copy(default)
     polling = config.get("polling", {})
     for key in ("rules", "extra_rules"):
@@ -664,9 +682,10 @@ def validate(config: dict[str, Any]) -> list[str]:
                 problems.append(f"unknown setting {section}.{key}{hint}")
                 continue
             default = DEFAULTS[section][key]
-            if not _type_ok(value, default):
+            if not _type_ok(value, default, (section, key)):
                 problems.append(
-                    f"{section}.{key} must be {type(default).__name__}, got {type(value).__name__} {value!r}"
+                    f"{section}.{key} must be {_expected(value, default, (section, key))},"
+                    f" got {type(value).__name__} {value!r}"
                 )
     problems.extend(_guard_problems(config))
     return problems

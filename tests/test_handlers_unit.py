@@ -425,3 +425,4 @@ def test_a_long_lived_process_reuses_its_handler_threads(hooks_home: Path, tmp_p
     assert failed == [] and later[0] != hung_on.read_text()  # its worker is still asleep in it: not used
     time.sleep(0.8)  # the hung handler returns; its worker parks again
     assert all(call(n)[1] == [] for n in range(23, 30))
+    assert sys.stdout.owners == {}  # no worker stays registered: a later thread may get its id

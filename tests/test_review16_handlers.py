@@ -96,17 +96,20 @@ def test_a_handler_that_cannot_be_scheduled_is_logged_and_the_rest_run(managed: 
     assert b"Traceback" not in proc.stderr and b"Unhandled exception" not in proc.stderr, proc.stderr
 
 
-def test_a_nan_deadline_margin_leaves_a_trace(managed: Path, hooks_home: Path) -> None:
-    # TOML has nan; config repair takes it for a number. The worker died silently on int(nan).
+@pytest.mark.parametrize("setting, said", [("deadline_margin_ms = nan", "must be a finite number, got nan"),
+                                           ("default_timeout_ms = inf", "must be a finite number, got inf"),
+                                           ("default_timeout_ms = 0", "must be at least 1, got 0")])
+def test_a_setting_the_run_cannot_use_is_repaired_and_said(managed: Path, hooks_home: Path, setting: str,
+                                                           said: str) -> None:
+    # TOML has nan and inf. nan killed the run's worker on int(nan); a timeout of 0 timed out every handler.
     hooks_home.mkdir(parents=True, exist_ok=True)
-    (hooks_home / "config.toml").write_text("[handlers]\ndeadline_margin_ms = nan\n")
+    (hooks_home / "config.toml").write_text(f"[handlers]\n{setting}\n")
     write_handler(managed, "good", code=context_handler("good ran"))
     proc = run_hook(pre_payload("ls"))
-    assert proc.returncode == 0
-    assert b"Unhandled exception" not in proc.stderr, proc.stderr
-    log = error_log(hooks_home)
-    assert specific(proc).get("additionalContext") == "good ran" or any(
-        "deadline_margin_ms" in e["message"] or "ValueError" in e["message"] for e in log), (proc.stdout, log)
+    assert proc.returncode == 0 and specific(proc).get("additionalContext") == "good ran", proc.stderr
+    assert f"handlers.{setting.split()[0]} {said}; using the default" in proc.stderr.decode()
+    assert not any(e["message"].startswith("handler good") for e in error_log(hooks_home))
+    assert said in agent_hook("config").stderr  # and so does the CLI
 
 
 def test_a_deny_on_an_event_that_cannot_block_does_not_skip_the_later_handlers(managed: Path,

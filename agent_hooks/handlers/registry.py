@@ -32,7 +32,7 @@ BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled"
 CACHE_VERSION = 4  # 3: marshal instead of JSON; 4: matchers with nested repeats refused (discovery)
 # The cache file's first bytes: anything else there (a damaged or foreign file) is never unmarshalled.
 CACHE_MAGIC = b"agent-hooks handlers %d %s\n" % (CACHE_VERSION, sys.implementation.cache_tag.encode())
-# path of a cache file -> (its stamp, its parsed content): a long-lived process skips the JSON parse.
+# path of a cache file -> (its stamp, its parsed content): a long-lived process skips the unmarshal.
 _MEMO: dict[str, tuple[Any, dict[str, Any]]] = {}
 
 

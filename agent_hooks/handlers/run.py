@@ -326,7 +326,8 @@ class _Run:
 
     def work(self, gen: int, done: Any) -> None:
         printed: list[str] = []
-        self.out.owners[_thread.get_ident()] = printed  # stays registered: a late print is caught too
+        me = _thread.get_ident()
+        self.out.owners[me] = printed  # until this returns: an abandoned handler's late print is caught too
         try:
             while True:
                 with self.lock:
@@ -379,6 +380,8 @@ class _Run:
                         except Exception as exc:  # noqa: BLE001 - see above: the thread must not die
                             self.failures.append((h["name"], f"result not applied: {type(exc).__name__}: {exc}"))
         finally:
+            # Not registered past the run: a thread started later may get this id (the server's pool).
+            self.out.owners.pop(me, None)
             done.release()
 
     def apply(self, h: dict[str, Any], result: dict[str, Any] | None) -> None:
