@@ -100,7 +100,10 @@ def emit(text: str | None, stream: Any = None) -> None:
     if text is None:
         return
     stream = stream or sys.stdout
-    stream.write(text)
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a lone surrogate in plain text (PreCompact): a "?" rather than no answer
+        stream.write(text.encode("utf-8", "replace").decode("utf-8"))
     if not text.endswith("\n"):
         stream.write("\n")
     stream.flush()

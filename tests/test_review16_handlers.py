@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from handlers_support import answer, pre_payload, specific, write_handler
-from helpers import agent_hook, error_log, run_hook
+from helpers import agent_hook, error_log, run_exe, run_hook
 
 
 @pytest.fixture
@@ -183,3 +183,12 @@ def test_a_hook_md_that_is_a_fifo_is_refused_not_waited_on(managed: Path, hooks_
     assert specific(proc).get("additionalContext") == "good ran", proc.stderr
     rows = json.loads(agent_hook("hooks", "list", "--json").stdout)
     assert next(r for r in rows if r["name"] == "fifo")["status"] == "broken"
+
+
+def test_a_lone_surrogate_in_a_plain_answer_does_not_cost_the_answer(managed: Path, hooks_home: Path) -> None:
+    # PreCompact's answer is plain text, and UTF-8 cannot encode "\ud800" (JSON answers escape it).
+    write_handler(managed, "odd", events=["PreCompact"], code=context_handler("keep \ud800 this"))
+    proc = run_exe("agent-hook-pre-compact", {"session_id": "s-sur", "hook_event_name": "PreCompact",
+                                              "trigger": "manual", "custom_instructions": "", "cwd": "/tmp"})
+    assert proc.returncode == 0 and "keep ? this" in proc.stdout.decode(), (proc.stdout, proc.stderr)
+    assert not any("could not write the answer" in e["message"] for e in error_log(hooks_home))
