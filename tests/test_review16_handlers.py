@@ -192,3 +192,12 @@ def test_a_lone_surrogate_in_a_plain_answer_does_not_cost_the_answer(managed: Pa
                                               "trigger": "manual", "custom_instructions": "", "cwd": "/tmp"})
     assert proc.returncode == 0 and "keep ? this" in proc.stdout.decode(), (proc.stdout, proc.stderr)
     assert not any("could not write the answer" in e["message"] for e in error_log(hooks_home))
+
+
+def test_a_deny_whose_reason_has_a_lone_surrogate_still_denies(managed: Path, hooks_home: Path) -> None:
+    # UTF-8 cannot encode "\ud800": recording the deny on the call's row raised, and the call went through.
+    write_handler(managed, "odd", code="def handle(event):\n    return {'decision': 'deny', 'reason': 'no \\ud800 way'}\n")
+    proc = run_hook(pre_payload("ls"))
+    assert specific(proc).get("permissionDecision") == "deny", (proc.stdout, proc.stderr)
+    assert specific(proc).get("permissionDecisionReason") == "no ? way"
+    assert error_log(hooks_home) == []

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 ALLOW, WARN, DENY = "allow", "warn", "deny"
 RANK = {None: -1, "allow": 0, "warn": 1, "deny": 2, "block": 2}
-RESULT_KEYS = ("decision", "reason", "context", "updated_input")
 # Where a deny or block means something (docs/handlers.md); elsewhere it is no decision, and the run goes on.
 BLOCKING_EVENTS = frozenset({"PreToolUse", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact"})
 CUT = " [… cut]"
@@ -222,9 +221,12 @@ def validate(result: Any, event: str) -> tuple[dict[str, Any] | None, str | None
     decision = result.get("decision")
     if decision is not None and (not isinstance(decision, str) or decision not in RANK):
         return None, f"decision {str(decision)[:80]!r} is not allow, warn, deny or block"
+    texts: dict[str, str | None] = {}
     for key in ("reason", "context"):
-        if result.get(key) is not None and not isinstance(result[key], str):
+        text = result.get(key)
+        if text is not None and not isinstance(text, str):
             return None, f"{key} must be a string"
+        texts[key] = None if text is None else utf8(text)
     updated = result.get("updated_input")
     if updated is not None:
         if not isinstance(updated, dict):
@@ -237,7 +239,17 @@ def validate(result: Any, event: str) -> tuple[dict[str, Any] | None, str | None
             json.dumps(updated, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             return None, f"updated_input is not JSON: {type(exc).__name__}: {str(exc)[:120]}"
-    return {k: result.get(k) for k in RESULT_KEYS}, None
+    return {"decision": decision, **texts, "updated_input": updated}, None
+
+
+def utf8(text: str) -> str:
+    """``text`` with each lone surrogate ("\\ud800", valid in a Python string and in JSON's escapes) as "?":
+    UTF-8 cannot encode one, so SQLite would refuse a deny's reason (and the deny would be lost)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 # -- the run ---------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: 
         headers.append((b"x-agent-hooks-problem", header_value(call.problem)))
         state.stats.count("problem")
     state.stats.count("answered", (time.perf_counter() - started) * 1000)
-    await fastpath.send_bytes(send, 200, call.text.encode() if call.text else b"", headers)
+    await fastpath.send_bytes(send, 200, call.text.encode("utf-8", "replace") if call.text else b"", headers)
 
 
 def header_value(text: str, limit: int = 500) -> bytes:
