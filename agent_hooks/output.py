@@ -77,7 +77,12 @@ def render(event: str, outcome: Outcome) -> str | None:
     if event == "PreCompact":
         if outcome.block_reason:
             return json.dumps({"decision": "block", "reason": outcome.block_reason})
-        return _clip("\n\n".join(outcome.plain)) if outcome.plain else None
+        if not outcome.plain:
+            return None
+        text = _clip("\n\n".join(outcome.plain))
+        # Claude Code parses stdout that starts with "{" as the protocol: a handler's context that is
+        # a JSON object ({"decision": "block", ...}) must stay text, not become a decision.
+        return f"Context:\n{text}" if text.lstrip().startswith("{") else text
     doc: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     if event == "PreToolUse" and outcome.deny_reason:

@@ -104,3 +104,55 @@ def cases(count: int, seed: int = 12) -> list[tuple[str, bytes]]:
         base = bases[n % len(bases)]
         out.append((base["hook_event_name"], mutate(rng, base, n)))
     return out
+
+
+# -- what a user handler may return (or do) -----------------------------------------------------
+
+SURROGATES = [s for s in STRINGS if any("\ud800" <= c <= "\udfff" for c in s)]
+DECISIONS = ["allow", "warn", "deny", "block", "", "DENY", None, 1, ["deny"], True, "\ud800"]
+UPDATED_INPUTS = [{}, {"command": "echo fuzzed"}, {"command": None}, {"n": float("nan")}, {"n": float("inf")},
+                  {1: "x"}, {("a",): 1}, {"s": {1, 2}}, {"b": b"x"}, [1], "str", {"command": "\ud800 \udcff"},
+                  {"k\ud800": 1}, {"nested": {"a": [1, {"b": None}]}}, {"big": 10 ** 400}]
+
+
+def handler_action(rng: random.Random) -> tuple[str, Any]:
+    """(what the fuzzed handler does, with what): return a value, raise, print, or return a deep structure."""
+    kind = rng.randrange(12)
+    if kind == 0:
+        return "return", None
+    if kind == 1:
+        return "return", rng.choice([1, "deny", [1], 3.5, float("nan"), b"x", {1, 2}, ("a",), True])
+    if kind == 2:
+        return "raise", rng.choice([ValueError("x\ud800"), RecursionError(), KeyboardInterrupt(), SystemExit(2),
+                                    MemoryError(), UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates")])
+    if kind == 3:
+        return "print", rng.choice(STRINGS)
+    if kind == 4:
+        return "deep", rng.choice(["updated_input", "context", "result"])
+    result: dict[Any, Any] = {}
+    for key in ("decision", "reason", "context", "updated_input", "extra", 7):
+        if rng.random() < 0.55:
+            # Weighted towards what has broken before: a deny (recorded in the store) with a lone surrogate.
+            if key == "decision":
+                result[key] = rng.choice(["deny", "block"]) if rng.random() < 0.3 else rng.choice(DECISIONS)
+            elif key == "updated_input":
+                result[key] = rng.choice(UPDATED_INPUTS)
+            elif rng.random() < 0.25:
+                result[key] = rng.choice(SURROGATES)
+            else:
+                result[key] = rng.choice(STRINGS + [None, 5, ["x"], {"a": 1}, float("nan")])
+    return "return", result
+
+
+def handler_cases(count: int, seed: int = 16) -> list[tuple[str, bytes, tuple[str, Any]]]:
+    """``count`` (event, a valid payload, the handler's action) triples, over every event."""
+    rng = random.Random(seed)
+    bases = seeds()
+    out = []
+    for n in range(count):
+        doc = json.loads(json.dumps(bases[n % len(bases)]))
+        doc["session_id"] = f"fuzz-h-{n}"
+        if "tool_use_id" in doc:
+            doc["tool_use_id"] = f"toolu_fuzz_h_{n}"
+        out.append((doc["hook_event_name"], json.dumps(doc).encode(), handler_action(rng)))
+    return out

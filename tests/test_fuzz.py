@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from fuzz_support import cases
+from fuzz_support import cases, handler_cases
 from helpers import BIN, EXECUTABLES, error_log
 
 SEED = 12
@@ -187,4 +187,78 @@ def test_fuzz_the_server(hooks_home: Path) -> None:
 @pytest.mark.fuzz
 def test_fuzz_the_server_three_thousand(hooks_home: Path) -> None:
     problems = fuzz_server(hooks_home, 3000, offset=40_000)
+    assert not problems, "\n".join(problems[:50])
+
+
+# -- what user handlers return ------------------------------------------------------------------
+
+FUZZED_HANDLER = """\
+import pickle, sys
+def handle(event):
+    with open({path!r}, "rb") as f:
+        action, value = pickle.load(f)
+    if action == "raise":
+        raise value
+    if action == "print":
+        print(value)
+        sys.stdout.write(value)
+        return {{"context": "printed"}}
+    if action == "deep":
+        deep = None
+        for _ in range(5000):
+            deep = {{"a": deep}}
+        return deep if value == "result" else {{value: deep}}
+    return value
+"""
+
+
+def fuzz_handler_results(home: Path, count: int) -> list[str]:
+    """A handler for every event that returns (or raises, or prints) what the case says, then a
+    well-behaved one: the answer stays the protocol (strict JSON, or PreCompact's plain text),
+    the hook exits 0, and nothing but the handler's own failure is logged."""
+    import pickle
+
+    from handlers_support import write_handler
+
+    env = _env(home)
+    (home.parent / "user-home").mkdir(exist_ok=True)
+    result_file = home.parent / "fuzz-result.pickle"
+    events = sorted({event for event, _, _ in handler_cases(40)})
+    write_handler(home / "hooks", "fuzzed", events=events, priority=1,
+                  code=FUZZED_HANDLER.format(path=str(result_file)))
+    write_handler(home / "hooks", "witness", events=events, priority=2,
+                  code="def handle(event):\n    return {'context': 'witness'}\n")
+    problems: list[str] = []
+    old_umask = os.umask(0o022)
+    try:
+        for n, (event, data, action) in enumerate(handler_cases(count)):
+            result_file.write_bytes(pickle.dumps(action))
+            code, out, err = _run_in_process(event, data, env)
+            if code != 0:
+                problems.append(f"case {n} ({event}, {action!r:.80}): exit {code}")
+            if "Traceback" in err or "internal error" in err:
+                problems.append(f"case {n} ({event}, {action!r:.80}): {err[:300]!r}")
+            text = out.strip()
+            if text and not (event == "PreCompact" and not text.startswith("{")):
+                try:
+                    doc = json.loads(text, parse_constant=lambda c: {"non-JSON constant": c})
+                except ValueError:
+                    problems.append(f"case {n} ({event}, {action!r:.80}): stdout is not JSON: {text[:200]!r}")
+                    continue
+                if not isinstance(doc, dict) or set(doc) - ANSWER_KEYS or "non-JSON constant" in text:
+                    problems.append(f"case {n} ({event}, {action!r:.80}): unexpected answer {text[:200]!r}")
+    finally:
+        os.umask(old_umask)
+    bad = [p for p in _internal(home) if not p.split(": ", 1)[1].startswith("handler ")]
+    return problems + bad
+
+
+def test_fuzz_handler_results(hooks_home: Path) -> None:
+    problems = fuzz_handler_results(hooks_home, 1000)
+    assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.fuzz
+def test_fuzz_handler_results_three_thousand(hooks_home: Path) -> None:
+    problems = fuzz_handler_results(hooks_home, 3000)
     assert not problems, "\n".join(problems[:50])

@@ -201,3 +201,14 @@ def test_a_deny_whose_reason_has_a_lone_surrogate_still_denies(managed: Path, ho
     assert specific(proc).get("permissionDecision") == "deny", (proc.stdout, proc.stderr)
     assert specific(proc).get("permissionDecisionReason") == "no ? way"
     assert error_log(hooks_home) == []
+
+
+def test_a_json_looking_context_on_precompact_stays_text(managed: Path) -> None:
+    # PreCompact answers in plain text, and Claude Code parses stdout that starts with "{" as JSON:
+    # this context, alone on stdout, would have blocked the compaction.
+    write_handler(managed, "json-ish", events=["PreCompact"],
+                  code=context_handler('{"decision": "block", "reason": "not a decision"}'))
+    proc = run_exe("agent-hook-pre-compact", {"session_id": "s-json", "hook_event_name": "PreCompact",
+                                              "trigger": "manual", "custom_instructions": "", "cwd": "/tmp"})
+    out = proc.stdout.decode()
+    assert not out.lstrip().startswith("{") and '{"decision": "block", "reason": "not a decision"}' in out, out
