@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 STDOUT_IS_PROTOCOL = False
 # The thread that writes the answer there (runner.run's main thread); any other thread's print is not ours.
 ANSWER_THREAD: int | None = None
+# Once user handlers ran in the command transport: the private copy of the pipe the answer goes out
+# on (handlers/run.py). emit() writes there, whatever a handler did to sys.stdout.
+ANSWER_STREAM: Any = None
 
 # Claude Code replaces longer strings with a file path and a preview.
 MAX_CONTEXT_CHARS = 9500
@@ -104,7 +107,7 @@ def render(event: str, outcome: Outcome) -> str | None:
 def emit(text: str | None, stream: Any = None) -> None:
     if text is None:
         return
-    stream = stream or sys.stdout
+    stream = stream or ANSWER_STREAM or sys.stdout
     try:
         stream.write(text)
     except UnicodeEncodeError:  # a lone surrogate in plain text (PreCompact): a "?" rather than no answer

@@ -131,12 +131,13 @@ def test_a_deny_on_an_event_that_cannot_block_does_not_skip_the_later_handlers(m
 def test_a_handler_that_rebinds_sys_stdout_cannot_lose_the_answer(managed: Path, hooks_home: Path) -> None:
     # A common hook-writing habit ("keep stdout clean"): at import, sys.stdout = sys.stderr. The answer
     # was written to whatever sys.stdout was at the end, so Claude Code got nothing: the deny was lost.
+    # The answer now goes out on its own stream, so the rebinding is harmless and nothing is logged.
     write_handler(managed, "rebinds", code="import sys\nsys.stdout = sys.stderr\n"
                   "def handle(event):\n    return {'decision': 'deny', 'reason': 'policy'}\n")
     proc = run_hook(pre_payload("rm -rf /"))
     assert proc.returncode == 0
     assert specific(proc).get("permissionDecision") == "deny", (proc.stdout, proc.stderr)
-    assert any(e["message"].startswith("handler rebinds: rebound sys.stdout") for e in error_log(hooks_home))
+    assert error_log(hooks_home) == []
 
 
 def test_a_catastrophic_matcher_is_refused_not_run_on_every_tool_call(managed: Path, hooks_home: Path) -> None:

@@ -107,6 +107,10 @@ def guard_stdout(fd_level: bool, answer_thread: int | None = None) -> _Stdout:
             real = current
     proxy = _Stdout(real, answer_thread if fd_level else None, sys.stderr)
     sys.stdout = proxy
+    if fd_level:
+        from agent_hooks import output
+
+        output.ANSWER_STREAM = real  # a handler may rebind sys.stdout ("keep stdout clean"): not the answer
     return proxy
 
 
@@ -337,6 +341,9 @@ class _Run:
         _Worker.start(self.work, (self.gen, done))
 
     def work(self, gen: int, done: Any) -> None:
+        """The handlers, one after the other, until all ran, a deny ends the run, or the watcher
+        abandons this worker. Nothing may raise out of here: the thread would die with a traceback
+        on stderr only, and every later handler would be skipped without a word in the error log."""
         printed: list[str] = []
         me = _thread.get_ident()
         self.out.owners[me] = printed  # until this returns: an abandoned handler's late print is caught too
@@ -347,54 +354,60 @@ class _Run:
                         return  # all run, abandoned, or a deny ended the run
                     h = self.handlers[self.next]
                     self.next += 1
-                    # Nothing may raise out of this thread: it would die with a traceback on stderr
-                    # only, and every later handler would be skipped without a word in the error log.
-                    try:
-                        left = budget_s(self.ctx)
-                        if left <= 0.005:
-                            self.failures.append((h["name"], "not run: the hook's deadline is reached"))
-                            continue
-                        # Compared in ms, not divided first: a timeout_ms too large for a float is just long.
-                        timeout_s = min(left * 1000, h["timeout_ms"] or self.default_ms) / 1000
-                        grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
-                        self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
-                    except Exception as exc:  # noqa: BLE001 - a setting our arithmetic cannot take (nan)
-                        self.failures.append((h["name"], f"not run: {type(exc).__name__}: {exc}"))
+                    timeout_s = self.schedule(h)
+                    if timeout_s is None:
                         continue
                     payload = self.payload
                 del printed[:]
-                try:
-                    ev = event_for(self.ctx, self.event, h, payload, self.session)
-                    if h["kind"] == "python":
-                        result, error = call_python(h, private_copy(ev), printed, self.ctx.paths.state_dir)
-                    else:
-                        from agent_hooks.handlers.executable import call_exec  # subprocess: only for these
-
-                        result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
-                    if error is None:
-                        result, error = validate(result, self.event)
-                except Exception as exc:  # noqa: BLE001 - ours, around the handler: it fails, the run goes on
-                    result, error = None, f"could not be run: {type(exc).__name__}: {exc}"
-                rebound = sys.stdout is not self.out
+                result, error = self.call(h, payload, timeout_s, printed)
                 with self.lock:
                     if gen != self.gen:
                         return  # timed out meanwhile: its result is ignored
                     self.current = None
-                    if rebound:  # `sys.stdout = sys.stderr` "to keep stdout clean": the answer would go there
-                        sys.stdout = self.out
-                        self.failures.append((h["name"], "rebound sys.stdout (put back; the hook's answer is"
-                                                         " written there): leave it, and write to sys.stderr"))
-                    if error is not None:
-                        self.failures.append((h["name"], error))
-                    else:
+                    if error is None:
                         try:
                             self.apply(h, result)
-                        except Exception as exc:  # noqa: BLE001 - see above: the thread must not die
-                            self.failures.append((h["name"], f"result not applied: {type(exc).__name__}: {exc}"))
+                        except Exception as exc:  # noqa: BLE001 - see the docstring
+                            error = f"result not applied: {type(exc).__name__}: {exc}"
+                    if error is not None:
+                        self.failures.append((h["name"], error))
         finally:
             # Not registered past the run: a thread started later may get this id (the server's pool).
             self.out.owners.pop(me, None)
             done.release()
+
+    def schedule(self, h: dict[str, Any]) -> float | None:
+        """(Under the lock.) The seconds ``h`` may take, its deadline set for the watcher; None, with
+        the failure noted, when it cannot run: the hook's deadline is reached, or a setting is nan."""
+        try:
+            left = budget_s(self.ctx)
+            if left <= 0.005:
+                self.failures.append((h["name"], "not run: the hook's deadline is reached"))
+                return None
+            # Compared in ms, not divided first: a timeout_ms too large for a float is just long.
+            timeout_s = min(left * 1000, h["timeout_ms"] or self.default_ms) / 1000
+            grace = 0.25 if h["kind"] == "exec" else 0.0  # an executable is killed by its own timeout
+            self.current = (h["name"], time.monotonic() + timeout_s + grace, int(timeout_s * 1000))
+            return timeout_s
+        except Exception as exc:  # noqa: BLE001 - a value our arithmetic cannot take
+            self.failures.append((h["name"], f"not run: {type(exc).__name__}: {exc}"))
+            return None
+
+    def call(self, h: dict[str, Any], payload: dict[str, Any], timeout_s: float,
+             printed: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+        """(the validated result, what went wrong) of one handler; what of ours raises around it
+        fails that handler, not the run."""
+        try:
+            ev = event_for(self.ctx, self.event, h, payload, self.session)
+            if h["kind"] == "python":
+                result, error = call_python(h, private_copy(ev), printed, self.ctx.paths.state_dir)
+            else:
+                from agent_hooks.handlers.executable import call_exec  # subprocess: only for these
+
+                result, error = call_exec(h, ev, timeout_s, self.ctx.env, self.ctx.payload.cwd)
+            return validate(result, self.event) if error is None else (None, error)
+        except Exception as exc:  # noqa: BLE001 - ours, around the handler
+            return None, f"could not be run: {type(exc).__name__}: {exc}"
 
     def apply(self, h: dict[str, Any], result: dict[str, Any] | None) -> None:
         merged = self.merged
@@ -450,8 +463,6 @@ def run(ctx: Context, event: str, handlers: list[dict[str, Any]]) -> Merged:
     merged = state.watch()
     with state.lock:
         failures = list(state.failures)
-        if sys.stdout is not out:  # rebound by an abandoned handler: the answer must not follow it
-            sys.stdout = out
     for name, message in failures:  # here, on the caller's thread: the store's connection is its own
         _fail(ctx, event, name, message)
         merged.failed.append(name)
