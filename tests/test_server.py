@@ -459,3 +459,30 @@ def test_a_handler_keeps_off_the_event_loop_only_the_calls_it_may_run_for(server
         "read seen"
     requests = server.status()["requests"]
     assert requests["answered"] == 4 and requests["inline"] == 2 and "deferred" not in requests
+
+
+def test_a_store_deleted_or_replaced_under_the_server_gets_the_calls_after_it(server: Server) -> None:
+    """The server's connections held the old file's inode: after `rm store.db` (or a store put
+    back in its place) every call was answered as fine and written into a file nobody can read,
+    and a cancel written to the new store did not stop the session. The executables open the
+    path on every call; the server must follow the path too."""
+    agent_hook("init", env=server.env)
+    pre = fixture_payload("PreToolUse-Bash.json")
+    sid = pre["session_id"]
+    assert server.answer(dict(pre, tool_use_id="toolu_before")) is None
+    for name in ("store.db", "store.db-wal", "store.db-shm"):
+        (server.home / name).unlink(missing_ok=True)
+    assert server.answer(dict(pre, tool_use_id="toolu_deleted")) is None  # goes into a new store
+    assert [tuple(r) for r in store_rows(server.home, "SELECT tool_use_id FROM tool_calls")] == [("toolu_deleted",)]
+    # Replaced: another store moved into its place (a backup put back, a store from elsewhere).
+    other = server.home / "other"
+    run_hook(dict(pre, tool_use_id="toolu_other"), env={"AGENT_HOOKS_HOME": str(other)})
+    agent_hook("cancel", sid, "--reason", "stop now", env={**server.env, "AGENT_HOOKS_HOME": str(other)})
+    for name in ("store.db-wal", "store.db-shm"):
+        (server.home / name).unlink(missing_ok=True)
+    os.replace(other / "store.db", server.home / "store.db")
+    for _ in range(3):  # the event loop's connection and a pool thread's
+        answer = server.answer(dict(pre, tool_use_id="toolu_replaced"))
+        assert answer is not None and answer["hookSpecificOutput"]["permissionDecision"] == "deny", answer
+    assert server.answer(dict(fixture_payload("UserPromptSubmit.json"), session_id="s-prompt")) is None
+    assert store_rows(server.home, "SELECT count(*) FROM sessions WHERE session_id = 's-prompt'")[0][0] == 1

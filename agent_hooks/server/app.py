@@ -117,6 +117,15 @@ WAL_PAGES_BOUND = 10_000
 LOOP_STORE_RETRY_S = 30.0
 
 
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` now, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class _ServerStore(Store):
     """A worker thread's connection whose write transactions take the process's write lock."""
 
@@ -129,6 +138,14 @@ class _ServerStore(Store):
         # instead (live.py); this much higher threshold only bounds the WAL (~40 MB) should
         # that thread ever stop.
         self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES_BOUND}")
+        # The file this connection has open. A long-lived connection keeps an inode, not a path:
+        # after the store is deleted or another file is moved into its place, it would go on
+        # writing where nobody reads (the executables open the path anew on every call).
+        self.identity = _file_identity(path)
+
+    def moved(self) -> bool:
+        """True when the store's path no longer names the file this connection has open (one stat)."""
+        return _file_identity(self.path) != self.identity
 
     def write(self) -> Transaction:
         return _SerialTransaction(self.conn, self.write_lock)
@@ -204,7 +221,7 @@ class ServerState:
         self._config = config
         self._config_stamp = self._stamp()
         self._local = threading.local()
-        self._loop_store: Store | None = None
+        self._loop_store: _LoopStore | None = None
         self._loop_store_retry = 0.0
         # One writer at a time among this process's threads (see _SerialTransaction).
         self.write_lock = threading.Lock()
@@ -239,6 +256,9 @@ class ServerState:
         Meant for the pool's threads: SQLite connections stay in their thread.
         """
         store = getattr(self._local, "store", None)
+        if store is not None and store.moved():  # deleted or replaced: open the path again
+            _close_quietly(store)
+            store = None
         if store is None:
             store = self.open_store()
             self._local.store = store
@@ -247,7 +267,12 @@ class ServerState:
     def loop_store(self) -> Store | None:
         """The event loop's connection (see _LoopStore), or None while it cannot be had (the store
         is missing, behind, not in WAL mode: tried again after LOOP_STORE_RETRY_S). On the loop only."""
+        if self._loop_store is not None and self._loop_store.moved():
+            self.drop_loop_store()  # deleted or replaced: the pool's call opens (and migrates) the new one
+            self._loop_store_retry = 0.0
         if self._loop_store is None and time.monotonic() >= self._loop_store_retry:
+            if not os.path.exists(self.paths.store):
+                return None  # the pool creates it; the loop's connection never migrates
             try:
                 self._loop_store = _LoopStore(self.paths.store, self.write_lock)
             except Exception:  # noqa: BLE001 - the pool's calls open the store and report what is wrong
@@ -258,10 +283,7 @@ class ServerState:
         """Close the loop's connection (left inside a transaction: never expected); the next call opens another."""
         store, self._loop_store = self._loop_store, None
         if store is not None:
-            try:
-                store.close()
-            except Exception:  # noqa: BLE001
-                pass
+            _close_quietly(store)
 
     def open_store(self) -> Store:
         """A new connection whose write transactions take the process's write lock."""
@@ -286,6 +308,13 @@ class ServerState:
             "uptime_s": round(time.time() - self.started, 3),
             "store": self.paths.store,
         }
+
+
+def _close_quietly(store: Store) -> None:
+    try:
+        store.close()
+    except Exception:  # noqa: BLE001 - a connection to a file that is gone
+        pass
 
 
 UNAUTHORIZED = {"error": "only the server's own user may call this"}
