@@ -486,3 +486,16 @@ def test_a_store_deleted_or_replaced_under_the_server_gets_the_calls_after_it(se
         assert answer is not None and answer["hookSpecificOutput"]["permissionDecision"] == "deny", answer
     assert server.answer(dict(fixture_payload("UserPromptSubmit.json"), session_id="s-prompt")) is None
     assert store_rows(server.home, "SELECT count(*) FROM sessions WHERE session_id = 's-prompt'")[0][0] == 1
+
+
+def test_start_on_a_port_another_program_holds_says_so(hooks_home: Path) -> None:
+    """The server exits at once when it cannot listen; `start` said it "did not answer within
+    10.0 s" (it had waited 2), and the reason was only in the log."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        srv = Server(hooks_home, other.getsockname()[1])
+        proc = srv.cli("start", check=False)
+    assert proc.returncode == 1
+    assert "cannot listen on 127.0.0.1:" in proc.stderr and "in use" in proc.stderr, proc.stderr
+    assert "within" not in proc.stderr

@@ -311,12 +311,33 @@ def start(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) -> tuple
     if doc is not None or lock_held(paths):
         stop(paths, config)
         done = "replaced"
+    log = local.log_file(paths)
+    try:
+        offset = os.path.getsize(log)
+    except OSError:
+        offset = 0
     pid = spawn(env)
     doc = wait_up(paths, config, pid, float(config["serve"]["start_timeout_s"]))
     if doc is None:
+        said = _said_at_start(log, offset)
+        if said:  # it exited (a port in use, a lock held): say why here, not only in the log
+            raise ServerError(f"the server did not start: {said} (see {log})")
         raise ServerError(f"the server did not answer within {config['serve']['start_timeout_s']} s;"
-                          f" see {local.log_file(paths)}")
+                          f" see {log}")
     return doc, done
+
+
+def _said_at_start(log: str, offset: int) -> str | None:
+    """The last reason a server just spawned gave for exiting (its stderr is the log), if any."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read(256 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    said = [line.split("agent-hooks server:", 1)[1].strip() for line in text.splitlines()
+            if "agent-hooks server:" in line and "configuration:" not in line]
+    return said[-1] if said else None
 
 
 def stop(paths: Paths, config: dict[str, Any], timeout: float = 10.0) -> int | None:
