@@ -499,3 +499,21 @@ def test_start_on_a_port_another_program_holds_says_so(hooks_home: Path) -> None
     assert proc.returncode == 1
     assert "cannot listen on 127.0.0.1:" in proc.stderr and "in use" in proc.stderr, proc.stderr
     assert "within" not in proc.stderr
+
+
+@pytest.mark.parametrize("cwd", ["/work/\ud800", "/work/a\x00b"])
+def test_a_cwd_that_is_no_path_is_recorded_as_by_the_executables(cwd: str, server: Server) -> None:
+    """With a trusted workspace, the event loop's check for due handlers took the payload's cwd
+    as a path before the payload was checked: a lone surrogate or a NUL in it raised there,
+    outside the shared handler path, and the call got a 500 and was neither recorded nor in the
+    error log. The executables repair such a payload and record the call."""
+    agent_hook("init", env=server.env)
+    (server.home / "config.toml").write_text('[handlers]\ntrusted_workspaces = ["/work"]\n')
+    (server.home / "hooks").mkdir(exist_ok=True)
+    pre = dict(fixture_payload("PreToolUse-Bash.json"), cwd=cwd)
+    exe = run_hook(dict(pre, tool_use_id="toolu_exe"))
+    assert (exe.returncode, exe.stdout) == (0, b""), exe.stderr
+    status, headers, body = server.post(dict(pre, tool_use_id="toolu_http"))
+    assert (status, body) == (200, b""), (status, body)
+    rows = store_rows(server.home, "SELECT tool_use_id FROM tool_calls ORDER BY id")
+    assert [r[0] for r in rows] == ["toolu_exe", "toolu_http"]

@@ -110,7 +110,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return False
         from agent_hooks.handlers import registry
 
-        return registry.none_due(config, state.paths.config_dir, state.paths.state_dir, env, cwd, event, tool)
+        try:
+            return registry.none_due(config, state.paths.config_dir, state.paths.state_dir, env, cwd, event, tool)
+        except Exception:  # noqa: BLE001 - e.g. a cwd that is no path (a NUL, a lone surrogate), which the
+            return False  # payload's checks repair or refuse: the pool's dispatch does it, and reports it
 
     async def on_the_loop(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
         """Run the call inline (see the module docstring); False when it must go to the pool."""
@@ -155,12 +158,19 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return
         call = Call(path[prefix:] if len(path) > prefix else event_of(data))
         env = local.request_env(state.env, _Headers(scope["headers"]))
-        if call.event in INLINE_EVENTS and len(data) <= INLINE_MAX_BYTES \
-                and no_handler_due(call.event, data, env, config):
-            if await on_the_loop(call, data, env, config):
-                state.stats.count("inline")
-                await _answer(state, send, call, started)
-                return
+        inline = False
+        try:
+            inline = call.event in INLINE_EVENTS and len(data) <= INLINE_MAX_BYTES \
+                and no_handler_due(call.event, data, env, config) and await on_the_loop(call, data, env, config)
+        except Exception as exc:  # noqa: BLE001 - dispatch never raises before a commit; anything here is ours:
+            import traceback  # the pool runs the call again, and the trace goes where doctor looks, not a 500
+
+            log_error(state.paths, call.event, "error", f"on the event loop: {type(exc).__name__}: {exc}",
+                      call.session_id, traceback.format_exc(), config)
+        if inline:
+            state.stats.count("inline")
+            await _answer(state, send, call, started)
+            return
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
         future = asyncio.wrap_future(state.pool.submit(work, call, data, env, config))
         try:
