@@ -5,6 +5,7 @@ WebSocket's broadcasts, and this host's hook calls reaching the board."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from center_support import Center, messages
+from center_support import Center, hook_env, messages
 from helpers import BIN, run_hook
 from test_command_center_units import SEED, STATES
 
@@ -306,3 +307,28 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
                                               and x["card"]["task_state"] == "done" for x in m))
     card = [m["card"] for m in got_msgs if m["type"] == "card" and m["card"]["id"] == sids["plain"]][-1]
     assert card["persist"]["persists"] is True and card["waiting_on"] is None
+
+
+def test_the_board_follows_a_store_replaced_under_it(tmp_path: Path) -> None:
+    """The command center's writer thread kept the old file open: after a store was put in the
+    place of another, the board went on showing (and the fleet writes went to) the old one."""
+    center = Center(tmp_path / "agent-hooks").start()
+    try:
+        env = hook_env(center.home, AGENT_HOOKS__FORWARD__ENABLED="false")
+        start = {"hook_event_name": "SessionStart", "cwd": "/tmp", "source": "startup"}
+        run_hook(dict(start, session_id="s-old"), env=env)
+        center.wait_card(lambda c: "s-old" in json.dumps(c), what="the old store's session")
+        other = tmp_path / "other"
+        run_hook(dict(start, session_id="s-new"), env=hook_env(other, AGENT_HOOKS__FORWARD__ENABLED="false"))
+        import sqlite3
+
+        conn = sqlite3.connect(other / "store.db")  # the hook left its write in the WAL: into the file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        for name in ("store.db-wal", "store.db-shm"):
+            (center.home / name).unlink(missing_ok=True)
+        os.replace(other / "store.db", center.home / "store.db")
+        center.wait_card(lambda c: "s-new" in json.dumps(c), what="the new store's session")
+        assert not any("s-old" in json.dumps(c) for c in center.board_cards().values())
+    finally:
+        center.stop()

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -139,6 +140,7 @@ class Fleet:
                 job = False
             if job is None:
                 break
+            self._guarded(self._follow_store)
             if job:
                 # Group commit: the writes waiting now go in one transaction (a savepoint each).
                 batch = [job]
@@ -165,6 +167,22 @@ class Fleet:
                 interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
                 next_tick = time.monotonic() + interval
         self.store.close()
+
+    def _follow_store(self) -> None:
+        """Reopen the store when its path names another file now (deleted and made again by a hook
+        call, or replaced): this long-lived connection keeps the old file open, and the board would
+        show, and the fleet writes go to, a file nobody else reads. One stat per wake-up."""
+        if not self.store.moved() or not os.path.exists(self.state.paths.store):
+            return  # not moved, or gone: the next hook call makes it, then this follows
+        old, self.store = self.store, self.state.open_store()
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - a connection to a file that is gone
+            pass
+        with self.store.write() as conn:
+            self.epoch = fleetdb.epoch(conn)
+        self._data_version = None
+        self._tick(force=True)
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the store, here rather than in a hook's commit (see app._ServerStore).
