@@ -320,12 +320,16 @@ class Drainer:
                         break
                     if kind == TRANSIENT and row[4] + 1 < max_attempts:
                         break  # this session waits for its retry; later events stay behind it
+            except Exception as exc:  # noqa: BLE001 - a pool swallows it: the drainer would retry for ever
+                stop.set()
+                results.put(exc)
             finally:
                 results.put(None)
 
         workers = max(1, min(int(self.fwd["concurrency"]), len(groups)))
         answered = 0
         outage: str | None = None
+        failure: Exception | None = None
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for rows in groups.values():
                 pool.submit(session_worker, rows)
@@ -335,12 +339,17 @@ class Drainer:
                 if item is None:
                     pending -= 1
                     continue
+                if isinstance(item, Exception):
+                    failure = failure or item
+                    continue
                 row, (kind, status, error, hint) = item
                 if kind == UNREACHABLE:
                     outage = outage or error
                     continue
                 answered += 1
                 self._settle(row, kind, status, error, hint, time.time())
+        if failure is not None:
+            raise failure
         return answered, outage
 
     def _replay_spool(self) -> bool:
@@ -446,7 +455,14 @@ class Drainer:
             if not os.path.exists(self.paths.store):
                 return 0  # the store went away (a test's temp dir): nothing left to deliver
             delivered = self.delivered
-            answered, outage = self._pass(url)
+            try:
+                answered, outage = self._pass(url)
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError, TypeError, UnicodeError) as exc:
+                # Not the server's answer and not an outage: every send fails the same way (a URL
+                # httpx refuses, a header it cannot encode). Say so and stop; the events stay queued.
+                self._problem(f"cannot send to {url}: {type(exc).__name__}: {exc}; events stay queued")
+                self._pause_hooks(float(fwd["give_up_after_s"]))
+                return 0
             now = time.time()
             if outage is not None:
                 give_up = float(fwd["give_up_after_s"])

@@ -8,8 +8,12 @@ from urllib.parse import urlsplit
 
 def url_problem(url: str, allow_remote: bool) -> str | None:
     """Why this URL must not be used, or None. Non-loopback hosts need allow_remote."""
+    if any(c <= " " or c == "\x7f" for c in url):
+        # urlsplit drops a tab or newline silently; the HTTP client refuses the URL on every send.
+        return f"forward.url {url!r} contains whitespace or a control character"
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
     except ValueError as exc:
         return f"invalid forward.url {url!r}: {exc}"
     if parts.scheme not in ("http", "https") or not parts.hostname:
