@@ -63,3 +63,55 @@ def test_a_send_that_raises_something_else_stops_the_drainer_with_a_trace(tmp_pa
     problem = dict(store.conn.execute("SELECT key, value FROM meta").fetchall())["forward.problem"]
     assert "InvalidURL" in problem
     assert "InvalidURL" in Path(paths.error_log).read_text()
+
+
+# -- config.toml edits (hooks enable / disable) -------------------------------------------------------
+
+def _handler_home(tmp_path: Path) -> Path:
+    from handlers_support import write_handler
+
+    home = tmp_path / "agent-hooks-home"
+    write_handler(home / "hooks", "x")
+    return home
+
+
+def test_enable_edits_a_symlinked_config_at_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    from helpers import agent_hook
+
+    home = _handler_home(tmp_path)
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "config.toml"
+    real.write_text("# mine\n[loops]\nwindow = 30\n")
+    (home / "config.toml").symlink_to(real)
+    agent_hook("hooks", "enable", "x")
+    assert (home / "config.toml").is_symlink(), "the dotfiles link was replaced by a copy"
+    assert real.read_text() == "# mine\n[loops]\nwindow = 30\n\n[handlers.entries.x]\nenabled = true\n"
+
+
+def test_enable_refuses_a_read_only_config_and_leaves_it_alone(tmp_path: Path) -> None:
+    from helpers import agent_hook
+
+    home = _handler_home(tmp_path)
+    cfg = home / "config.toml"
+    cfg.write_text("[loops]\nwindow = 30\n")
+    cfg.chmod(0o400)
+    proc = agent_hook("hooks", "enable", "x", check=False)
+    assert proc.returncode == 1 and "read-only" in proc.stderr
+    assert cfg.read_text() == "[loops]\nwindow = 30\n" and cfg.stat().st_mode & 0o777 == 0o400
+
+
+def test_config_edits_leave_no_file_readable_by_others(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from helpers import BIN
+
+    home = _handler_home(tmp_path)
+    (home / "config.toml").write_text("[loops]\nwindow = 30\n")
+    # A user's usual umask: the CLI must not depend on it for the files it makes.
+    subprocess.run(["sh", "-c", f"umask 022 && exec {BIN / 'agent-hook'} hooks enable x"], check=True,
+                   env=dict(os.environ), capture_output=True)
+    loose = {p.name: oct(p.stat().st_mode & 0o777) for p in home.iterdir()
+             if p.is_file() and p.stat().st_mode & 0o077}
+    assert loose == {}

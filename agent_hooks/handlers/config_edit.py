@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tomllib
 from typing import Any
 
@@ -72,9 +73,23 @@ def set_value(text: str, table: list[str], key: str, value: Any) -> str:
 
 
 def update(path: str, table: list[str], key: str, make: Any) -> Any:
-    """Set ``table.key`` in the TOML file at ``path`` to ``make(current value)``; returns the new value."""
+    """Set ``table.key`` in the TOML file at ``path`` to ``make(current value)``; returns the new value.
+
+    A symlinked config.toml (dotfiles) is edited at its target, the link kept; a read-only one is refused.
+    """
+    if os.path.islink(path) and not os.path.exists(path):
+        raise EditError(f"{path} is a symlink to {os.path.realpath(path)}, which does not exist; "
+                        "fix the link (or remove it), then re-run. Nothing was written.")
+    path = os.path.realpath(path)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with FileLock(path + ".lock", timeout=10):
+    try:
+        if not os.stat(path).st_mode & stat.S_IWUSR:
+            raise EditError(f"{path} is read-only; make it writable (chmod u+w) to let this command "
+                            "edit it. It was left untouched.")
+    except FileNotFoundError:
+        pass
+    # 0600 whatever the umask (filelock applies an explicit mode with the umask cleared).
+    with FileLock(path + ".lock", timeout=10, mode=0o600):
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -94,10 +109,17 @@ def update(path: str, table: list[str], key: str, make: Any) -> Any:
         if not ok:
             raise EditError(f"could not edit {path} safely; {hint}")
         tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(new_text)
-        os.replace(tmp, path)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(new_text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise EditError(f"cannot write {path}: {exc.strerror or exc}; it was left untouched; {hint}") from None
     return value
 
 
