@@ -371,12 +371,15 @@ def _apply(store: Any, paths: Paths, config: dict[str, Any], line: bytes) -> str
     except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the rest
         _rollback(store)
         tries = int(entry.get("tries") or 0) + 1
+        why = f"{type(exc).__name__}: {exc}"
         if transient(exc) and tries < MAX_TRIES:
-            save(paths, config, event, data, ctx.started, env, tries, str(entry["id"]))
-            return "retried"
+            problem = save(paths, config, event, data, ctx.started, env, tries, str(entry["id"]))
+            if problem is None:
+                return "retried"
+            why += f"; spooling it again failed: {problem}"  # its taken file goes next: say so
         import traceback
 
-        log_error(paths, event, "error", f"spooled call not replayed: {type(exc).__name__}: {exc}",
+        log_error(paths, event, "error", f"spooled call not replayed: {why}",
                   payload.session_id, traceback.format_exc(), config)
         return "failed"
     finally:

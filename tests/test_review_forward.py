@@ -115,3 +115,33 @@ def test_config_edits_leave_no_file_readable_by_others(tmp_path: Path) -> None:
     loose = {p.name: oct(p.stat().st_mode & 0o777) for p in home.iterdir()
              if p.is_file() and p.stat().st_mode & 0o077}
     assert loose == {}
+
+
+# -- the spool ---------------------------------------------------------------------------------------
+
+def test_a_replay_retry_the_full_spool_refuses_is_not_lost_silently(hooks_home: Path) -> None:
+    """A replayed call that meets a busy store is spooled again; when the spool is full that save
+    failed, its answer was ignored, the call counted as 'retried' and its taken file deleted."""
+    from agent_hooks import spool
+    from helpers import error_log, fixture_payload, run_hook
+
+    assert run_hook(fixture_payload("SessionStart-startup.json")).returncode == 0
+    env = {"AGENT_HOOKS_HOME": str(hooks_home)}
+    paths = Paths(env)
+    config = config_mod.load(paths, env)
+    post = dict(fixture_payload("PostToolUse-Bash.json"), tool_use_id="toolu_full_1")
+    line = json.dumps({"v": 1, "id": "call-full", "event": "PostToolUse", "at": time.time(), "tries": 0,
+                       "env": {}, "data": json.dumps(post)}).encode()
+    config["spool"]["max_bytes"] = 100  # full: the retry's line does not fit
+    store = Store(paths.store, 50)
+    blocker = sqlite3.connect(paths.store, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        outcome = spool._apply(store, paths, config, line)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        store.close()
+    saved = b"call-full" in (Path(spool.pending_path(paths)).read_bytes() if spool.has_work(paths) else b"")
+    traced = [e for e in error_log(hooks_home) if "toolu_full_1" in json.dumps(e) or "spool is full" in e["message"]]
+    assert saved or (outcome == "failed" and traced), (outcome, saved, traced)
