@@ -145,3 +145,22 @@ def test_a_replay_retry_the_full_spool_refuses_is_not_lost_silently(hooks_home: 
     saved = b"call-full" in (Path(spool.pending_path(paths)).read_bytes() if spool.has_work(paths) else b"")
     traced = [e for e in error_log(hooks_home) if "toolu_full_1" in json.dumps(e) or "spool is full" in e["message"]]
     assert saved or (outcome == "failed" and traced), (outcome, saved, traced)
+
+
+def test_a_forward_setting_the_hooks_repair_does_not_stop_delivery(tmp_path: Path) -> None:
+    """Hooks load the config leniently (a wrong-typed value falls back to its default); the drainer
+    loaded it strictly and died on int('four') at every pass: the events were never delivered."""
+    from ingest_server import IngestServer
+
+    srv = IngestServer().start()
+    h = Home(tmp_path, srv)
+    try:
+        h.dir.mkdir(parents=True, exist_ok=True)
+        (h.dir / "config.toml").write_text('[forward]\nconcurrency = "four"\n')
+        assert h.hook("session-start", fixture("SessionStart-startup"), env=h.env).returncode == 0
+        srv.wait_for(lambda: len(srv.accepted()) == 1, timeout=15, what="the start event")
+        proc = h.cli("queue", "drain", env=h.env)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        h.cleanup()
+        srv.stop()

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from agent_hooks import config as config_mod
 from agent_hooks.cli.common import (
     echo_json,
     iso,
@@ -131,11 +132,14 @@ def drain(idle: float, give_up: float | None, timeout: float, as_json: bool) -> 
     store = open_store(write=True)  # creates / migrates the store
     if store is not None:
         store.close()
-    cfg = load_config()
-    if give_up is not None:
-        cfg["forward"]["give_up_after_s"] = give_up
     p = paths()
     say = (lambda text: click.echo(text, err=True)) if as_json else click.echo
+    # Leniently, like the hooks and the detached drainer: a bad value falls back to its default.
+    cfg, problems = config_mod.load_lenient(p, os.environ)
+    for problem in problems:
+        click.echo(f"warning: configuration: {problem}", err=True)
+    if give_up is not None:
+        cfg["forward"]["give_up_after_s"] = give_up
     delivered = dead = 0
     deadline = time.monotonic() + timeout
     shown: int | None = None

@@ -45,7 +45,7 @@ import httpx
 from filelock import FileLock, Timeout
 
 from agent_hooks import __version__, fleet
-from agent_hooks.config import ConfigError, load
+from agent_hooks.config import load_lenient
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.paths import Paths, ensure_dir
@@ -61,6 +61,10 @@ PID_NAME = "drain.pid"
 WAKE_NAME = "drain.wake"
 # While backing off, the drainer looks this often for a wake-up or a server that is back.
 NAP_SLICE_S = 0.1
+
+
+class SendFailed(Exception):
+    """A request could not even be made (neither an answer nor a transport error): no retry will help."""
 
 
 def wake_path(paths: Paths) -> str:
@@ -322,14 +326,14 @@ class Drainer:
                         break  # this session waits for its retry; later events stay behind it
             except Exception as exc:  # noqa: BLE001 - a pool swallows it: the drainer would retry for ever
                 stop.set()
-                results.put(exc)
+                results.put(SendFailed(f"{type(exc).__name__}: {exc}"))
             finally:
                 results.put(None)
 
         workers = max(1, min(int(self.fwd["concurrency"]), len(groups)))
         answered = 0
         outage: str | None = None
-        failure: Exception | None = None
+        failure: SendFailed | None = None
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for rows in groups.values():
                 pool.submit(session_worker, rows)
@@ -339,7 +343,7 @@ class Drainer:
                 if item is None:
                     pending -= 1
                     continue
-                if isinstance(item, Exception):
+                if isinstance(item, SendFailed):
                     failure = failure or item
                     continue
                 row, (kind, status, error, hint) = item
@@ -457,10 +461,10 @@ class Drainer:
             delivered = self.delivered
             try:
                 answered, outage = self._pass(url)
-            except (httpx.HTTPError, httpx.InvalidURL, ValueError, TypeError, UnicodeError) as exc:
+            except SendFailed as exc:
                 # Not the server's answer and not an outage: every send fails the same way (a URL
                 # httpx refuses, a header it cannot encode). Say so and stop; the events stay queued.
-                self._problem(f"cannot send to {url}: {type(exc).__name__}: {exc}; events stay queued")
+                self._problem(f"cannot send to {url}: {exc}; events stay queued")
                 self._pause_hooks(float(fwd["give_up_after_s"]))
                 return 0
             now = time.time()
@@ -515,11 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m agent_hooks.forward.drain``: what a hook starts, detached."""
     os.umask(0o077)
     paths = Paths(os.environ)
-    try:
-        config = load(paths, os.environ)
-    except ConfigError as exc:
-        log_error(paths, "forward", "config", str(exc))
-        return 0
+    # What the hooks that queued the events run on: a bad value costs that value (its default is
+    # used; the hooks say so and doctor lists it), never the delivery of everything queued.
+    config, _problems = load_lenient(paths, os.environ)
     try:
         return Drainer(paths, config).run()
     except Exception as exc:  # noqa: BLE001 - a detached process has nobody to tell but the log
