@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 import os
 import time
 from pathlib import Path
@@ -338,3 +339,27 @@ def test_a_burst_of_hooks_starts_one_drainer(tmp_path: Path) -> None:
     while outbox.drainer_alive(paths) or os.path.exists(outbox.starting_path(paths)):
         assert time.time() < end + 20
         time.sleep(0.02)
+
+
+def test_an_event_purged_during_its_send_cannot_take_a_new_event_with_it(tmp_path: Path) -> None:
+    """`queue purge` while an event is on the wire, then a new event: the outbox reuses the row
+    id (no AUTOINCREMENT), and settling the sent one by id alone deleted the new, unsent one."""
+    reused: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not reused:
+            other = sqlite3.connect(w.paths.store)
+            with other:
+                other.execute("DELETE FROM outbox")  # purged meanwhile
+                reused.append(outbox.enqueue(other, "agent-b", "x", "start", {"tmux_session": "agent-b"}, time.time()))
+            reused.append(other.execute("SELECT id FROM outbox").fetchone()[0])
+            other.close()
+        return httpx.Response(200)
+
+    w = World(tmp_path, handler)
+    w.put("agent-a", "start")
+    first_id = w.store.conn.execute("SELECT id FROM outbox").fetchone()[0]
+    w.drain()
+    assert reused[1] == first_id  # the purged event's row id, given to the new one
+    sent = [r.headers["idempotency-key"] for r in w.requests]
+    assert reused[0] in sent or [r[0] for r in w.rows()] == [reused[0]]  # sent, or still queued: not deleted

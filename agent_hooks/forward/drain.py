@@ -270,16 +270,17 @@ class Drainer:
         """Record one answer; True when the session may go on in this pass."""
         rid, event_id, key, _body, attempts = row
         fwd = self.fwd
+        # By id and event id: a row purged meanwhile (queue purge) may have its id reused by a new event.
         with self.store.write() as conn:  # type: ignore[union-attr]
             if kind == OK:
-                conn.execute("DELETE FROM outbox WHERE id = ?", (rid,))
+                conn.execute("DELETE FROM outbox WHERE id = ? AND event_id = ?", (rid, event_id))
                 self.delivered += 1
                 return True
             if kind == PERMANENT or attempts + 1 >= int(fwd["max_attempts"]):
                 conn.execute(
                     "UPDATE outbox SET state = 'dead', attempts = attempts + 1, last_status = ?, last_error = ?,"
-                    " last_try_at = ?, dead_at = ? WHERE id = ?",
-                    (status, error, now, now, rid),
+                    " last_try_at = ?, dead_at = ? WHERE id = ? AND event_id = ?",
+                    (status, error, now, now, rid, event_id),
                 )
                 self.dead += 1
                 log_error(self.paths, "forward", "dead_letter", f"event {event_id} of {key}: {error}")
@@ -290,8 +291,8 @@ class Drainer:
                 delay = min(max(delay, hint), float(fwd["backoff_max_s"]))
             conn.execute(
                 "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_status = ?, last_error = ?,"
-                " last_try_at = ? WHERE id = ?",
-                (now + delay, status, error, now, rid),
+                " last_try_at = ? WHERE id = ? AND event_id = ?",
+                (now + delay, status, error, now, rid, event_id),
             )
             return False
 
