@@ -501,14 +501,14 @@ def test_start_on_a_port_another_program_holds_says_so(hooks_home: Path) -> None
     assert "within" not in proc.stderr
 
 
-@pytest.mark.parametrize("cwd", ["/work/\ud800", "/work/a\x00b"])
+@pytest.mark.parametrize("cwd", ["/srv/ws/\ud800", "/srv/ws/a\x00b"])
 def test_a_cwd_that_is_no_path_is_recorded_as_by_the_executables(cwd: str, server: Server) -> None:
     """With a trusted workspace, the event loop's check for due handlers took the payload's cwd
     as a path before the payload was checked: a lone surrogate or a NUL in it raised there,
     outside the shared handler path, and the call got a 500 and was neither recorded nor in the
     error log. The executables repair such a payload and record the call."""
     agent_hook("init", env=server.env)
-    (server.home / "config.toml").write_text('[handlers]\ntrusted_workspaces = ["/work"]\n')
+    (server.home / "config.toml").write_text('[handlers]\ntrusted_workspaces = ["/srv/ws"]\n')
     (server.home / "hooks").mkdir(exist_ok=True)
     pre = dict(fixture_payload("PreToolUse-Bash.json"), cwd=cwd)
     exe = run_hook(dict(pre, tool_use_id="toolu_exe"))
