@@ -94,3 +94,27 @@ def ensure_dir(path: str) -> None:
             os.mkdir(path, 0o700)
         except FileExistsError:
             pass
+
+
+def write_private(path: str, text: str, backup: bool = False) -> None:
+    """Write ``path`` atomically with mode 0600, whatever the umask (a config can name commands the
+    hooks run). ``backup``: an existing file is kept as ``.bak`` (``.bak-2``, ...: never over an
+    earlier backup, which is the user's own file). On an OSError the temporary file is removed."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if backup and os.path.exists(path):
+            bak, n = path + ".bak", 1
+            while os.path.lexists(bak):
+                n += 1
+                bak = f"{path}.bak-{n}"
+            os.replace(path, bak)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -152,12 +157,19 @@ def _answer(tokens: int, text: str) -> dict[str, Any]:
     return line
 
 
+@contextmanager
+def _later(write: Callable[[], Any], delay_s: float = 0.15) -> Iterator[None]:
+    """``write`` runs on a thread ``delay_s`` into the block, and is joined at its end: a client writing late."""
+    writer = threading.Thread(target=lambda: (time.sleep(delay_s), write()))
+    writer.start()
+    try:
+        yield
+    finally:
+        writer.join()
+
+
 def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
     """Claude Code may run Stop before it writes the turn's usage: the tail is read again until it shows."""
-    import json
-    import threading
-    import time
-
     path = tmp_path / "t.jsonl"
     earlier = [_answer(1000, "Looking."), {"type": "user", "message": {"content": "go on"}}]
     path.write_text("".join(json.dumps(e) + "\n" for e in earlier))
@@ -167,14 +179,11 @@ def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
     assert persist.transcript_state(str(path), env, cfg(), answer="Done.").context_pct == 0.5
 
     def late_write() -> None:
-        time.sleep(0.15)
         with path.open("a") as f:
             f.write(json.dumps(_answer(196_000, "Done.")) + "\n")
 
-    writer = threading.Thread(target=late_write)
-    writer.start()
-    seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
-    writer.join()
+    with _later(late_write):
+        seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
     assert seen.context_pct == 98.0 and seen.answer == "Done."
 
     # A line that never comes costs at most the wait, then the tail is what it is.
@@ -190,21 +199,11 @@ def test_stop_waits_for_the_turns_last_line_to_reach_the_transcript(tmp_path):
 def test_stop_waits_for_the_transcript_file_itself_on_a_first_turn(tmp_path):
     """On a session's first turn the client may run Stop before the transcript file exists
     (seen with 2.1.197 under load): that is waited for like a late line, not read as empty."""
-    import json
-    import threading
-    import time
-
     path = tmp_path / "t.jsonl"
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
 
-    def late_create() -> None:
-        time.sleep(0.15)
-        path.write_text(json.dumps(_answer(196_000, "Done.")) + "\n")
-
-    writer = threading.Thread(target=late_create)
-    writer.start()
-    seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
-    writer.join()
+    with _later(lambda: path.write_text(json.dumps(_answer(196_000, "Done.")) + "\n")):
+        seen = persist.transcript_state(str(path), env, cfg(), answer="Done.", wait_s=2.0)
     assert seen.context_pct == 98.0 and seen.answer == "Done."
     # A file that never comes costs at most the wait.
     began = time.monotonic()

@@ -10,7 +10,7 @@ import click
 from agent_hooks import config as config_mod
 from agent_hooks import tomlout
 from agent_hooks.cli.common import echo_json, paths
-from agent_hooks.paths import ensure_dir
+from agent_hooks.paths import ensure_dir, write_private
 
 
 def effective() -> tuple[dict[str, Any], list[str], dict[str, str]]:
@@ -87,22 +87,6 @@ def init_cmd(force: bool) -> None:
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc} (is {os.path.dirname(path)} "
                                    "a directory you can write?); nothing was changed") from None
     click.echo(f"wrote {path} (mode 600)")
-
-
-def write_private(path: str, text: str, backup: bool = False) -> None:
-    """Write ``path`` atomically with mode 0600, whatever the umask (it can name commands the hooks run)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    if backup and os.path.exists(path):
-        # Never over an earlier backup: run twice, that one is the user's own file.
-        bak, n = path + ".bak", 1
-        while os.path.lexists(bak):
-            n += 1
-            bak = f"{path}.bak-{n}"
-        os.replace(path, bak)
-    os.replace(tmp, path)
 
 
 COMMANDS = [config_group]

@@ -17,6 +17,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from agent_hooks.paths import write_private
+
 
 class EditError(Exception):
     """The edit cannot be made safely; the message says what to do instead."""
@@ -108,17 +110,9 @@ def update(path: str, table: list[str], key: str, make: Any) -> Any:
             raise EditError(f"could not edit {path} safely ({exc}); {hint}") from None
         if not ok:
             raise EditError(f"could not edit {path} safely; {hint}")
-        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(new_text)
-            os.replace(tmp, path)
+            write_private(path, new_text)
         except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
             raise EditError(f"cannot write {path}: {exc.strerror or exc}; it was left untouched; {hint}") from None
     return value
 

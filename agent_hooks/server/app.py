@@ -257,7 +257,7 @@ class ServerState:
         """
         store = getattr(self._local, "store", None)
         if store is not None and store.moved():  # deleted or replaced: open the path again
-            _close_quietly(store)
+            close_quietly(store)
             store = None
         if store is None:
             store = self.open_store()
@@ -283,7 +283,7 @@ class ServerState:
         """Close the loop's connection (left inside a transaction: never expected); the next call opens another."""
         store, self._loop_store = self._loop_store, None
         if store is not None:
-            _close_quietly(store)
+            close_quietly(store)
 
     def open_store(self) -> Store:
         """A new connection whose write transactions take the process's write lock."""
@@ -310,7 +310,7 @@ class ServerState:
         }
 
 
-def _close_quietly(store: Store) -> None:
+def close_quietly(store: Store) -> None:
     try:
         store.close()
     except Exception:  # noqa: BLE001 - a connection to a file that is gone

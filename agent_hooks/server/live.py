@@ -38,7 +38,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks.server import access, cards, fleetdb
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, close_quietly
 from agent_hooks.store import Store
 
 log = logging.getLogger("agent_hooks.server.live")
@@ -175,10 +175,7 @@ class Fleet:
         if not self.store.moved() or not os.path.exists(self.state.paths.store):
             return  # not moved, or gone: the next hook call makes it, then this follows
         old, self.store = self.store, self.state.open_store()
-        try:
-            old.close()
-        except Exception:  # noqa: BLE001 - a connection to a file that is gone
-            pass
+        close_quietly(old)
         with self.store.write() as conn:
             self.epoch = fleetdb.epoch(conn)
         self._data_version = None
