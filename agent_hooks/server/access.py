@@ -1,4 +1,19 @@
-"""Who may use the command center's routes (ingest, sessions, board, live, control).
+"""Who may use the server's routes: the front door every request passes, then who the caller is.
+
+The front door (:func:`front_door`, run by :class:`~agent_hooks.server.fastpath.FastPath`
+before any route, hook routes, ``/status``, ``/health``, the board, its
+WebSocket and static files alike) keeps browsers out:
+
+* a request carrying an ``Origin`` that is not this server's own is refused
+  (403), so a web page the user happens to visit cannot post to loopback (a
+  "simple" cross-site POST needs no preflight);
+* a request whose ``Host`` is not a loopback name is refused (403) when the
+  caller would be let in for who it is (the server's own uid, or root) and
+  shows no fleet token: a page whose name was rebound to our address (DNS
+  rebinding) is same-origin to the browser, but it cannot choose ``Host``.
+
+Then each route asks who the caller is. The command center's routes
+(ingest, sessions, board, live, control) use :func:`check`:
 
 * The server's own user on loopback: no authentication, as the seed says.
   "Own user" is the uid the kernel shows for the caller's socket
@@ -7,10 +22,9 @@
 * Anyone else (another address, another local uid) must send the fleet token,
   ``Authorization: Bearer <token>``, else 401. Browsers on other hosts get
   the token once through ``/?token=...``, kept as a SameSite=Strict cookie.
-* Browsers: a request carrying an ``Origin`` that is not this server's own
-  is refused (403), so a web page the user happens to visit cannot post to
-  loopback (a "simple" cross-site POST needs no preflight); and on loopback
-  the ``Host`` must be a loopback name, which defeats DNS rebinding.
+
+The hook routes and ``/status`` answer only the server's own uid; ``/health``
+tells anyone that it is up.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
@@ -61,40 +76,81 @@ def token_ok(state: ServerState, presented: str | None) -> bool:
     return bool(expected and presented and hmac.compare_digest(expected.encode(), presented.encode()))
 
 
-def _origin_problem(conn: HTTPConnection) -> str | None:
-    origin = conn.headers.get("origin")
-    host = conn.headers.get("host", "")
-    if origin and origin != "null":
-        try:
-            netloc = urlsplit(origin).netloc
-        except ValueError:
-            netloc = ""
-        if netloc.lower() != host.lower():
-            return f"cross-site request refused (Origin {origin[:100]} is not this server)"
-    elif origin == "null":
+def _origin_problem(origin: bytes, host: bytes | None) -> str | None:
+    """Why a request carrying ``Origin`` is not from this server's own pages, or None."""
+    text = origin.decode("latin-1")
+    if text == "null":
         return "cross-site request refused (Origin null)"
+    try:
+        netloc = urlsplit(text).netloc
+    except ValueError:
+        netloc = ""
+    if host is None or netloc.lower() != host.decode("latin-1").lower():
+        return f"cross-site request refused (Origin {text[:100]} is not this server)"
     return None
 
 
-def _host_problem(conn: HTTPConnection) -> str | None:
-    host = conn.headers.get("host", "")
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    if name.lower() not in LOOPBACK_NAMES:
-        return f"Host {host[:100]!r} is not a loopback name (DNS rebinding?)"
-    return None
+def loopback_host(host: bytes | None) -> bool:
+    """True when a ``Host`` header names this machine's loopback (``127.0.0.1:47821``, ``localhost``, ``[::1]``)."""
+    if host is None:
+        return False
+    name = host if host.endswith(b"]") else host.rsplit(b":", 1)[0]
+    if name in _LOOPBACK_HOSTS:  # the common case: one set lookup
+        return True
+    text = name.decode("latin-1").lower()
+    return text in LOOPBACK_NAMES or is_loopback(text.strip("[]"))
+
+
+_LOOPBACK_HOSTS = frozenset(n.encode() for n in LOOPBACK_NAMES)
+
+
+def front_door(state: ServerState, scope: Any) -> str | None:
+    """Why the front door refuses this request (403), or None to let it on to its route.
+
+    Every http and WebSocket request passes here first (see the module docstring). Cheap on the
+    path Claude Code takes (no Origin, a loopback Host): one pass over the headers, one set lookup.
+    """
+    host: bytes | None = None
+    origins: list[bytes] = []
+    for key, value in scope["headers"]:
+        if key == b"host":
+            if host is None:
+                host = value
+        elif key == b"origin":
+            origins.append(value)
+    for origin in origins:
+        problem = _origin_problem(origin, host)
+        if problem:
+            return problem
+    if loopback_host(host):
+        return None
+    # Another Host: a caller let in for who it is must show the token, which a rebound page cannot.
+    if peer.scope_uid(scope) not in (os.geteuid(), 0):
+        return None  # anyone else needs the token on every route that does anything anyway
+    conn = HTTPConnection(scope)
+    if token_ok(state, presented_token(conn) or conn.query_params.get("token")):
+        return None
+    shown = (host or b"").decode("latin-1")
+    return f"Host {shown[:100]!r} is not a loopback name (DNS rebinding?)"
+
+
+async def refuse(scope: Any, receive: Any, send: Any, problem: str) -> None:
+    """The front door's answer: 403 with the reason (a WebSocket is closed before it is accepted)."""
+    from agent_hooks.server import fastpath
+
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.close", "code": 4403, "reason": problem[:120]})
+        return
+    await fastpath.send_json(send, 403, {"error": problem})
 
 
 def check(state: ServerState, conn: HTTPConnection) -> JSONResponse | None:
-    """None when the caller may go on; else the answer (401 or 403)."""
-    problem = _origin_problem(conn)
-    if problem:
-        return JSONResponse({"error": problem}, status_code=403)
+    """None when the caller may go on; else the answer (401). Origin and Host were checked
+    at the front door (:func:`front_door`), before any route."""
     client = conn.scope.get("client")
     loopback = bool(client) and is_loopback(client[0])
     if loopback and same_user(state, conn):
-        problem = _host_problem(conn)
-        if problem:
-            return JSONResponse({"error": problem}, status_code=403)
         return None
     if token_ok(state, presented_token(conn)):
         return None

@@ -334,7 +334,8 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
     so cleanup after ``server.run`` would never run).
 
     The result is the Starlette app behind a :class:`~agent_hooks.server.fastpath.FastPath`
-    (its ``state`` is the Starlette app's)."""
+    (its ``state`` is the Starlette app's), whose front door (agent_hooks.server.access.front_door)
+    every request passes before any route."""
     state = ServerState(paths, config, os.environ if env is None else env, port)
     modules = [importlib.import_module(name) for name in (route_modules or ROUTE_MODULES)]
     routes = [route for module in modules for route in module.routes(state)]
@@ -356,4 +357,12 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = state
-    return fastpath.FastPath(app, state.fast_exact, state.fast_prefixes)
+    from agent_hooks.server import access  # it imports this module (ServerState)
+
+    def door(scope: fastpath.Scope) -> str | None:
+        problem = access.front_door(state, scope)
+        if problem is not None:
+            state.stats.count("refused_at_door")
+        return problem
+
+    return fastpath.FastPath(app, state.fast_exact, state.fast_prefixes, door, access.refuse)

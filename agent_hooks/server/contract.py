@@ -18,6 +18,7 @@ answers 200 (the seed's state hub ignores it), the board's drag answers 409.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,16 +61,27 @@ AUTO_PREFIX = "agent-"
 MAX_BODY_BYTES = 64 * 1024
 
 
-def too_large(size: int | str) -> str:
-    """The 400's message for a body over MAX_BODY_BYTES (by its Content-Length or as read)."""
-    return f"body too large ({size} bytes, at most {MAX_BODY_BYTES})"
 MAX_ID_CHARS = 256
 MAX_METADATA_CHARS = 2000
 MAX_TEXT_CHARS = 20000
+# A JSON text escape of a UTF-16 surrogate (\ud800-\udfff): a pair is one character, a lone one
+# is no text at all, and SQLite refuses to store it (UnicodeEncodeError). Only a body holding
+# such an escape is checked further (a raw surrogate is invalid UTF-8, refused by the decoder).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def too_large(size: int | str, limit: int = MAX_BODY_BYTES) -> str:
+    """The message for a body over the limit (by its Content-Length, or as read)."""
+    return f"body too large ({size} bytes, at most {limit})"
 
 
 class BodyError(ValueError):
-    """A request body the contract refuses (HTTP 400); the message says why."""
+    """A request body the contract refuses; the message says why, ``status`` is the answer's
+    (400, or 413 for a body over the limit)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def transition(state: str, event: str) -> str | None:
@@ -122,10 +134,17 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise BodyError(too_large(len(raw)))
     try:
         doc = json.loads(raw)
+    except RecursionError:
+        raise BodyError("invalid JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BodyError(f"invalid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise BodyError(f"invalid JSON: expected an object, got {type(doc).__name__}")
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BodyError("invalid JSON: a lone surrogate escape (\\ud800-\\udfff) is not text") from None
     return doc
 
 

@@ -39,6 +39,7 @@ from agent_hooks import __version__, fleet
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, contract, fleetdb
 from agent_hooks.server.app import ServerState
+from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
 
 log = logging.getLogger("agent_hooks.server.control")
@@ -195,9 +196,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return JSONResponse({"error": "not found"}, status_code=404)
         cancel = request.path_params["action"] == "cancel"
         try:
-            return cancel, contract.parse_reason(await request.body(), cancel)
+            raw = await read(request.scope, request.receive)
+            return cancel, contract.parse_reason(raw, cancel)
         except contract.BodyError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
     async def session_action(request: Request) -> Response:
         parsed = await _action(request)

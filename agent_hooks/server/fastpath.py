@@ -45,7 +45,9 @@ class TooLarge(Exception):
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
     """The request's whole body (what ``Request.body()`` returns). Past ``limit`` bytes the rest
-    is read and dropped, not kept (a Content-Length can be left out), and TooLarge is raised."""
+    is read and dropped, not kept (a Content-Length can be left out), and TooLarge is raised.
+    (The hook routes: bad input is reported with its size. The API routes stop at the limit
+    instead: agent_hooks.server.body.)"""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -63,6 +65,15 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         elif message["type"] == "http.disconnect":
             raise Disconnected
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length`` as a number, or None (absent: a chunked body; or not digits,
+    which the HTTP parser refuses before any app sees it)."""
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
 
 
 def json_bytes(content: Any) -> bytes:
@@ -103,21 +114,40 @@ class Endpoint:
         await _guarded(self.fn, scope, receive, send)
 
 
+Door = Callable[[Scope], str | None]
+Refuse = Callable[[Scope, Receive, Send, str], Awaitable[None]]
+
+
 class FastPath:
     """ASGI app: the registered (method, path) pairs go straight to their callables, the rest to ``app``.
+
+    ``door``, when given, sees every http and WebSocket request first, whatever its route (a
+    fast one, a Starlette one, none): a reason it returns is answered by ``refuse`` and
+    the request goes no further. This is the one place every request passes, so a new route
+    cannot forget the checks (agent_hooks.server.access.front_door).
 
     ``state`` is the Starlette app's (``app.state.server`` keeps working on this object).
     """
 
     def __init__(self, app: Any, exact: dict[tuple[str, str], ASGIApp],
-                 prefixes: list[tuple[str, str, ASGIApp]]) -> None:
+                 prefixes: list[tuple[str, str, ASGIApp]], door: Door | None = None,
+                 refuse: Refuse | None = None) -> None:
         self.app = app
         self.state = app.state
         self.exact = exact
         self.prefixes = prefixes
+        self.door = door
+        self.refuse = refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        kind = scope["type"]
+        if kind != "lifespan" and self.door is not None:
+            problem = self.door(scope)
+            if problem is not None:
+                assert self.refuse is not None
+                await self.refuse(scope, receive, send, problem)
+                return
+        if kind == "http":
             method, path = scope["method"], scope["path"]
             target = self.exact.get((method, path))
             if target is None:

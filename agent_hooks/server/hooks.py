@@ -25,7 +25,10 @@ The promises:
   the other requests are served by the other threads meanwhile;
 * bad input, an unknown event, an internal error: 200 with an empty body (the
   tool proceeds, no decision), the one-line message in the
-  ``X-Agent-Hooks-Problem`` header, the error log and the ``errors`` table;
+  ``X-Agent-Hooks-Problem`` header, the error log and the ``errors`` table.
+  A body whose Content-Length is over ``runtime.max_payload_bytes`` is refused
+  so without being read; one without a Content-Length (chunked) is read past the
+  limit only to count it, never held;
 * a caller who is not the server's user: 401, nothing read or written.
 """
 
@@ -76,7 +79,7 @@ def event_of(data: bytes) -> str:
     """The body's hook_event_name, or "unknown" (dispatch then says what is wrong)."""
     try:
         doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
         return "unknown"
     event = doc.get("hook_event_name") if isinstance(doc, dict) else None
     return event if isinstance(event, str) and event else "unknown"
@@ -103,7 +106,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return True
         try:
             doc = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False  # bad input: the pool reports it anyway
         tool, cwd = (doc.get("tool_name"), doc.get("cwd")) if isinstance(doc, dict) else (None, None)
         if not isinstance(tool, str) or not (cwd is None or isinstance(cwd, str)):
@@ -149,9 +152,12 @@ def routes(state: ServerState) -> list[BaseRoute]:
         config = state.config
         path = scope["path"]
         limit = int(config["runtime"]["max_payload_bytes"])
+        declared = fastpath.declared_length(scope)
         try:
+            if declared is not None and declared > limit:
+                raise fastpath.TooLarge(declared)  # refused unread: the parser drops what comes
             data = await fastpath.read_body(receive, limit)
-        except fastpath.TooLarge as exc:  # read and dropped, never held: reported as the executables do
+        except fastpath.TooLarge as exc:  # never held: reported as the executables do
             call = Call(path[prefix:] if len(path) > prefix else "unknown")
             await state.run_blocking(report, state.paths, config, call, "bad_input", too_large(exc.size, limit))
             await _answer(state, send, call, started)
