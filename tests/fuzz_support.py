@@ -156,3 +156,110 @@ def handler_cases(count: int, seed: int = 16) -> list[tuple[str, bytes, tuple[st
             doc["tool_use_id"] = f"toolu_fuzz_h_{n}"
         out.append((doc["hook_event_name"], json.dumps(doc).encode(), handler_action(rng)))
     return out
+
+
+# -- the server's API routes (every route the app registers, not only the hook routes) ------------
+
+# A valid body for each route that takes one (by its template), mutated like the hook payloads.
+API_BODIES: dict[str, list[dict[str, Any]]] = {
+    "/api/hooks/ingest": [{"tmux_session": "agent-fz", "event": "start", "metadata": "m", "agent_type": "shell"},
+                          {"session_id": "fz-session", "event": "tool_use"}],
+    "/api/hooks/sessions": [{"tmux_session": "agent-fz", "session_id": "fz-session", "label": "l", "prompt": "p",
+                             "task_id": "T-fz", "depends_on": ["T-0"], "agent_type": "claude-code"}],
+    "/api/hooks/sessions/{id}": [{"state": "running"}, {"event": "to_review"}],
+    "/api/sessions/{ref}/{action:str}": [{"reason": "fuzzing"}],
+    "/api/tasks/{task_id}/{action:str}": [{"reason": "fuzzing"}],
+}
+# Wrong for every route that takes a body: not an object, not text, a number JSON cannot hold, a
+# reason (which every other route ignores or refuses) that is not a string.
+WRONG_EVERYWHERE = [
+    b"[]", b"7", b'"text"', b"null", b"\xff\xfe{}", b'{"reason": 5}', b'{"reason": ["x"]}', b'{"reason": 1e999}',
+    b'{"reason": ' + b"9" * 5000 + b"}", b'{"reason": NaN}',
+]
+# Wrong for one route: (its template, the body).
+WRONG_HERE = [
+    ("/api/hooks/ingest", b'{"session_id": 1, "event": "start"}'),
+    ("/api/hooks/ingest", b'{"tmux_session": "agent-t", "event": ["start"]}'),
+    ("/api/hooks/ingest", b'{"tmux_session": {"a": 1}, "event": "start"}'),
+    ("/api/hooks/sessions", b'{"tmux_session": "agent-t", "depends_on": "T1"}'),
+    ("/api/hooks/sessions", b'{"tmux_session": "agent-t", "depends_on": [1]}'),
+    ("/api/hooks/sessions", b'{"tmux_session": "agent-t", "agent_type": []}'),
+    ("/api/hooks/sessions", b'{"tmux_session": "agent-t", "label": false}'),
+    ("/api/hooks/sessions/{id}", b'{"state": 3}'),
+    ("/api/hooks/sessions/{id}", b'{"event": {}}'),
+    ("/api/sessions/{ref}/{action:str}", b'{"reason": {"text": "x"}}'),
+    ("/api/tasks/{task_id}/{action:str}", b'{"reason": true}'),
+]
+# Query parameters the routes read, and values for them (a long poll's wait stays short: a wait of 30 s
+# is a long poll doing its job, not a finding).
+QUERY_KEYS = ["host", "after", "epoch", "wait", "token", "x"]
+QUERY_VALUES = ["", "0", "-1", "1e400", "nan", "99999999999999999999999", "-99999999999999999999", "0.1", "abc",
+                "\x00", "%ED%A0%80", "%FF", "here", "a" * 5000]
+PARAM_VALUES = STRINGS[:-1] + ["%ED%A0%80", "%FF%FE", "..", ".", "%2F", "T-fz", "agent-fz", "fz-session", "cancel",
+                                "uncancel", "PreToolUse", "Stop"]
+METHODS = ["GET", "POST", "PATCH", "DELETE", "PUT", "OPTIONS"]
+
+
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    if value.startswith("%") and len(value) > 1:
+        return value  # already a raw (possibly invalid UTF-8) escape
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+def _api_body(rng: random.Random, template: str, n: int) -> bytes:
+    if template.startswith("/hooks"):
+        return mutate(rng, rng.choice(seeds()), n)  # a hook route: what tests/test_fuzz.py sends the executables
+    bases = API_BODIES.get(template) or [{"reason": "x"}]
+    base = dict(rng.choice(bases))
+    for key in ("tmux_session", "session_id"):
+        if key in base:
+            base[key] = f"{base[key]}-{n % 7}"
+    kind = rng.randrange(10)
+    if kind == 0:
+        return rng.choice(WRONG_EVERYWHERE)
+    if kind == 1:
+        here = [body for t, body in WRONG_HERE if t == template]
+        return rng.choice(here or WRONG_EVERYWHERE)
+    if kind == 2:
+        return _deep(rng.choice([900, 5000, 10_000, 30_000]), rng.choice(["list", "dict"])).encode()
+    if kind == 3:  # a lone surrogate in a value or a key
+        key = rng.choice(list(base) + ["\ud800"])
+        base[key] = rng.choice(SURROGATES)
+        return _raw(base).encode()
+    if kind == 4:
+        return b"" if rng.random() < 0.5 else b'{"reason": "' + b"x" * rng.choice([60_000, 70_000]) + b'"}'
+    return mutate(rng, base, n)
+
+
+def api_cases(routes: list[Any], count: int, seed: int = 26) -> list[dict[str, Any]]:
+    """``count`` requests over ``routes`` (route_support.AppRoute, every route of the app): a method
+    (mostly the route's own), hostile path parameters and query, and a fuzzed body."""
+    from urllib.parse import urlencode
+
+    rng = random.Random(seed)
+    http_routes = [r for r in routes if r.kind != "websocket"]
+    out = []
+    for n in range(count):
+        route = http_routes[n % len(http_routes)]
+        method = rng.choice(route.methods) if rng.random() < 0.85 else rng.choice(METHODS)
+        params = {name: _quote(rng.choice(PARAM_VALUES)) for name in route.param_names}
+        if "action" in params and rng.random() < 0.7:
+            params["action"] = rng.choice(["cancel", "uncancel"])
+        path = route.path(**params)
+        if route.kind == "mount":
+            path = route.template + "/" + _quote(rng.choice(PARAM_VALUES))
+        if rng.random() < 0.5:
+            query = {k: rng.choice(QUERY_VALUES) for k in rng.sample(QUERY_KEYS, rng.randrange(1, 4))}
+            if "wait" in query and query["wait"] in ("1e400", "99999999999999999999999"):
+                query["wait"] = "0"
+            path += "?" + urlencode(query, safe="%")
+        headers = {"Content-Type": rng.choice(["application/json", "text/plain", "", "application/x-www-form-urlencoded"])}
+        if rng.random() < 0.2:
+            headers["Idempotency-Key"] = rng.choice(["k", "k" * 300, "\u00ff\u00fe", " ", "a\tb"])
+        if rng.random() < 0.2:
+            headers["X-Agent-Hooks-Host"] = rng.choice(["", "web-1", "x" * 300, "\u00e9", "../..", "a b"])
+        body = _api_body(rng, route.template, n) if method in ("POST", "PATCH", "PUT") or rng.random() < 0.1 else b""
+        out.append({"route": route.template, "method": method, "path": path, "headers": headers, "body": body})
+    return out

@@ -4,7 +4,9 @@ Bad input is bad input: 0 internal errors (error log and ``errors`` table hold
 ``bad_input`` at most), 0 accidental decisions, 0 non-zero exits, 0 bad stdout.
 A few hundred run in-process through the runner on every run (and a sample as
 subprocesses, and 300 through the resident server); 10,000 in-process and 3,000
-through the server run with ``-m fuzz``.
+through the server run with ``-m fuzz``. Every other route of the server (ingest,
+register, PATCH, the cancels, the board, status...) is fuzzed too, 400 requests on
+every run and 4,000 with ``-m fuzz``: none may answer 5xx.
 """
 
 from __future__ import annotations
@@ -187,6 +189,56 @@ def test_fuzz_the_server(hooks_home: Path) -> None:
 @pytest.mark.fuzz
 def test_fuzz_the_server_three_thousand(hooks_home: Path) -> None:
     problems = fuzz_server(hooks_home, 3000, offset=40_000)
+    assert not problems, "\n".join(problems[:50])
+
+
+def fuzz_api(home: Path, count: int, offset: int) -> list[str]:
+    """Every route the server's app registers (read from the app: a route added later is fuzzed
+    too), fed hostile bodies, path parameters, queries and headers: a 4xx at worst, never a 5xx,
+    no traceback in the server's log, and nothing but bad input in the error log."""
+    from fuzz_support import api_cases
+    from route_support import app_routes, request
+    from server_support import start_server
+
+    (home.parent / "user-home").mkdir(exist_ok=True)
+    env = {k: v for k, v in _env(home).items() if k != "AGENT_HOOKS_DEADLINE_MS"}
+    server = start_server(home, env)
+    problems: list[str] = []
+    seen: set[str] = set()
+    try:
+        routes = app_routes(home.parent / "routes")
+        for n, case in enumerate(api_cases(routes, offset + count)[offset:], start=offset):
+            seen.add(case["route"])
+            try:
+                answer = request(server.port, case["method"], case["path"], case["headers"], case["body"], timeout=30)
+            except Exception as exc:  # noqa: BLE001 - no answer at all is a finding too
+                problems.append(f"case {n} {case['method']} {case['path'][:120]}: no answer ({exc!r})")
+                continue
+            if answer.status >= 500:
+                problems.append(f"case {n} {case['method']} {case['path'][:120]} {case['body'][:80]!r}: "
+                                f"HTTP {answer.status} {answer.body[:200]!r}")
+        missing = {r.template for r in routes if r.kind != "websocket"} - seen
+        if missing:
+            problems.append(f"routes never fuzzed: {sorted(missing)}")
+        if not server.status()["up"]:
+            problems.append("the server is down after the cases")
+    finally:
+        server.cli("stop", check=False)
+    log = home / "logs" / "server.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if "Traceback" in text:
+        problems.append("the server's log holds a traceback:\n" + text[text.index("Traceback"):][:1500])
+    return problems + _internal(home)
+
+
+def test_fuzz_every_api_route(hooks_home: Path) -> None:
+    problems = fuzz_api(hooks_home, 400, offset=0)
+    assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.fuzz
+def test_fuzz_every_api_route_four_thousand(hooks_home: Path) -> None:
+    problems = fuzz_api(hooks_home, 4000, offset=10_000)
     assert not problems, "\n".join(problems[:50])
 
 

@@ -82,7 +82,10 @@ def event_of(data: bytes) -> str:
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
         return "unknown"
     event = doc.get("hook_event_name") if isinstance(doc, dict) else None
-    return event if isinstance(event, str) and event else "unknown"
+    if not isinstance(event, str) or not event:
+        return "unknown"
+    # A lone surrogate ("Stop\ud83d") is no text: every log line naming the event would fail to be written.
+    return event.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
