@@ -154,3 +154,18 @@ def test_a_chunked_body_stops_at_the_limit(center: Center, tmp_path: Path) -> No
             wrong.append(f"{method} {path}: {status} {data[:150]!r}")
     assert not wrong, "\n".join(wrong)
     _untouched(center)
+
+
+@pytest.mark.parametrize("raw", [DEEP, DEEP_LIST, b'{"session_id": "\\ud800", "event": "start"}',
+                                 b'{"tmux_session": "agent-k", "event": "start", "\\udc00": 1}'])
+def test_every_parser_of_the_contract_refuses_what_sqlite_or_json_cannot_take(raw: bytes) -> None:
+    """The parsers themselves (no server): a BodyError (400) with a reason, not a RecursionError
+    or a string that fails later in SQLite."""
+    from agent_hooks.server import contract
+
+    for parse in (contract.parse_ingest, contract.parse_registration, contract.parse_patch,
+                  lambda r: contract.parse_reason(r, True)):
+        with pytest.raises(contract.BodyError) as caught:
+            parse(raw)
+        assert caught.value.status == 400
+        assert "nested too deeply" in str(caught.value) or "surrogate" in str(caught.value)

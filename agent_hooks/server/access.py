@@ -94,7 +94,7 @@ def loopback_host(host: bytes | None) -> bool:
     """True when a ``Host`` header names this machine's loopback (``127.0.0.1:47821``, ``localhost``, ``[::1]``)."""
     if host is None:
         return False
-    name = host if host.endswith(b"]") else host.rsplit(b":", 1)[0]
+    name = host if host.endswith(b"]") else (host.rpartition(b":")[0] or host)  # without its port
     if name in _LOOPBACK_HOSTS:  # the common case: one set lookup
         return True
     text = name.decode("latin-1").lower()
@@ -111,14 +111,18 @@ def front_door(state: ServerState, scope: Any) -> str | None:
     path Claude Code takes (no Origin, a loopback Host): one pass over the headers, one set lookup.
     """
     host: bytes | None = None
-    origins: list[bytes] = []
+    origin: bytes | None = None
+    origins = 0
     for key, value in scope["headers"]:
         if key == b"host":
             if host is None:
                 host = value
         elif key == b"origin":
-            origins.append(value)
-    for origin in origins:
+            origin = value
+            origins += 1
+    if origin is not None:
+        if origins > 1:
+            return "cross-site request refused (more than one Origin)"
         problem = _origin_problem(origin, host)
         if problem:
             return problem
@@ -131,7 +135,8 @@ def front_door(state: ServerState, scope: Any) -> str | None:
     if token_ok(state, presented_token(conn) or conn.query_params.get("token")):
         return None
     shown = (host or b"").decode("latin-1")
-    return f"Host {shown[:100]!r} is not a loopback name (DNS rebinding?)"
+    return (f"Host {shown[:100]!r} is not a loopback name (DNS rebinding?): "
+            "call 127.0.0.1, or send the fleet token (Authorization: Bearer <token>)")
 
 
 async def refuse(scope: Any, receive: Any, send: Any, problem: str) -> None:
