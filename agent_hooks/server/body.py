@@ -20,7 +20,7 @@ expect (agent_hooks.server.hooks).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agent_hooks.server import contract, fastpath
 
@@ -54,7 +54,3 @@ async def read_json(scope: fastpath.Scope, receive: fastpath.Receive, parse: Cal
     """``parse`` (one of contract's ``parse_*``) of the request's body; BodyError (its ``status``:
     400 or 413) for anything it refuses."""
     return parse(await read(scope, receive, limit))
-
-
-def error_body(exc: contract.BodyError) -> dict[str, Any]:
-    return {"error": str(exc)}
