@@ -169,3 +169,20 @@ def test_every_parser_of_the_contract_refuses_what_sqlite_or_json_cannot_take(ra
             parse(raw)
         assert caught.value.status == 400
         assert "nested too deeply" in str(caught.value) or "surrogate" in str(caught.value)
+
+
+def test_the_live_socket_takes_any_frame_and_stays_open(center: Center) -> None:
+    """The board sends nothing that matters on /api/live; a binary or a large frame from another
+    client is dropped, and the connection goes on carrying changes (before, a binary frame
+    closed it without a close frame)."""
+    with center.live() as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+        for frame in (b"\x00\x01binary", "text", "x" * 200_000):
+            ws.send(frame)
+        r = center.ingest({"tmux_session": "agent-live-frames", "event": "start"})
+        assert r.status_code == 200, r.text
+        sid = r.json()["session"]
+        seen = []
+        while not any(m.get("type") == "card" and m["card"]["id"] == sid for m in seen):
+            seen.append(json.loads(ws.recv(timeout=10)))
+    center.http.delete(f"/api/hooks/sessions/{sid}")

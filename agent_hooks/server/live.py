@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.routing import BaseRoute, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks.server import access, cards, fleetdb
@@ -383,11 +383,12 @@ async def live(ws: WebSocket) -> None:
             await ws.send_text(json.dumps(msg, default=str))
 
     async def receiver() -> None:
-        try:
-            while True:
-                await ws.receive_text()  # the board sends nothing that matters; this notices a close
-        except WebSocketDisconnect:
-            return
+        # The board sends nothing that matters; this notices a close. Any frame, text or binary, is
+        # read and dropped (receive_text() raised on a binary one, and the connection fell without a close).
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
 
     tasks = [asyncio.create_task(sender()), asyncio.create_task(receiver())]
     try:
