@@ -19,7 +19,7 @@ import pytest
 
 from center_support import Center
 from helpers import agent_hook, fixture_payload
-from route_support import AppRoute, app_routes, request, ws_handshake
+from route_support import AppRoute, app_routes, headers_only, request, ws_handshake
 
 EVIL = "http://evil.example"
 
@@ -58,6 +58,10 @@ def test_every_route_refuses_a_cross_site_post_and_a_rebound_host(center: Center
         # A web page's simple POST, whatever the route's own methods: the door answers before routing.
         answer = request(port, "POST", path, {"Origin": EVIL, "Content-Type": "text/plain"}, hook_body)
         (refused if answer.status == 403 else let_in).append(f"POST {path} from {EVIL}: {answer.status}")
+        # Refused before its body is read: a page declaring a gibibyte gets its 403 on the headers alone.
+        status, _, _, took = headers_only(port, "POST", path, 1 << 30, extra=f"Origin: {EVIL}\r\n")
+        if status != 403 or took > 5:
+            let_in.append(f"POST {path} from {EVIL} declaring 1 GiB: {status} after {took:.1f} s")
         for method in route.methods:
             body = hook_body if method in ("POST", "PATCH") else b""
             cases = {
