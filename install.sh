@@ -131,6 +131,21 @@ stop_drainer() {
     fi
 }
 
+# What --uninstall leaves, each where agent_hooks/paths.py puts it (the README's "Removing everything").
+say_kept() {
+    if [ -n "${AGENT_HOOKS_HOME:-}" ]; then
+        say "kept the store, logs, configuration and handlers under $AGENT_HOOKS_HOME; delete that directory to remove them too"
+        return 0
+    fi
+    local data="${XDG_DATA_HOME:-$HOME/.local/share}/agent-hooks"
+    local state="${XDG_STATE_HOME:-$HOME/.local/state}/agent-hooks"
+    local config="${XDG_CONFIG_HOME:-$HOME/.config}/agent-hooks"
+    say "kept the store under $data"
+    say "kept the logs under $state"
+    say "kept the configuration and handlers under $config"
+    say "to remove them too: rm -rf $(printf "%q " "$data" "$state" "$config")"
+}
+
 do_uninstall() {
     local bin
     if bin="$(installed_bin)"; then
@@ -154,7 +169,7 @@ do_uninstall() {
         say "no installation found (looked in $venv and pipx); nothing to remove"
     fi
     stop_drainer
-    say "kept the store and logs under $state_dir; delete that directory to remove them too"
+    say_kept
     say "projects wired with --project keep their entries: unwire them first with ./install.sh --uninstall --project DIR"
 }
 

@@ -133,3 +133,27 @@ def test_install_sh_refuses_unknown_options(tmp_path: Path) -> None:
     proc = subprocess.run(["bash", str(REPO / "install.sh"), "--project", str(tmp_path / "nope")],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1 and "no such directory" in proc.stderr
+
+
+@pytest.mark.parametrize("with_home", [False, True])
+def test_uninstall_names_each_place_it_keeps(tmp_path: Path, with_home: bool) -> None:
+    """--uninstall says where the store, the logs and the configuration (with the handlers) stay,
+    each where paths.py puts it: the logs are not beside the store, the configuration neither."""
+    from agent_hooks.paths import Paths
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_", "VIRTUAL_ENV"))}
+    env.update(HOME=str(tmp_path / "home"))
+    if with_home:
+        env["AGENT_HOOKS_HOME"] = str(tmp_path / "state")
+    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--uninstall"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    p = Paths(env)
+    if with_home:
+        assert (f"kept the store, logs, configuration and handlers under {p.home};"
+                " delete that directory to remove them too") in proc.stdout
+        return
+    assert f"install.sh: kept the store under {p.data_dir}\n" in proc.stdout
+    assert f"install.sh: kept the logs under {p.state_dir}\n" in proc.stdout
+    assert f"install.sh: kept the configuration and handlers under {p.config_dir}\n" in proc.stdout
+    assert f"rm -rf {p.data_dir} {p.state_dir} {p.config_dir}" in proc.stdout
