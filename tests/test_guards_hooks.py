@@ -204,3 +204,39 @@ def test_status_json_keeps_its_documented_fields():
                 "task_id", "cancelled", "cancel_reason", "warned", "denied", "last_decision", "last_guard"):
         assert key in s, key
     assert (s["last_decision"], s["warned"], s["denied"], s["last_guard"]) == ("allow", 0, 0, None)
+
+
+def test_a_person_prompting_a_cancelled_session_reads_who_why_and_how_to_resume():
+    """UserPromptSubmit comes from a person: the block says who stopped the session, when and why,
+    and the command that resumes it (which does), not the report the agent is asked for."""
+    import shlex
+
+    def blocked(env: dict | None = None) -> str:
+        out = hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID), env=env)
+        assert out["decision"] == "block"
+        return out["reason"]
+
+    def resume_command(reason: str) -> list[str]:
+        command = reason.split("To resume it, run: ", 1)[1].split(", then send your prompt again.")[0]
+        words = shlex.split(command)
+        assert words[:2] == ["agent-hook", "uncancel"], reason
+        return words[2:]
+
+    assert hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID)) is None
+    cli("cancel", SID, "--reason", "the lead took this over")
+    reason = blocked()
+    assert "an operator cancelled this session at " in reason and "UTC" in reason
+    assert "Reason: the lead took this over." in reason and "Your prompt was not sent" in reason
+    for for_the_agent in ("Reply with a short report", "end your turn", "task progress", "Stop working"):
+        assert for_the_agent not in reason
+    cli("uncancel", *resume_command(reason))
+    assert hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID)) is None
+
+    cli("task", "create", "T-43", "--description", "Port the billing job")
+    cli("cancel", "--task", "T-43", "--reason", "duplicate of T-41")
+    env = {"AGENT_HOOKS_TASK_ID": "T-43"}
+    reason = blocked(env)
+    assert "an operator cancelled task T-43 (Port the billing job), which this session works on" in reason
+    assert "Reason: duplicate of T-41." in reason and "task progress" not in reason
+    cli("uncancel", *resume_command(reason))
+    assert hook("user-prompt-submit", dict(fixture("UserPromptSubmit"), session_id=SID), env=env) is None

@@ -1,4 +1,8 @@
-"""UserPromptSubmit: a new turn begins; record it, and block it when the session's task was cancelled."""
+"""UserPromptSubmit: a new turn begins; record it, and block it when the session's task was cancelled.
+
+The prompt comes from a person, so a blocked prompt tells them who stopped the session and how to
+resume it, not the instructions the agent reads at PreToolUse.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +20,14 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
-        verdict = cancellation.decide(cancellation.read_snapshot(conn, p.session_id), ctx.config)
+        snapshot = cancellation.read_snapshot(conn, p.session_id)
+        verdict = cancellation.decide(snapshot, ctx.config)
         if verdict is None:
             sessions.note_prompt(conn, p)
         sessions.log_event(conn, p, ctx.started, verdict.rule if verdict else None)
         forward(conn, ctx)
     if verdict is not None:  # cancellation wins: user handlers do not run
-        out.block(verdict.message or "cancelled")
+        out.block(cancellation.for_person(snapshot, p.session_id) or verdict.message or "cancelled")
         return out
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out

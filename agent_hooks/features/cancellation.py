@@ -30,11 +30,12 @@ class Snapshot:
     """The session's row as the guards need it (read after sessions.touch)."""
 
     __slots__ = ("session_cancelled_at", "session_cancel_reason", "task_id", "task_state",
-                 "task_cancel_reason", "task_description", "guards_since_id")
+                 "task_cancel_reason", "task_description", "guards_since_id", "task_cancelled_at")
 
     def __init__(self, session_cancelled_at: float | None = None, session_cancel_reason: str | None = None,
                  task_id: str | None = None, task_state: str | None = None, task_cancel_reason: str | None = None,
-                 task_description: str | None = None, guards_since_id: int = 0) -> None:
+                 task_description: str | None = None, guards_since_id: int = 0,
+                 task_cancelled_at: float | None = None) -> None:
         self.session_cancelled_at = session_cancelled_at
         self.session_cancel_reason = session_cancel_reason
         self.task_id = task_id
@@ -42,13 +43,14 @@ class Snapshot:
         self.task_cancel_reason = task_cancel_reason
         self.task_description = task_description
         self.guards_since_id = guards_since_id
+        self.task_cancelled_at = task_cancelled_at
 
 
 def read_snapshot(conn: sqlite3.Connection, session_id: str) -> Snapshot:
     """One primary-key read: the session's cancel mark, its task, its guard-history start."""
     row = conn.execute(
         "SELECT s.cancelled_at, s.cancel_reason, s.task_id, t.state, t.cancel_reason, t.description,"
-        " coalesce(s.guards_since_id, 0)"
+        " coalesce(s.guards_since_id, 0), t.cancelled_at"
         " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
         (session_id,),
     ).fetchone()
@@ -133,3 +135,40 @@ def decide(snapshot: Snapshot, config: dict[str, Any], tool_name: str | None = N
         message += (f" To leave the report on the task, run exactly: agent-hook task progress "
                     f"{snapshot.task_id} '<your report>' (the only command still allowed).")
     return Verdict(DENY, rule, message)
+
+
+def for_person(snapshot: Snapshot, session_id: str) -> str | None:
+    """What a person who prompts a cancelled session reads (UserPromptSubmit comes from a person,
+    not the agent): who stopped it, when, why, and the command that resumes it. None when not cancelled.
+
+    The store does not record which operator cancelled, only that one did (`agent-hook cancel`
+    or the command center); the time and the reason are what tell a person which cancel it was.
+    """
+    import time
+
+    if snapshot.task_id and snapshot.task_state == "cancelled":
+        what = f"task {snapshot.task_id}"
+        if snapshot.task_description:
+            what += f" ({one_line(snapshot.task_description, 120)})"
+        what += ", which this session works on"
+        at, reason = snapshot.task_cancelled_at, snapshot.task_cancel_reason
+        resume = f"agent-hook uncancel --task {_word(snapshot.task_id)}"
+    elif snapshot.session_cancelled_at is not None:
+        what, at, reason = "this session", snapshot.session_cancelled_at, snapshot.session_cancel_reason
+        resume = f"agent-hook uncancel {_word(session_id)}"
+    else:
+        return None
+    when = f" at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(at))}" if at else ""
+    why = one_line(reason, 300) or "no reason given"
+    return (f"Your prompt was not sent to the agent: an operator cancelled {what}{when}"
+            f" (with `agent-hook cancel` or from the command center). Reason: {why}. To resume it, run:"
+            f" {resume}, then send your prompt again.")
+
+
+def _word(text: str) -> str:
+    """An id as one shell word a person can paste."""
+    if text and all(c.isalnum() or c in "_.:@-" for c in text):
+        return text
+    import shlex
+
+    return shlex.quote(text)
