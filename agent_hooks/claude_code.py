@@ -16,8 +16,8 @@ import shutil
 import subprocess
 
 PINNED = "2.1.197"
-NEWEST_TESTED = "2.1.331"
-TESTED = (PINNED, "2.1.330", NEWEST_TESTED)
+NEWEST_TESTED = "2.1.332"
+TESTED = (PINNED, "2.1.330", "2.1.331", NEWEST_TESTED)
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 

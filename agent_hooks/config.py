@@ -306,6 +306,8 @@ DEFAULTS: dict[str, Any] = {
             # Added with the waiting states (issue 19): a permission dialog needs a person,
             # a turn ended on an API error failed; the others are recorded, not forwarded.
             "PermissionRequest": "to_review",
+            # An MCP server's question to the person: waiting on a person, as a permission dialog.
+            "Elicitation": "to_review",
             "StopFailure": "exit_error",
         },
         # The seed's launcher skips sessions without a tmux name; so do we by default.

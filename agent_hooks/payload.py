@@ -70,6 +70,9 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
     "PermissionRequest": {"tool_name": (str, False), "tool_input": (dict, False)},
     "PermissionDenied": {"tool_name": (str, False), "tool_input": (dict, False), "reason": (str, False)},
     "PostCompact": {"trigger": (str, False), "compact_summary": (str, False)},
+    # An MCP server asks the person (captured from 2.1.332): a session waiting on a person.
+    "Elicitation": {"mcp_server_name": (str, False), "message": (str, False), "mode": (str, False)},
+    "ElicitationResult": {"mcp_server_name": (str, False), "mode": (str, False), "action": (str, False)},
 }
 
 # Bounds of the fields we store and print (issue 12, item 4).

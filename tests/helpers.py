@@ -34,6 +34,8 @@ EXECUTABLES = {
     "PermissionRequest": "agent-hook-permission-request",
     "PermissionDenied": "agent-hook-permission-denied",
     "PostCompact": "agent-hook-post-compact",
+    "Elicitation": "agent-hook-elicitation",
+    "ElicitationResult": "agent-hook-elicitation-result",
 }
 # Payloads captured from the newest client, in this repository (see tests/fixtures/README if any).
 FIXTURES_330 = ROOT / "tests" / "fixtures" / "claude-code-2.1.330"

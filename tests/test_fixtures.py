@@ -158,3 +158,13 @@ def test_unknown_fields_are_kept_and_missing_optional_ones_tolerated(hooks_home:
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
     row = store_rows(hooks_home, "SELECT * FROM tool_calls")[0]
     assert row["tool_use_id"] is None and row["tool_name"] == "Bash"
+
+
+def test_the_newest_capture_holds_the_events_it_added() -> None:
+    """2.1.332 knows more events; the capture drives each one the scenarios can reach offline (the
+    fixture directory's README says which it could not: TaskCompleted, WorktreeCreate)."""
+    events = {fixture_payload(n, "2.1.332")["hook_event_name"] for v, n in ALL if v == "2.1.332"}
+    assert {"PostToolBatch", "UserPromptExpansion", "PreSkillShellCommand", "PreModelSwitch", "PostModelSwitch",
+            "MessageDisplay", "Elicitation", "ElicitationResult", "FileChanged"} <= events
+    # The ones we wire for a fleet operator; the rest are accepted with a notice (test above).
+    assert {"Elicitation", "ElicitationResult"} <= set(EVENT_FIELDS)

@@ -144,3 +144,37 @@ def test_an_error_after_the_end_is_kept_and_the_session_stays_ended(hooks_home: 
     run_hook(fixture("stop_failure_rate_limit.json", "W10"))
     s = status_of("W10")
     assert s["state"] == "ended" and (s["waiting_on"], s["waiting_detail"]) == ("error", "rate_limit")
+
+
+# -- Elicitation: an MCP server asks the person (captured from 2.1.332) --------------------------------
+
+FIXTURES_332 = FIXTURES_330.parent / "claude-code-2.1.332"
+
+
+def fixture_332(name: str, sid: str = "E1") -> dict[str, Any]:
+    data = json.loads((FIXTURES_332 / name).read_text())
+    data["session_id"] = sid
+    return data
+
+
+def test_an_mcp_question_to_the_person_needs_input_until_it_is_answered(hooks_home: Path):
+    """Elicitation is a session waiting on a person, as a permission dialog is: status, the board's
+    forwarded line and the session say so, with the server and its question; ElicitationResult clears it."""
+    _start("E1")
+    assert run_hook(fixture_332("Elicitation.json")).stdout == b""  # observer: never answers for the person
+    s = status_of("E1")
+    assert s["state"] == "needs_input" and s["waiting_on"] == "needs_input"
+    assert s["waiting_detail"] == "asker: Which database should the service use?"
+    assert "needs input: asker: Which database" in agent_hook("status").stdout
+    assert run_hook(fixture_332("ElicitationResult.json")).stdout == b""
+    s = status_of("E1")
+    assert s["state"] == "live" and s["waiting_on"] is None and s["waiting_detail"] is None
+    events = [r["event"] for r in store_rows(hooks_home, "SELECT event FROM session_events WHERE session_id = 'E1'")]
+    assert events[-2:] == ["Elicitation", "ElicitationResult"]
+
+
+def test_an_mcp_question_is_forwarded_as_waiting_on_a_person():
+    cfg = defaults()
+    assert cfg["forward"]["event_map"]["Elicitation"] == cfg["forward"]["event_map"]["PermissionRequest"]
+    line = metadata(Payload(fixture_332("Elicitation.json")), cfg)
+    assert line.startswith("needs input: asker")

@@ -63,6 +63,11 @@ def newer_payloads(common: dict[str, Any], call: dict[str, Any]) -> list[dict[st
         {**common, "hook_event_name": "PostCompact", "trigger": "manual", "compact_summary": "Summary."},
         {**common, "hook_event_name": "StopFailure", "error": "rate_limit",
          "last_assistant_message": "API Error: Request rejected (429)"},
+        # Captured from 2.1.332 (tests/fixtures/claude-code-2.1.332).
+        {**common, "hook_event_name": "Elicitation", "mcp_server_name": "doctor", "message": "Which one?",
+         "mode": "form", "requested_schema": {"type": "object", "properties": {}}},
+        {**common, "hook_event_name": "ElicitationResult", "mcp_server_name": "doctor", "mode": "form",
+         "action": "cancel"},
     ]
 
 

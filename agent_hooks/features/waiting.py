@@ -2,7 +2,7 @@
 
 Stored on the session row next to its state: ``state`` becomes ``needs_input``
 (a permission dialog is open: Notification ``permission_prompt`` or
-PermissionRequest), ``error`` (StopFailure: the turn ended on an API error) or
+PermissionRequest; or an MCP server asks the person a question: Elicitation), ``error`` (StopFailure: the turn ended on an API error) or
 ``awaiting`` (Notification ``idle_prompt``, as after Stop), with
 ``waiting_on`` (the same word), ``waiting_detail`` (the tool asked about, or
 the error's kind) and ``waiting_since``. The next tool call or prompt makes
@@ -50,6 +50,19 @@ def tool_asked(payload: Payload) -> str:
                 shown = tool_input[key]
                 break
     return one_line(f"{name}: {shown}" if shown else name, 200)
+
+
+def elicitation_asked(payload: Payload) -> str:
+    """'asker: Which database should the service use?' for an Elicitation (the MCP server and its question)."""
+    server = payload.get("mcp_server_name")
+    question = payload.get("message")
+    shown = f"{server}: {question}" if server and question else (server or question or "an MCP server")
+    return one_line(f"question from {shown}" if not (server and question) else shown, 200)
+
+
+def elicitation_answered(payload: Payload) -> str:
+    """'asker: cancel' for an ElicitationResult (accept, decline or cancel)."""
+    return one_line(f"{payload.get('mcp_server_name') or 'MCP server'}: {payload.get('action') or 'answered'}", 200)
 
 
 def mark(conn: sqlite3.Connection, session_id: str, state: str, detail: str | None, at: float) -> None:

@@ -121,6 +121,12 @@ def metadata(payload: Payload, config: dict[str, Any]) -> str:
         text = f"subagent {'started' if ev == 'SubagentStart' else 'stopped'}: {payload.get('agent_type') or 'agent'}"
     elif ev == "PostCompact":
         text = f"compacted: {payload.get('trigger', 'auto')}"
+    elif ev == "Elicitation":
+        from agent_hooks.features.waiting import elicitation_asked
+
+        text = f"needs input: {elicitation_asked(payload) if fwd['include_raw'] else payload.get('mcp_server_name') or 'MCP server'}"
+    elif ev == "ElicitationResult":
+        text = f"answered: {payload.get('mcp_server_name') or 'MCP server'} ({payload.get('action') or 'answered'})"
     elif ev == "PermissionDenied":
         text = f"permission denied: {payload.get('tool_name', 'tool')}"
     else:

@@ -35,6 +35,9 @@ HOOKS: tuple[Hook, ...] = (
     Hook("PermissionRequest", "agent-hook-permission-request", "*"),
     Hook("PermissionDenied", "agent-hook-permission-denied", "*"),
     Hook("PostCompact", "agent-hook-post-compact", None),
+    # 2.1.332: an MCP server asking the person is a session waiting on a person (features/waiting.py).
+    Hook("Elicitation", "agent-hook-elicitation", None),
+    Hook("ElicitationResult", "agent-hook-elicitation-result", None),
 )
 EXECUTABLES = [h.executable for h in HOOKS]
 EVENT_OF = {h.executable: h.event for h in HOOKS}

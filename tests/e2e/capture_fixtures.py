@@ -58,7 +58,8 @@ EVENTS = (
     "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PermissionRequest", "PermissionDenied",
     "Notification", "Stop", "StopFailure", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact",
     "InstructionsLoaded", "ConfigChange", "CwdChanged", "FileChanged", "DirectoryAdded", "TaskCreated",
-    "TaskCompleted", "PreModelSwitch", "PostModelSwitch",
+    "TaskCompleted", "PreModelSwitch", "PostModelSwitch", "PreSkillShellCommand", "MessageDisplay",
+    "Elicitation", "ElicitationResult", "TeammateIdle",
 )
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "PermissionDenied")
 VARIANT_KEY = {"SessionStart": "source", "PreCompact": "trigger", "PostCompact": "trigger",
@@ -70,6 +71,13 @@ FAKE_HOME = "/home/dev"
 ALLOWED = "Bash Write Edit Read Glob Grep"
 MEMORY_FILE = "memory/2026-11-21-notes.md"
 RUN_TIMEOUT_S = 120
+MCP_SERVER = HERE / "mcp_asker.py"
+WATCHED = "watched.txt"
+# A custom command and a skill, each with an inline shell command (`!`...``): the client expands
+# them before the model sees the prompt (UserPromptExpansion, PreSkillShellCommand).
+COMMAND_MD = "---\ndescription: Say hello\nallowed-tools: Bash(echo:*)\n---\nHello from !`echo command-shell`\n"
+SKILL_MD = ("---\nname: greet\ndescription: Greets the person.\nallowed-tools: Bash(echo:*)\n---\n"
+            "Greeting: !`echo skill-shell`\n")
 
 
 def fixture_name(payload: dict[str, Any]) -> str:
@@ -112,6 +120,14 @@ class Capture:
         (self.workspace / "memory").mkdir(parents=True)
         (root / "tmp").mkdir()
         (self.workspace / "notes.txt").write_text("hello world\n")
+        (self.workspace / WATCHED).write_text("v1\n")
+        (self.workspace / ".claude" / "commands").mkdir(parents=True)
+        (self.workspace / ".claude" / "commands" / "hello.md").write_text(COMMAND_MD)
+        (self.workspace / ".claude" / "skills" / "greet").mkdir(parents=True)
+        (self.workspace / ".claude" / "skills" / "greet" / "SKILL.md").write_text(SKILL_MD)
+        self.mcp_config = root / "mcp.json"
+        self.mcp_config.write_text(json.dumps({"mcpServers": {"asker": {
+            "type": "stdio", "command": sys.executable, "args": [str(MCP_SERVER)]}}}))
         bin_dir = self.home / "bin"
         bin_dir.mkdir()
         recorder = bin_dir / "record-hook"
@@ -128,10 +144,13 @@ class Capture:
             "TMPDIR": str(self.root / "tmp"), "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": self.server.url,
             "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "NO_PROXY": "127.0.0.1,localhost", "AGENT_HOOKS_CAPTURE_LOG": str(self.log),
+            # The recorder asks SessionStart to watch this file (watchPaths), for FileChanged.
+            "AGENT_HOOKS_CAPTURE_WATCH": str(self.workspace / WATCHED),
         }
 
     def run(self, prompt: str, turns: list[Any], resume: str | None = None, allowed: str = ALLOWED,
-            extra: list[str] | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+            extra: list[str] | None = None, env: dict[str, str] | None = None,
+            required: bool = True) -> dict[str, Any]:
         self.server.set_script(turns)
         cmd = [str(self.claude), "-p", prompt, "--settings", str(self.settings), "--allowedTools", allowed,
                "--output-format", "json", *(["--resume", resume] if resume else []), *(extra or [])]
@@ -143,7 +162,7 @@ class Capture:
             result = {}
         print(f"  {prompt!r}: exit {proc.returncode}, session {result.get('session_id')}, "
               f"{len(self.payloads())} payloads so far", file=sys.stderr)
-        if not result.get("session_id"):
+        if not result.get("session_id") and required:
             raise SystemExit(f"claude gave no session id for {prompt!r}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         return result
 
@@ -198,6 +217,18 @@ class Capture:
             [tool_use("WebFetch", {"url": "http://127.0.0.1:9/", "prompt": "read it"}, id="toolu_0012")],
             [text("Done looking.")],
         ])["session_id"]
+        # Newer events, each tried once; what a run cannot trigger offline is reported, not fatal.
+        self.run("/hello", [[text("hello back")]], required=False)
+        self.run("greet me", [[tool_use("Skill", {"skill": "greet"}, id="toolu_0020")], [text("greeted")]],
+                 required=False)
+        self.run("touch the watched file", [
+            [tool_use("Bash", {"command": f"echo v2 >> {ws}/{WATCHED} && sleep 3", "description": "touch"},
+                      id="toolu_0030")],
+            [text("touched")]], required=False)
+        self.run("ask the person", [[tool_use("mcp__asker__ask", {}, id="toolu_0040")], [text("asked")]],
+                 allowed=ALLOWED + " mcp__asker__ask", extra=["--mcp-config", str(self.mcp_config)],
+                 required=False)
+        self.run("/model haiku", [], required=False)
         # A 500 with retries off: the turn ends on the API error (StopFailure, error "server_error").
         # The client does not always wait for StopFailure hooks before it exits: try a few times.
         for _ in range(3):
@@ -236,6 +267,8 @@ def capture(ver: str, out_root: Path = FIXTURES, keep: bool = False) -> Path:
         if missing:
             # Seen once: a StopFailure hook that lost the race with the client's exit. Run it again.
             print(f"  warning: no {', '.join(missing)} payload this time", file=sys.stderr)
+        wanted = set(EVENTS) - {p.get("hook_event_name") for p in chosen.values()}
+        print(f"  not sent in these scenarios: {', '.join(sorted(wanted)) or 'none'}", file=sys.stderr)
         print(f"  wrote {len(chosen)} payloads and 2 transcripts to {out}: "
               f"{', '.join(sorted(chosen))}", file=sys.stderr)
         return out

@@ -27,7 +27,7 @@ PACKAGE = "@anthropic-ai/claude-code"
 DEFAULT_VERSION = PINNED
 # Versions seen to send http hooks with the session's variables as headers (tests/e2e/test_server_e2e.py
 # checks the pinned one); the http scenarios run on another version only when the selected one is not here.
-HTTP_HOOK_VERSIONS = frozenset({"2.1.197", "2.1.330", "2.1.331"})
+HTTP_HOOK_VERSIONS = frozenset({"2.1.197", "2.1.330", "2.1.331", "2.1.332"})
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 600
 
