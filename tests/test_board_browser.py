@@ -97,3 +97,24 @@ def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, pa
     # Done from the CLI: the card says so live.
     agent_hook("task", "done", "T-b", env={"AGENT_HOOKS_HOME": home})
     page.wait_for_selector(f'.card[data-id="{asking}"] .persist.done', timeout=5000)
+
+
+def test_a_card_says_when_the_hold_was_let_go_and_why(center: Center, page: Any, tmp_path: Path) -> None:
+    """`open · persists 1/1` alone reads as still holding: once Stop let the session go, the card says
+    it may stop, and why, in words."""
+    from helpers import agent_hook, run_hook
+
+    home = center.env["AGENT_HOOKS_HOME"]
+    agent_hook("task", "create", "T-g", "--persist", "--max-continuations", "1", env={"AGENT_HOOKS_HOME": home})
+    env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-g"}
+    sid = "0b0a7d-letgo"
+    base = {"session_id": sid, "cwd": str(tmp_path)}
+    run_hook({**base, "hook_event_name": "SessionStart", "source": "startup"}, env)
+    for _ in range(2):  # held once, then the budget of 1 is spent (a new turn each time: not a chain)
+        stop = {**base, "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "ok"}
+        assert run_hook(stop, env).returncode == 0
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    page.wait_for_selector(f'.card[data-id="{sid}"] .persist', timeout=5000)
+    text = page.inner_text(f'.card[data-id="{sid}"] .persist')
+    assert text == "open · persists 1/1 · allowed to stop: its budget is spent", text

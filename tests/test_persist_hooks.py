@@ -236,3 +236,26 @@ def test_a_transcript_line_nested_too_deep_is_skipped_not_an_error(hooks_home: P
     out = stop("S10", hooks_home, env)
     assert out and out["decision"] == "block"
     assert store_rows(hooks_home, "SELECT count(*) FROM errors")[0][0] == 0
+
+
+def test_status_says_in_words_that_the_hold_was_let_go_and_shows_whole_states(hooks_home: Path):
+    """`status` for a person: the state column fits needs_input, and the persistence line says the
+    session was allowed to stop and why, not the record's `bypass stop_hook_active: stop_hook_active ...`."""
+    env = start("S7", hooks_home)
+    agent_hook("task", "create", "T-1", "--persist", "--max-continuations", "3")
+    write_transcript("S7", 1000)
+    answers = [stop("S7", hooks_home, env, active=i > 0) for i in range(4)]
+    assert [bool(a) for a in answers] == [True, True, True, False]
+    assert store_rows(hooks_home, "SELECT persist_last FROM sessions WHERE session_id = 'S7'")[0][0].startswith(
+        "bypass stop_hook_active")
+    text = agent_hook("status").stdout
+    line = next(x for x in text.splitlines() if "persistence:" in x)
+    assert "let go, allowed to stop (held too often in a row): held 3 times in a row" in line, line
+    assert "bypass" not in line and "stop_hook_active" not in line and "consecutive" not in line, line
+    shown = agent_hook("session", "show", "S7").stdout
+    assert "allowed to stop (held too often in a row)" in shown and "stop_hook_active" not in shown
+    # A session waiting on a person: its state is printed whole.
+    start("S8", hooks_home, task=None)
+    run_hook(payload("PermissionRequest", "S8", hooks_home, tool_name="Bash", tool_input={"command": "ls"}))
+    row = next(x for x in agent_hook("status").stdout.splitlines() if x.startswith("S8"))
+    assert " needs_input " in row and "…" not in row, row

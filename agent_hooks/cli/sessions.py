@@ -10,6 +10,7 @@ import click
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
 from agent_hooks.cli.ids import SESSIONS, resolve
 from agent_hooks.cli.table import cell
+from agent_hooks.features import persist as persist_mod
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
@@ -146,7 +147,8 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
         click.echo(f"{'waiting on':14} {cell(data['waiting_on'])}: {cell(data.get('waiting_detail'))}"
                    f" (since {data.get('waiting_since') or '-'})")
     if data.get("persist_last"):
-        click.echo(f"{'persist':14} {cell(data['persist_last'])} ({data.get('persist_last_at') or '-'})")
+        click.echo(f"{'persistence':14} {cell(persist_mod.for_person(data['persist_last']), limit=240)}"
+                   f" ({data.get('persist_last_at') or '-'})")
     if data.get("context_pct") is not None:
         click.echo(f"{'context':14} {data['context_pct']:.0f}% (notice given {data.get('pressure_noticed_at') or '-'})")
     for kind in ("running", "finished"):

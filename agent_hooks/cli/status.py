@@ -19,11 +19,14 @@ from agent_hooks.cli.common import (
 from agent_hooks.cli.sessions import guard_fields
 from agent_hooks.cli.table import cell
 from agent_hooks.features import heartbeat, subagents
+from agent_hooks.features import persist as persist_mod
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
                    "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
 # Shown states, in the order the summary line counts them.
 STATES = ("live", "awaiting", "stalled", "ended", "needs_input", "error")
+# The column fits every state whole (needs_input is the widest).
+STATE_WIDTH = max(map(len, STATES))
 
 
 def collect() -> dict[str, Any]:
@@ -95,11 +98,11 @@ def status(as_json: bool) -> None:
     if not data["sessions"]:
         click.echo("no sessions recorded")
     else:
-        click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'IDLE':>6}  {'AGENT':12}"
+        click.echo(f"{'SESSION':36}  {'STATE':{STATE_WIDTH}} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'IDLE':>6}  {'AGENT':12}"
                    f" {'GUARDS':12} CWD")
         for s in data["sessions"]:
             click.echo(
-                f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+                f"{cell(s['session_id'], 36)}  {cell(s['state'], STATE_WIDTH)} {s['tool_calls']:>6}  "
                 f"{cell(s['last_activity_at'], 20)}  {_idle(s['idle_s']):>6}  {cell(s['agent'], 12)} {_guards(s):12}"
                 f" {cell(s['cwd'])}"
             )
@@ -129,7 +132,8 @@ def _notes(s: dict[str, Any]) -> list[str]:
         what = "needs input" if s["waiting_on"] == "needs_input" else "error"
         notes.append(f"{what}: {cell(s.get('waiting_detail'))} (since {s.get('waiting_since') or '-'})")
     if s.get("persist"):
-        notes.append(f"persist: {cell(s['persist'])} (task {cell(s.get('task_id'))}: {s.get('task_state') or '-'},"
+        notes.append(f"persistence: {cell(persist_mod.for_person(s['persist']), limit=240)}"
+                     f" (task {cell(s.get('task_id'))}: {s.get('task_state') or '-'},"
                      f" {s.get('task_continuations', 0)} continuation(s))")
     if s.get("subagents_running") or s.get("subagents_finished"):
         notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")

@@ -182,8 +182,9 @@ def decide(snap: Snapshot, config: dict[str, Any], env: Any, now: float, stop_ho
         return let_go(CANCELLED, "the session was cancelled")
     limit = chain_limit(budget, env)
     if stop_hook_active and chain >= limit:
-        return let_go(STOP_HOOK_ACTIVE, f"stop_hook_active after {chain} consecutive continuation(s)"
-                                        f" (limit {limit}, under the client's cap)")
+        return let_go(STOP_HOOK_ACTIVE, f"held {chain} {'time' if chain == 1 else 'times'} in a row, the most"
+                                        f" allowed in a row ({limit}, below the client's own cap); its next"
+                                        " turn may be held again")
     if used >= budget:
         return let_go(BUDGET, f"continuation budget spent ({used} of {budget})")
     stop_pct = float(cfg["context_stop_pct"])
@@ -231,6 +232,36 @@ def hold_reason(snap: Snapshot, n: int, budget: int) -> str:
         f" exactly: agent-hook task done {task} --note '<what you did>'. If you cannot finish it, run:"
         f" agent-hook task blocked {task} '<why>'. Either command ends the task; then you may stop."
     )
+
+
+# Why a session was let go, in a person's words (the record keeps the kind for scripts and tests).
+_LET_GO = {CANCELLED: "cancelled", DONE: "the task is done", BLOCKED: "the task is blocked",
+           STOP_HOOK_ACTIVE: "held too often in a row", BUDGET: "its budget is spent",
+           CONTEXT: "its context is nearly full", INTERRUPT: "a person interrupted it",
+           API_ERROR: "an API error", STALE: "no progress", LEAD: "a lead's session"}
+
+
+def let_go_label(record_text: str | None) -> str | None:
+    """Why a recorded bypass let the session stop, in a few words (None for a hold or nothing)."""
+    if not record_text or not record_text.startswith("bypass "):
+        return None
+    return _LET_GO.get(record_text[7:].partition(":")[0])
+
+
+def for_person(record_text: str | None) -> str | None:
+    """A recorded decision (``held 2/5``, ``bypass budget: ...``) as a person reads it:
+    ``held at Stop (continuation 2 of 5)``, ``let go, allowed to stop (its budget is spent): ...``."""
+    if not record_text:
+        return None
+    if record_text.startswith("held "):
+        used, _, budget = record_text[5:].partition("/")
+        return f"held at Stop (continuation {used} of {budget})" if budget else record_text
+    if record_text.startswith("bypass "):
+        kind, _, why = record_text[7:].partition(": ")
+        label = _LET_GO.get(kind)
+        if label is not None:
+            return f"let go, allowed to stop ({label}): {why}" if why else f"let go, allowed to stop ({label})"
+    return record_text
 
 
 def record(conn: sqlite3.Connection, snap: Snapshot, decision: Decision, at: float,

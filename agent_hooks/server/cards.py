@@ -26,7 +26,8 @@ SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.labe
        CASE WHEN f.local = 1 THEN (SELECT c.tool_name || char(31) || c.outcome FROM tool_calls c
                                    WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
        h.applied_seq,
-       s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations
+       s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations,
+       s.persist_last
 FROM fleet_sessions f
 LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
 LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
@@ -51,13 +52,16 @@ def ordered(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _persist(t_state: str | None, t_persist: int | None, used: int | None, budget: int | None,
-             config: dict[str, Any]) -> dict[str, Any] | None:
+             config: dict[str, Any], session_last: str | None = None) -> dict[str, Any] | None:
     """The task's persistence for the card (None without a task): whether it holds its workers at
-    Stop, and the continuations (Stop blocks) used of its budget."""
+    Stop, the continuations (Stop blocks) used of its budget, and ``let_go``: why this session was
+    last allowed to stop, in a few words (None when its last decision was a hold, or none)."""
     if t_state is None:
         return None
+    let_go = persist_mod.let_go_label(session_last)
     return {"persists": persist_mod.enabled_for(t_persist, config), "continuations": int(used or 0),
-            "max_continuations": int(budget if budget is not None else config["persist"]["max_continuations"])}
+            "max_continuations": int(budget if budget is not None else config["persist"]["max_continuations"]),
+            "let_go": let_go}
 
 
 def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
@@ -66,7 +70,7 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
      f_cancel_at, f_cancel_reason, cancel_seq, created_at, updated_at,
      agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
      first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq,
-     waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max) = row
+     waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max, persist_last) = row
     local = bool(local)
     task_id = s_task or f_task
     last_activity = max(updated_at or 0, last_seen or 0)
@@ -115,7 +119,7 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         "waiting_on": waiting_on if local else None,
         "waiting_detail": waiting_detail if local else None,
         "waiting_since": waiting_since if local else None,
-        "persist": _persist(t_state, t_persist, t_continuations, t_max, config),
+        "persist": _persist(t_state, t_persist, t_continuations, t_max, config, persist_last),
         "badges": {
             "cancelled": cancelled,
             "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),

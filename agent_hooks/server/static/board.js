@@ -119,7 +119,10 @@ function waitingBadge(card) {
 function persistText(card) {
   const p = card.persist;
   if (!p) return null;
-  return p.persists ? `${card.task_state} · persists ${p.continuations}/${p.max_continuations}` : card.task_state;
+  if (!p.persists) return card.task_state;
+  const held = `${card.task_state} · persists ${p.continuations}/${p.max_continuations}`;
+  // The hold was let go: say so and why, or "3/3" reads as still holding.
+  return p.let_go ? `${held} · allowed to stop: ${p.let_go}` : held;
 }
 
 function cardNode(card) {
