@@ -202,3 +202,56 @@ def test_settings_backups_are_kept_to_a_few(hooks_home: Path, tmp_path: Path) ->
     agent_hook("settings", "uninstall", "--settings", str(settings), env={"AGENT_HOOKS__INSTALL__KEEP_BACKUPS": "1"})
     assert (tmp_path / "settings.json.bak-other-tool").exists()
     assert len(list(tmp_path.glob("settings.json.bak-agent-hooks-*"))) == 1
+
+
+# -- hints ----------------------------------------------------------------------------------------------
+
+def test_creating_an_existing_task_points_at_the_command_that_does_what_was_asked(store: Path) -> None:
+    agent_hook("task", "create", "T-9")
+    proc = agent_hook("task", "create", "T-9", "--persist", check=False)
+    assert proc.returncode != 0 and "agent-hook task persist T-9" in proc.stderr, proc.stderr
+    assert "describe" not in proc.stderr
+    # The hint works as given.
+    agent_hook(*proc.stderr.split("to change it: agent-hook ")[1].split()[:3])
+    assert j("task", "show", "T-9", "--json")["persists"] is True
+    proc = agent_hook("task", "create", "T-9", "-d", "New words", check=False)
+    assert "agent-hook task describe T-9" in proc.stderr and "persist" not in proc.stderr
+
+
+def _commands_section(text: str) -> dict[str, str]:
+    """`Commands:` of a click help page: name -> its help, wrapped lines joined."""
+    rows: dict[str, str] = {}
+    name = None
+    for line in text.split("Commands:\n", 1)[1].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name, _, rest = line.strip().partition(" ")
+            rows[name] = rest.strip()
+        elif name and line.strip():
+            # The wrapper also breaks after a hyphen ("command-" / "center.md").
+            rows[name] += ("" if rows[name].endswith("-") else " ") + line.strip()
+    return rows
+
+
+def test_help_lists_each_command_with_its_first_sentence_whole() -> None:
+    """`agent-hook --help` (and every group's) at 80 columns: no description cut mid-sentence."""
+    import click
+
+    from agent_hooks.cli import cli
+
+    def groups(group: click.Group, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Group]]:
+        found = [(path, group)]
+        for name, sub in group.commands.items():
+            if isinstance(sub, click.Group):
+                found += groups(sub, (*path, name))
+        return found
+
+    checked = 0
+    for path, group in groups(cli, ()):
+        text = agent_hook(*path, "--help", env={"COLUMNS": "80"}).stdout
+        for name, shown in _commands_section(text).items():
+            doc = " ".join((group.commands[name].help or "").strip().split("\n\n")[0].split())
+            assert not shown.endswith("..."), f"{' '.join(path)} {name}: {shown!r}"
+            # The whole first sentence: the start of the docstring, ending where a sentence ends.
+            assert doc.startswith(shown) and (shown == doc or shown.endswith((".", "!", "?"))), (path, name, shown)
+            checked += 1
+    assert checked > 40

@@ -10,6 +10,7 @@ from agent_hooks.cli import (
     configure,
     doctor,
     errors,
+    helptext,
     hooks,
     identity,
     memory,
@@ -35,6 +36,7 @@ for module in (basics, configure, status, errors, settings, doctor, identity, me
                server, fleet_cli, hooks):
     for command in module.COMMANDS:
         cli.add_command(command)
+helptext.keep_first_sentences(cli)  # `--help` lists whole first sentences, not ones cut at 80 columns
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural,
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
 from agent_hooks.cli.table import cell
+from agent_hooks.features import persist as persist_mod
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
@@ -62,13 +63,27 @@ def create(task_id: str, description: str | None, as_json: bool, persist_on: boo
         raise click.ClickException("--max-continuations goes with --persist")
     with writing() as conn:
         if not ensure_task(conn, task_id, time.time()):
-            raise click.ClickException(f"task {task_id!r} exists; use `agent-hook task describe`")
+            raise click.ClickException(_exists_hint(task_id, description, persist_on, max_continuations))
         if description is not None:
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
         if persist_on:
             persist_cli.set_persist(conn, task_id, True, max_continuations)
         record = task_record(conn, task_id)
     _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else ""))
+
+
+def _exists_hint(task_id: str, description: str | None, persist_on: bool, max_continuations: int | None) -> str:
+    """What to run instead of creating an existing task: the command that does what was asked."""
+    word = persist_mod.shell_word(task_id)
+    fixes = []
+    if persist_on:
+        budget = f" --max-continuations {max_continuations}" if max_continuations is not None else ""
+        fixes.append(f"agent-hook task persist {word}{budget}")
+    if description is not None:
+        fixes.append(f"agent-hook task describe {word} '<description>'")
+    if not fixes:
+        fixes.append(f"agent-hook task show {word}")
+    return f"task {task_id!r} exists; to change it: {' and '.join(fixes)}"
 
 
 @task.command(name="describe")
