@@ -309,6 +309,9 @@ def test_install_copy_link_pack_and_refusals(tmp_path: Path, hooks_home: Path) -
 def test_new_scaffolds_a_working_handler(hooks_home: Path) -> None:
     agent_hook("hooks", "new", "guard-rm", "--event", "PreToolUse")
     agent_hook("hooks", "new", "guard-rm-exec", "--event", "PreToolUse", "--exec")
+    # A new handler starts off (test_new_handler_starts_off_...): switched on, it works as scaffolded.
+    agent_hook("hooks", "enable", "guard-rm")
+    agent_hook("hooks", "enable", "guard-rm-exec")
     assert "✓ guard-rm (managed): ready" in agent_hook("hooks", "check").stdout
     out = specific(run_hook(pre_payload("rm -rf /")))
     assert out["permissionDecision"] == "deny" and "guard-rm" in out["permissionDecisionReason"]
@@ -391,3 +394,51 @@ def test_an_in_process_handler_loads_only_the_hot_path(managed: Path) -> None:
     first = specific(run_hook(pre_payload("ls", tool_use_id="t1")))["additionalContext"]
     assert "yaml" in first and "discovery" in first  # the first call compiles the registry
     assert specific(run_hook(pre_payload("ls", tool_use_id="t2")))["additionalContext"] == "loaded: "
+
+
+def test_new_handler_starts_off_private_and_doctor_notices_loose_modes(tmp_path: Path) -> None:
+    """`hooks new` in a fresh HOME (the XDG directories, umask 022): the handler runs on no hook call
+    until `hooks enable`, as its message says; ~/.config/agent-hooks and hooks/ are 0700, HOOK.md and
+    handler.py 0600; doctor flags the modes once they are loosened."""
+    from helpers import BIN
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_"))}
+    env["HOME"] = str(home)
+
+    def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(BIN / "agent-hook"), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=60, preexec_fn=lambda: os.umask(0o022))
+        assert proc.returncode == 0 or not check, proc.stdout + proc.stderr
+        return proc
+
+    out = cli("hooks", "new", "guard-rm", "--event", "PreToolUse").stdout
+    assert "off" in out and "agent-hook hooks enable guard-rm" in out, out
+    config = home / ".config" / "agent-hooks"
+    handler = config / "hooks" / "guard-rm"
+    for path, mode in ((config, 0o700), (config / "hooks", 0o700), (handler, 0o700),
+                       (handler / "HOOK.md", 0o600), (handler / "handler.py", 0o600)):
+        assert oct(path.stat().st_mode & 0o777) == oct(mode), path
+    listed = {h["name"]: h for h in json.loads(cli("hooks", "list", "--json").stdout)}
+    assert listed["guard-rm"]["status"] == "disabled", listed["guard-rm"]
+    denied = subprocess.run([str(BIN / "agent-hook-pre-tool-use")], input=json.dumps(pre_payload("rm -rf /")),
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert denied.returncode == 0 and denied.stdout == "", denied.stdout  # off: the template denies nothing yet
+    cli("hooks", "enable", "guard-rm")
+    listed = {h["name"]: h for h in json.loads(cli("hooks", "list", "--json").stdout)}
+    assert listed["guard-rm"]["status"] == "ready", listed["guard-rm"]
+
+    def handler_modes() -> list[dict]:
+        report = json.loads(cli("doctor", "--json", "--no-run", check=False).stdout)
+        return [c for c in report["checks"] if c["area"] == "handlers" and "modes" in (c.get("data") or {})]
+
+    assert handler_modes() == []
+    config.chmod(0o755)
+    (handler / "HOOK.md").chmod(0o644)
+    found = handler_modes()
+    assert len(found) == 1 and found[0]["status"] == "warn", found
+    assert set(found[0]["data"]["modes"]) == {str(config), str(handler / "HOOK.md")}
+    assert f"chmod 700 {config}" in found[0]["fix"]
+    (handler / "handler.py").chmod(0o666)
+    assert handler_modes()[0]["status"] == "fail"

@@ -13,7 +13,7 @@ import click
 from agent_hooks.cli.common import NotFound, echo_json, load_config, paths
 from agent_hooks.handlers import config_edit, discovery, eligibility, registry
 from agent_hooks.handlers.discovery import EVENTS, WORKSPACE
-from agent_hooks.paths import Paths
+from agent_hooks.paths import Paths, ensure_dir, write_private
 
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
 
@@ -324,7 +324,8 @@ description: "What {name} does, in one line."
 events: [{events}]
 {matcher}priority: 100
 timeout_ms: 1000
-enabled: true
+# Off until you switch it on: agent-hook hooks enable {name}
+enabled: false
 # requires: {{bins: [git], env: [MY_TOKEN], config: [memory.dirs]}}
 # agents: [worker-1]
 # roles: [worker]
@@ -370,24 +371,33 @@ if result is not None:
 @click.option("--dir", "parent", type=click.Path(file_okay=False), default=None,
               help="Create it here instead of in the managed dir.")
 def new(name: str, events: tuple[str, ...], executable: bool, parent: str | None) -> None:
-    """Scaffold a handler: HOOK.md and handler.py (or an executable handler)."""
+    """Scaffold a handler, switched off: HOOK.md and handler.py (or an executable handler).
+
+    It runs on no hook call until `agent-hook hooks enable NAME`, so a half-edited
+    template never denies a tool call. Files are 0600 (the executable 0700) in 0700
+    directories, the managed directory's parents included.
+    """
     if not discovery.NAME_RE.match(name):
         raise click.ClickException("a name is letters, digits, '-' or '_' (at most 64)")
     base = parent or discovery.managed_dir(paths().config_dir)
     dest = os.path.join(base, name)
     if os.path.lexists(dest):
         raise click.ClickException(f"{dest} exists")
-    os.makedirs(dest, mode=0o700)
+    if parent:
+        os.makedirs(parent, mode=0o700, exist_ok=True)  # the user's directory: its mode is theirs
+    else:
+        ensure_dir(base)  # ~/.config/agent-hooks and hooks/ are 0700, as every directory we create
+    os.mkdir(dest, 0o700)
     tool = any(e in discovery.TOOL_EVENTS for e in events)
-    with open(os.path.join(dest, discovery.HOOK_MD), "w", encoding="utf-8") as f:
-        f.write(HOOK_MD_TEMPLATE.format(name=name, events=", ".join(events),
-                                        matcher="matcher: Bash\n" if tool else ""))
+    write_private(os.path.join(dest, discovery.HOOK_MD),
+                  HOOK_MD_TEMPLATE.format(name=name, events=", ".join(events),
+                                          matcher="matcher: Bash\n" if tool else ""))
     entry = os.path.join(dest, discovery.EXEC_ENTRY if executable else discovery.PY_ENTRY)
-    with open(entry, "w", encoding="utf-8") as f:
-        f.write((EXEC_TEMPLATE if executable else PY_TEMPLATE).format(name=name))
-    os.chmod(entry, 0o700 if executable else 0o600)
-    click.echo(f"created {dest}")
-    click.echo(f"edit it, then: agent-hook hooks check && agent-hook hooks info {name}")
+    write_private(entry, (EXEC_TEMPLATE if executable else PY_TEMPLATE).format(name=name))
+    if executable:
+        os.chmod(entry, 0o700)
+    click.echo(f"created {dest} (off: it runs on no hook call yet)")
+    click.echo(f"edit it, then: agent-hook hooks check && agent-hook hooks enable {name}")
 
 
 COMMANDS = [hooks]
