@@ -253,12 +253,61 @@ def test_corrupt_store(healthy: Env) -> None:
 NOBODY = 65534
 
 
+def unreachable_by_others(*paths: Path) -> str | None:
+    """Why a user who is neither the owner nor in the group cannot use ``paths``: the first directory
+    on the way it may not enter, or a file it may not read; None when it can."""
+    import stat
+
+    for path in paths:
+        for target in dict.fromkeys((path, path.resolve())):
+            for d in reversed(target.parents):
+                mode = stat.S_IMODE(d.stat().st_mode)
+                if not mode & stat.S_IXOTH:
+                    return f"other users cannot enter {d} (mode {mode:04o})"
+            mode = stat.S_IMODE(target.stat().st_mode)
+            if not mode & stat.S_IROTH:
+                return f"other users cannot read {target} (mode {mode:04o})"
+    return None
+
+
+def test_unreachable_by_others_names_the_directory_in_the_way() -> None:
+    """What the test below relies on to skip rather than fail in a checkout under a 0700 directory."""
+    # Not under tmp_path: pytest's base directory is itself 0700.
+    base = Path(tempfile.mkdtemp(prefix="agent-hooks-reach-"))
+    try:
+        os.chmod(base, 0o755)
+        for d in base.parents:
+            if not os.stat(d).st_mode & 0o001:
+                pytest.skip(f"{d} is already closed to others")
+        private = base / "private"
+        (private / "clone").mkdir(parents=True)
+        script = private / "clone" / "agent-hook"
+        script.write_text("#!/bin/sh\n")
+        private.chmod(0o700)
+        (private / "clone").chmod(0o755)
+        script.chmod(0o755)
+        assert unreachable_by_others(script) == f"other users cannot enter {private} (mode 0700)"
+        private.chmod(0o711)
+        assert unreachable_by_others(script) is None
+        script.chmod(0o700)
+        assert unreachable_by_others(script) == f"other users cannot read {script} (mode 0700)"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_store_mode_000_is_a_permission_problem_not_corruption() -> None:
     """Run as a normal user (nobody, when the tests run as root): chmod, never "move it aside"."""
     prefix: list[str] = []
     if os.getuid() == 0:
         if not shutil.which("setpriv"):
             pytest.skip("running as root without setpriv: mode 000 does not stop root")
+        # nobody runs this environment's agent-hook and imports the package from where it is installed
+        # (the checkout, for an editable install): a checkout under a 0700 directory is out of its reach.
+        import agent_hooks
+
+        why = unreachable_by_others(BIN / "agent-hook", Path(agent_hooks.__file__))
+        if why:
+            pytest.skip(f"nobody cannot run this checkout's agent-hook: {why}")
         prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     # Not under tmp_path: pytest's base directory is 0700 and the other user must reach this one.
     base = Path(tempfile.mkdtemp(prefix="agent-hooks-doctor-"))
