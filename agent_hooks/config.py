@@ -303,14 +303,14 @@ DEFAULTS: dict[str, Any] = {
             "Notification": "to_review",
             "UserPromptSubmit": "prompt_ready",
             "Stop": "exit",
-            # Added with the waiting states (issue 19): a permission dialog needs a person,
+            # Added with the waiting states (docs/persistence.md): a permission dialog needs a person,
             # a turn ended on an API error failed; the others are recorded, not forwarded.
             "PermissionRequest": "to_review",
             # An MCP server's question to the person: waiting on a person, as a permission dialog.
             "Elicitation": "to_review",
             "StopFailure": "exit_error",
         },
-        # The seed's launcher skips sessions without a tmux name; so do we by default.
+        # OptimalOS's launcher skips sessions without a tmux name; so do we by default.
         "forward_without_tmux": False,
         # A session's tool_use goes out at most this often while it is already running.
         "heartbeat_interval_s": 30.0,

@@ -121,7 +121,7 @@ def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str
     """Append one JSON line to the error log (or ``path``), rotated before it would pass ``errors.max_log_bytes``.
 
     The message and traceback are clipped first, so one line cannot outgrow the
-    rotation (issue 12: a 3 MB line once sat past the 1 MiB mark). Never raises.
+    rotation (a 3 MB line once sat past the 1 MiB mark). Never raises.
     """
     try:
         limits = (config or {}).get("errors") or {}

@@ -5,7 +5,7 @@ Claude Code's payloads grow from version to version, so unknown keys are kept
 type-checked; a payload that fails gets a one-line :class:`PayloadError`.
 
 Bad input that can still be acted on is repaired, not refused, so the call is
-recorded (issue 12); each repair is one phrase in ``payload.notes``, which the
+recorded; each repair is one phrase in ``payload.notes``, which the
 runner says on stderr and counts as ``bad_input``:
 
 * a lone surrogate (``"\\ud83d"``, half an emoji: valid JSON that UTF-8 and
@@ -75,7 +75,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
     "ElicitationResult": {"mcp_server_name": (str, False), "mode": (str, False), "action": (str, False)},
 }
 
-# Bounds of the fields we store and print (issue 12, item 4).
+# Bounds of the fields we store and print.
 MAX_ID_CHARS = 256  # Claude Code's ids are 36-char UUIDs or short "toolu_..." strings
 MAX_NAME_CHARS = 256  # tool names (mcp__server__tool), event, agent type, model, reasons
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
@@ -256,7 +256,7 @@ def validate(raw: dict[str, Any], expected_event: str, notes: list[str] | None =
     if not isinstance(event, str):
         raise PayloadError("missing hook_event_name")
     # Only a name shaped like the client's event names is an event we don't know yet; anything else
-    # (a lone surrogate, 3 MB of text) is bad input, refused and counted as such (issue 12).
+    # (a lone surrogate, 3 MB of text) is bad input, refused and counted as such.
     if event != expected_event and event not in EVENT_FIELDS and _EVENT_NAME.fullmatch(event):
         session_id = raw.get("session_id")
         raise UnknownEvent(event, session_id if isinstance(session_id, str) else None)

@@ -339,7 +339,7 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
 
 @migration
 def m007_lineage(db: sqlite_utils.Database) -> None:
-    # Forks (issue 19): when a session started as a fork, and the session it was forked from.
+    # Forks: when a session started as a fork, and the session it was forked from.
     sessions = db["sessions"]
     if "forked_at" not in sessions.columns_dict:
         sessions.add_column("forked_at", float)
@@ -472,7 +472,7 @@ def m011_persist(db: sqlite_utils.Database) -> None:
         tasks.add_column("continuations", int, not_null_default=0)
     # Per session: consecutive holds (the chain stop_hook_active reports), the last persist
     # decision with its reason, the context-pressure notice, and what the session waits on
-    # (issue 19: needs_input / error / awaiting, the tool asked about or the error's kind).
+    # (needs_input / error / awaiting, the tool asked about or the error's kind).
     sessions = db["sessions"]
     for name, kind in (("persist_chain", int), ("persist_last", str), ("persist_last_at", float),
                        ("context_pct", float), ("pressure_noticed_at", float), ("waiting_on", str),

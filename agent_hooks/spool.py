@@ -1,4 +1,4 @@
-"""The spool: work a hook owed when it had to answer before its write committed (issue 12, item 7).
+"""The spool: work a hook owed when it had to answer before its write committed.
 
 Fail-open must not mean lost. When the deadline passes, or the store stays busy
 past its timeout, the hook still answers at once, but first appends what it

@@ -132,7 +132,7 @@ def now() -> float:
     return time.time()
 
 
-# The errors table keeps the newest rows and drops old ones (issue 12, item 6): config [errors].
+# The errors table keeps the newest rows and drops old ones: config [errors].
 KEEP_ERROR_ROWS = 2000
 KEEP_ERROR_DAYS = 30.0
 MAX_ERROR_MESSAGE = 2000

@@ -123,3 +123,62 @@ def test_the_command_reference_lists_every_command() -> None:
 def test_every_configuration_section_has_a_page() -> None:
     table = (ROOT / "docs" / "configuration.md").read_text()
     assert [s for s in config.DEFAULTS if f"`[{s}]`" not in table] == []
+
+
+# -- words and numbers a reader can trust ---------------------------------------------------------------
+
+# Our own history is not the reader's: no "seed" (the OptimalOS contract, named as such) and no "issue 12".
+INTERNAL = re.compile(r"\bseeds?\b|\bseed's\b|\bissues? \d+|\bissue-\d+", re.I)
+PRODUCT_TEXT = [README, *sorted((ROOT / "docs").glob("*.md")),
+                *sorted(p for p in (ROOT / "agent_hooks").rglob("*") if p.suffix in (".py", ".html", ".js", ".css"))]
+
+
+def _help_texts(command: click.Command, path: str = "agent-hook") -> list[tuple[str, str]]:
+    out = [(path, command.help or ""), *((f"{path} {p.name}", getattr(p, "help", None) or "") for p in command.params)]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            out += _help_texts(sub, f"{path} {name}")
+    return out
+
+
+def test_no_internal_words_in_docs_ui_or_help() -> None:
+    found = [f"{_id(p)}:{n}: {line.strip()}" for p in PRODUCT_TEXT
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if INTERNAL.search(line)]
+    found += [f"{where}: {text}" for where, text in _help_texts(cli) if INTERNAL.search(text)]
+    assert not found, "name the thing itself, not our issues or the seed:\n" + "\n".join(found)
+
+
+def test_executable_counts_in_the_docs_are_the_packages() -> None:
+    """'all N executables': N is what pyproject installs (one agent-hook-* per hooked event)."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    hooks = len([name for name in scripts if name.startswith("agent-hook-")])
+    claims = [(_id(p), int(m[1])) for p in PAGES
+              for m in re.finditer(r"\b(\d+) (?:hook )?executables\b", p.read_text(encoding="utf-8"))]
+    assert claims, "docs/install.md says how many executables doctor checks"
+    assert [c for c in claims if c[1] != hooks] == [], f"pyproject installs {hooks} hook executables"
+
+
+def _default_ports() -> set[int]:
+    """Every port the default configuration names: the server's, and those inside default URLs."""
+    ports: set[int] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, str):
+            ports.update(int(p) for p in re.findall(r"^\w+://[^/:]+:(\d+)", value))
+    defaults = config.defaults()
+    ports.add(int(defaults["serve"]["port"]))
+    walk(defaults)
+    return ports
+
+
+def test_ports_in_the_docs_are_the_defaults() -> None:
+    """A host:port in the docs is a port the defaults use (the server's [serve] port, the forward URL's)."""
+    allowed = _default_ports()
+    assert int(config.defaults()["serve"]["port"]) in allowed
+    stale = [f"{_id(p)}:{n}: {m[0]}" for p in PAGES for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             for m in re.finditer(r"\b(?:127\.0\.0\.1|localhost|cc|\[::1\]):(\d{2,5})\b", line)
+             if int(m[1]) not in allowed]
+    assert not stale, f"ports that are no default ({sorted(allowed)}):\n" + "\n".join(stale)

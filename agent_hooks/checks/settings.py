@@ -13,7 +13,7 @@ from agent_hooks.wiring.settings_file import jsonc_extensions, read_settings
 from agent_hooks.wiring.table import EVENT_OF, HOOKS
 
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-# Every source the newest client sends on events whose matcher filters by source (issue 19):
+# Every source the newest client sends on events whose matcher filters by source:
 # a matcher of ours that drops one of these leaves those sessions unhooked.
 MATCHED_SOURCES = {"SessionStart": ("startup", "resume", "clear", "compact", "fork")}
 # Claude Code's timeouts are seconds, at most 600 by default: more looks like milliseconds.

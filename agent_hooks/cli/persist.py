@@ -50,7 +50,7 @@ def _existing(conn: sqlite3.Connection, task_id: str) -> str:
     return row[0]
 
 
-# Issue 13: every command that changes things takes --json (it prints the task's persistence record).
+# Every command that changes things takes --json (it prints the task's persistence record).
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the task's persistence fields as JSON.")
 
 

@@ -47,7 +47,7 @@ def collect() -> dict[str, Any]:
         # The same count as doctor's: errors since they were last marked seen.
         errors = errorlog.report(paths(), store.conn, limit=0)
         guards = guard_fields(store.conn)
-        # Calls answered fail-open before their write committed, and replayed since (issue 12).
+        # Calls answered fail-open before their write committed, and replayed since.
         spooled = spool.counts(paths(), store.conn)
         subs = subagents.counts(store.conn)
         tasks = {tid: (state, used) for tid, state, used in store.conn.execute(
@@ -66,7 +66,7 @@ def collect() -> dict[str, Any]:
                                  "tmux_session", "agent", "role", "idle_s", "stalled_for_s", "task_id",
                                  "compactions")}
         )
-        # Guard fields (issue 4): cancelled, cancel_reason, warned, denied, last_decision, ...
+        # Guard fields: cancelled, cancel_reason, warned, denied, last_decision, ...
         sessions[-1].update(guards.get(rec["session_id"], {}))
         # What it waits on (needs_input: the tool asked about; error: the error's kind), the last
         # persistence decision, and its subagents.

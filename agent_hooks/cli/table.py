@@ -1,4 +1,4 @@
-"""Terminal-safe cells for every table and line the CLI prints (issue 12, item 5).
+"""Terminal-safe cells for every table and line the CLI prints.
 
 What we print comes from payloads: a session id can hold an escape sequence that
 clears the screen, a cwd a newline that forges a whole row, a field megabytes of

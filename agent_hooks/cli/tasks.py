@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked (issue 17)
+from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line

@@ -1,4 +1,4 @@
-"""One module per Claude Code event. Each reads like the seed's table for its hook.
+"""One module per Claude Code event. Each reads like a table of what its hook does.
 
 Every module has ``handle(ctx) -> Outcome`` (pure composition of features over
 the store, in one short write transaction) and ``main(argv=None) -> int`` (the

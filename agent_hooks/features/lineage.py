@@ -1,4 +1,4 @@
-"""Forks: which session a forked session came from (issue 19).
+"""Forks: which session a forked session came from.
 
 Claude Code (2.1.214 and later) starts a fork (``--resume ID --fork-session``,
 ``/fork``, ``/branch``) with SessionStart ``source: "fork"`` and no parent id

@@ -1,6 +1,6 @@
 """Persistence: Stop holds a worker while its task persists and is open, bounded, with every bypass.
 
-The seed (oh-my-claudecode's persistent-mode) continues an agent from its Stop
+oh-my-claudecode's persistent-mode continues an agent from its Stop
 hook, checks its bypasses first, and adds session isolation, staleness and
 circuit breakers, because a Stop hook that blocks wrongly deadlocks the
 client. Here the goal is the task in the shared store (a lead assigns it and

@@ -1,4 +1,4 @@
-"""What a session is waiting on (issue 19): a person (needs_input), an error, or a prompt (awaiting).
+"""What a session is waiting on: a person (needs_input), an error, or a prompt (awaiting).
 
 Stored on the session row next to its state: ``state`` becomes ``needs_input``
 (a permission dialog is open: Notification ``permission_prompt`` or

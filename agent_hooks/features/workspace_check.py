@@ -1,4 +1,4 @@
-"""Is the workspace still the directory SessionStart wrote into? (issue 12, item 11)
+"""Is the workspace still the directory SessionStart wrote into?
 
 Stop and SessionEnd sync identity files from the paths SessionStart recorded.
 If the workspace directory itself was replaced meanwhile (``mv ws ws.real &&

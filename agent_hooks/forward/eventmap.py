@@ -22,7 +22,7 @@ AGENT_TYPE = "claude-code"
 
 RUNNING, AWAITING_REVIEW, COMPLETED, FAILED, IDLE = "running", "awaiting_review", "completed", "failed", "idle"
 
-# The contract's events and the state each moves a session to (seed's table).
+# The contract's events and the state each moves a session to (the contract's table).
 CONTRACT_EVENTS: dict[str, str] = {
     "start": RUNNING,
     "running": RUNNING,
@@ -101,7 +101,7 @@ def metadata(payload: Payload, config: dict[str, Any]) -> str:
         raw = prompt or None
     elif ev == "Notification":
         kind = payload.get("notification_type", "attention")
-        # The waiting states (issue 19) by name: a person is needed, or the session is idle.
+        # The waiting states by name: a person is needed, or the session is idle.
         text = {"permission_prompt": "needs input: permission prompt", "idle_prompt": "awaiting: idle prompt"}.get(
             kind, f"notification: {kind}")
         raw = payload.get("message")

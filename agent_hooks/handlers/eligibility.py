@@ -1,6 +1,6 @@
 """Whether a handler may run here and now: pure checks, each failing one with a reason a user can read.
 
-Requirements as the seeds give them (``os``; every one of ``bins`` on PATH, at
+Requirements as OpenClaw's hook loader gives them (``os``; every one of ``bins`` on PATH, at
 least one of ``anyBins``; the ``env`` variables set; the ``config`` paths
 truthy; ``always`` skips these), then whom it applies to (``agents``,
 ``roles``), then whether the operator turned it on (registry.switched_on, which

@@ -15,7 +15,7 @@ WebSocket and static files alike) keeps browsers out:
 Then each route asks who the caller is. The command center's routes
 (ingest, sessions, board, live, control) use :func:`check`:
 
-* The server's own user on loopback: no authentication, as the seed says.
+* The server's own user on loopback: no authentication, as the ingest contract says.
   "Own user" is the uid the kernel shows for the caller's socket
   (:mod:`agent_hooks.server.peer`), so another local user on the same loopback
   is not waved through: it is treated like a remote caller.

@@ -39,12 +39,12 @@ from agent_hooks.store import Store, StoreError, Transaction
 
 T = TypeVar("T")
 
-# Route modules, in order. issue 15 (command center) adds its own here:
+# Route modules, in order. The command center adds its own here:
 # "agent_hooks.server.ingest", "agent_hooks.server.live", "agent_hooks.server.control", ...
 ROUTE_MODULES: list[str] = [
     "agent_hooks.server.meta",
     "agent_hooks.server.hooks",
-    # The command center (issue 15, docs/command-center.md); live first: it owns the writer thread.
+    # The command center (docs/command-center.md); live first: it owns the writer thread.
     "agent_hooks.server.live",
     "agent_hooks.server.ingest",
     "agent_hooks.server.control",

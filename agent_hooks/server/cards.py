@@ -115,7 +115,7 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         "hook_event": hook_event,
         "metadata": metadata,
         "cwd": cwd,
-        # Issue 19: what a local session waits on (the tool asked about, or the error's kind).
+        # What a local session waits on (the tool asked about, or the error's kind).
         "waiting_on": waiting_on if local else None,
         "waiting_detail": waiting_detail if local else None,
         "waiting_since": waiting_since if local else None,

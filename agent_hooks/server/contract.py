@@ -1,7 +1,7 @@
-"""The seed's ingest contract as pure functions: states, events, validation.
+"""The OptimalOS command center's ingest contract as pure functions: states, events, validation.
 
 No I/O here. ``ingest.py`` (HTTP) and ``fleet.py`` (the store) call these, and
-the unit tests check every event from every state against the seed's table
+the unit tests check every event from every state against the contract's table
 (shared reference ``ingest-contract.md``):
 
     start                                   idle -> running
@@ -12,7 +12,7 @@ the unit tests check every event from every state against the seed's table
     requeue                                 completed / failed -> idle
 
 A transition the table does not allow leaves the state as it is; ingest still
-answers 200 (the seed's state hub ignores it), the board's drag answers 409.
+answers 200 (OptimalOS's state hub ignores it), the board's drag answers 409.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _TO_REVIEW = frozenset({RUNNING})
 _TO_END = frozenset({RUNNING, AWAITING_REVIEW})
 _TO_IDLE = frozenset({COMPLETED, FAILED})
 
-# event -> (states it may leave, state it moves to). All twelve names of the seed.
+# event -> (states it may leave, state it moves to). All twelve names of the contract.
 EVENTS: dict[str, tuple[frozenset[str], str]] = {
     "start": (frozenset({IDLE}), RUNNING),
     "running": (_TO_RUNNING, RUNNING),
@@ -45,7 +45,7 @@ EVENTS: dict[str, tuple[frozenset[str], str]] = {
     "failed": (_TO_END, FAILED),
     "requeue": (_TO_IDLE, IDLE),
 }
-# What each event means in the seed's own words (shown by the board's legend).
+# What each event means in the contract's own words (shown by the board's legend).
 EVENT_MEANINGS: dict[str, str] = {
     "start": "start", "running": "hook.to_running", "to_in_progress": "hook.to_running",
     "tool_use": "agent.tool_use", "prompt_ready": "agent.prompt_ready", "to_review": "hook.to_review",
@@ -225,7 +225,7 @@ def parse_registration(raw: bytes) -> Registration:
 def parse_patch(raw: bytes) -> tuple[str, str]:
     """``{"state": S}`` or ``{"event": E}`` -> ("state", S) or ("event", E); 400 otherwise.
 
-    The seed: "accepts either a state (mapped to the corresponding event) or a direct event name".
+    The contract: "accepts either a state (mapped to the corresponding event) or a direct event name".
     """
     doc = parse_json(raw)
     state, event = doc.get("state"), doc.get("event")

@@ -333,7 +333,7 @@ class Subscriber:
                     delay = min(cap, delay * 2)
                     continue
                 if response.status_code != 200:
-                    # 404: a command center without control (the seed's own); 401: no or a wrong token.
+                    # 404: a command center without control (OptimalOS's own); 401: no or a wrong token.
                     self._failed(f"HTTP {response.status_code}: {response.text[:200]}")
                     await asyncio.sleep(60.0 if response.status_code in (404, 405) else cap)
                     continue

@@ -103,7 +103,7 @@ def _local_session(conn: sqlite3.Connection, session_id: str | None, tmux: str |
 
 
 def find(conn: sqlite3.Connection, session_id: str | None, tmux: str | None, host: str) -> dict[str, Any] | None:
-    """The seed's lookup: by session id first (card id, then a direct session id), then by tmux
+    """The contract's lookup: by session id first (card id, then a direct session id), then by tmux
     name among the cards of the host the request came from (tmux names are per host)."""
     cols = ", ".join(SESSION_COLUMNS)
     if session_id:
@@ -275,7 +275,7 @@ def sync_local(conn: sqlite3.Connection, event_map: dict[str, Any], at: float, l
 
     A local session seen for the first time gets a card: idle then moved by its
     ``start``, or running when its first recorded call is anything else (the
-    seed's rule for ``agent-`` sessions: a session we hear from is working).
+    the contract's rule for ``agent-`` sessions: a session we hear from is working).
     """
     out = Outcome(200, {})
     cursor = int(meta_get(conn, FEED_CURSOR) or 0)

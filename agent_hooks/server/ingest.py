@@ -1,4 +1,4 @@
-"""The seed's hook endpoints, exactly: ``/api/hooks/ingest`` and ``/api/hooks/sessions``.
+"""The ingest contract's hook endpoints, exactly: ``/api/hooks/ingest`` and ``/api/hooks/sessions``.
 
 * ``POST /api/hooks/ingest`` ``{tmux_session | session_id, event, metadata?, agent_type?}``:
   200 ``{"ok", "session", "state", "ignored"}``; 400 invalid JSON, a missing or

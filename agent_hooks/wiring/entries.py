@@ -32,7 +32,7 @@ class Ours:
 
 # -- recognising our entries -------------------------------------------------------------------
 #
-# Only what we wrote is ours (issue 12 item 8): a user's `agent-hook queue drain` on Stop, or a
+# Only what we wrote is ours: a user's `agent-hook queue drain` on Stop, or a
 # script they named agent-hook-audit, is theirs and must survive install and uninstall untouched.
 # Ours is exactly one of:
 #   * our launcher (below): it ends with LAUNCHER_MARK;
@@ -42,7 +42,7 @@ class Ours:
 
 LAUNCHER_MARK = "# agent-hooks launcher"
 _LAUNCHER = re.compile(r"^h=(?P<exe>(?:'[^']*'|\"[^\"]*\"|\\.|[^\s;'\"\\])+); .* " + re.escape(LAUNCHER_MARK) + r"$", re.S)
-# The http transport's route (issue 14 owns the server side): POST http://127.0.0.1:PORT/hooks/<Event>.
+# The http transport's route (the resident server answers it, docs/server.md): POST http://127.0.0.1:PORT/hooks/<Event>.
 HTTP_ROUTE = "/hooks/"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _OUR_EVENTS = frozenset(h.event for h in HOOKS)

@@ -28,7 +28,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("PreCompact", "agent-hook-pre-compact", None),
     Hook("Stop", "agent-hook-stop", None),
     Hook("SessionEnd", "agent-hook-session-end", None),
-    # Newer clients (2.1.330): subagents, the waiting states (issue 19), compaction done.
+    # Newer clients (2.1.330): subagents, the waiting states, compaction done.
     Hook("SubagentStart", "agent-hook-subagent-start", None),
     Hook("SubagentStop", "agent-hook-subagent-stop", None),
     Hook("StopFailure", "agent-hook-stop-failure", None),

@@ -1,4 +1,4 @@
-"""What uninstalling leaves running: the drainer (issue 12 item 13).
+"""What uninstalling leaves running: the drainer.
 
 A drainer is a detached ``python -m agent_hooks.forward.drain`` from the
 installation's venv; it outlives the venv being deleted. Uninstall stops it.
