@@ -58,3 +58,32 @@ def test_subagents_are_recorded(e2e: E2E) -> None:
     assert rows[0]["stopped_at"] and rows[0]["last_message"] in ("sub done", "main done"), rows
     [session] = status(e2e)["sessions"]
     assert (session["subagents_running"], session["subagents_finished"]) == (0, 1)
+
+
+def test_an_mcp_question_to_the_person_is_recorded_as_waiting_on_them(e2e: E2E) -> None:
+    """An MCP server asks the person (elicitation/create): our Elicitation hook records the server and
+    its question as what the session waits on, and ElicitationResult records the answer and clears it.
+    (In -p mode the client cancels the question at once, after the hooks ran.)"""
+    import sys
+    from pathlib import Path
+
+    from harness import DEFAULT_TOOLS
+
+    assert "Elicitation" in e2e.settings["hooks"] and "ElicitationResult" in e2e.settings["hooks"]
+    asker = Path(__file__).resolve().parent / "mcp_asker.py"
+    mcp = e2e.root / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"asker": {"type": "stdio", "command": sys.executable,
+                                                        "args": [str(asker)]}}}))
+    e2e.server.set_script([[tool_use("mcp__asker__ask", {})], [text("asked")]])
+    run = e2e.run("Ask which database.", allowed_tools=(*DEFAULT_TOOLS, "mcp__asker__ask"),
+                  extra_args=["--mcp-config", str(mcp)])
+    assert run.ok, e2e.describe()
+    rows = e2e.query("SELECT event, detail FROM session_events WHERE event LIKE 'Elicitation%' ORDER BY id")
+    if not rows and not e2e.query("SELECT 1 FROM tool_calls WHERE tool_name = 'mcp__asker__ask'"):
+        pytest.skip("this client did not call the MCP tool")
+    assert [(r["event"], r["detail"]) for r in rows] == [
+        ("Elicitation", "asker: Which database should the service use?"), ("ElicitationResult", "asker: cancel")], \
+        e2e.describe()
+    [session] = status(e2e)["sessions"]
+    assert session["waiting_on"] is None, session
+    assert e2e.errors() == []
