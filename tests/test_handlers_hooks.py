@@ -442,3 +442,18 @@ def test_new_handler_starts_off_private_and_doctor_notices_loose_modes(tmp_path:
     assert f"chmod 700 {config}" in found[0]["fix"]
     (handler / "handler.py").chmod(0o666)
     assert handler_modes()[0]["status"] == "fail"
+
+
+def test_hooks_install_into_a_fresh_home_keeps_the_config_dir_private(tmp_path: Path) -> None:
+    from helpers import BIN
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_"))}
+    env["HOME"] = str(home)
+    src = write_handler(tmp_path / "src", "audit")
+    proc = subprocess.run([str(BIN / "agent-hook"), "hooks", "install", str(src)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60, preexec_fn=lambda: os.umask(0o022))
+    assert proc.returncode == 0, proc.stderr
+    config = home / ".config" / "agent-hooks"
+    assert oct(config.stat().st_mode & 0o777) == "0o700" and oct((config / "hooks").stat().st_mode & 0o777) == "0o700"

@@ -302,7 +302,7 @@ def install(path: str, link: bool, force: bool) -> None:
         click.echo(f"{'linked' if added else 'already linked'}: {real} (handlers.extra_dirs)")
     else:
         managed = discovery.managed_dir(p.config_dir)
-        os.makedirs(managed, mode=0o700, exist_ok=True)
+        ensure_dir(managed)  # its parents too: ~/.config/agent-hooks is 0700 as well
         for h in found:
             dest = os.path.join(managed, h["name"])
             if os.path.lexists(dest) and not force:
