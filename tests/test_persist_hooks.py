@@ -259,3 +259,5 @@ def test_status_says_in_words_that_the_hold_was_let_go_and_shows_whole_states(ho
     run_hook(payload("PermissionRequest", "S8", hooks_home, tool_name="Bash", tool_input={"command": "ls"}))
     row = next(x for x in agent_hook("status").stdout.splitlines() if x.startswith("S8"))
     assert " needs_input " in row and "…" not in row, row
+    row = next(x for x in agent_hook("session", "list").stdout.splitlines() if x.startswith("S8"))
+    assert " needs_input " in row and "…" not in row, row

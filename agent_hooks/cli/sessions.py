@@ -9,7 +9,7 @@ import click
 
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
 from agent_hooks.cli.ids import SESSIONS, resolve
-from agent_hooks.cli.table import cell
+from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import persist as persist_mod
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
@@ -111,9 +111,9 @@ def list_cmd(state: tuple[str, ...], agent: str | None, task_id: str | None, tmu
     if not sessions:
         click.echo("no sessions match" if (state or agent or task_id or tmux or cancelled) else "no sessions recorded")
         return
-    click.echo(f"{'SESSION':36}  {'STATE':9} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'AGENT':12} {'TASK':16} TMUX")
+    click.echo(f"{'SESSION':36}  {'STATE':{STATE_WIDTH}} {'TOOLS':>6}  {'LAST ACTIVITY':20}  {'AGENT':12} {'TASK':16} TMUX")
     for s in sessions:
-        click.echo(f"{cell(s['session_id'], 36)}  {cell(s['state'], 9)} {s['tool_calls']:>6}  "
+        click.echo(f"{cell(s['session_id'], 36)}  {cell(s['state'], STATE_WIDTH)} {s['tool_calls']:>6}  "
                    f"{cell(s['last_activity_at'], 20)}  {cell(s['agent'], 12)} {cell(s['task_id'], 16)}"
                    f" {cell(s['tmux_session'])}")
 

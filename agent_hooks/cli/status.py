@@ -17,7 +17,7 @@ from agent_hooks.cli.common import (
     plural,
 )
 from agent_hooks.cli.sessions import guard_fields
-from agent_hooks.cli.table import cell
+from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import heartbeat, subagents
 from agent_hooks.features import persist as persist_mod
 
@@ -25,8 +25,6 @@ SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "
                    "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
 # Shown states, in the order the summary line counts them.
 STATES = ("live", "awaiting", "stalled", "ended", "needs_input", "error")
-# The column fits every state whole (needs_input is the widest).
-STATE_WIDTH = max(map(len, STATES))
 
 
 def collect() -> dict[str, Any]:

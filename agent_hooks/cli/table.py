@@ -20,6 +20,8 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\e"}
 # Widest cell by default: a whole path fits, a 3 MB field does not.
 CELL_CHARS = 120
 BLOCK_CHARS = 20000
+# A session's state column: the widest state (needs_input) shown whole, never "needs_in…".
+STATE_WIDTH = len("needs_input")
 
 
 def _escape(match: re.Match[str]) -> str:
