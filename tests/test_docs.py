@@ -156,6 +156,12 @@ def test_executable_counts_in_the_docs_are_the_packages() -> None:
               for m in re.finditer(r"\b(\d+) (?:hook )?executables\b", p.read_text(encoding="utf-8"))]
     assert claims, "docs/install.md says how many executables doctor checks"
     assert [c for c in claims if c[1] != hooks] == [], f"pyproject installs {hooks} hook executables"
+    # The protocol page's table names each of them, with its event.
+    from agent_hooks.wiring.table import HOOKS
+
+    table = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| (\w+) \| `(agent-hook-[\w-]+)` \|$", table, re.M))
+    assert rows == {(h.event, h.executable) for h in HOOKS} and len(HOOKS) == hooks
 
 
 def _default_ports() -> set[int]:
