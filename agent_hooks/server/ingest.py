@@ -18,7 +18,7 @@ this host.
 
 Bodies are read by agent_hooks.server.body (bounded before they are read; bad
 input is a 4xx, never a 500). Over 64 KiB: 413 on register and PATCH, 400 on
-ingest (the seed's contract answers every body it refuses with 400).
+ingest (the ingest contract answers every body it refuses with 400).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         try:
             body = await read_json(scope, receive, contract.parse_ingest)
         except contract.BodyError as exc:
-            # The seed's contract answers every body it refuses with 400, a too large one included.
+            # The ingest contract answers every body it refuses with 400, a too large one included.
             state.stats.count("ingest_400")
             await fastpath.send_json(send, 400, {"error": str(exc)})
             return
