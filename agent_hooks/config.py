@@ -387,6 +387,16 @@ DEFAULTS: dict[str, Any] = {
         # (and replaces a stale build). Off: only `agent-hook server start` does.
         "autostart": True,
     },
+    # A person in the loop (features/approvals.py, docs/approvals.md).
+    "approvals": {
+        # How long a PermissionRequest hook keeps a permission dialog or question open for an answer
+        # from the CLI, the API or the board; then it gives no decision and the client's own dialog
+        # simply stays. Our PermissionRequest entry is installed with a timeout above it.
+        "wait_s": 300,
+        # Approval gates ([[approvals.gates]]: tool, match, timeout_s, on_timeout, name, and optionally
+        # task / agent / role / host): a matching PreToolUse is held until answered or timed out.
+        "gates": [],
+    },
     "handlers": {
         # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
         "enabled": True,
@@ -577,7 +587,7 @@ def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> 
 
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
-_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0}
+_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0}
 
 
 def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:
@@ -690,6 +700,10 @@ def validate(config: dict[str, Any]) -> list[str]:
                     f" got {type(value).__name__} {value!r}"
                 )
     problems.extend(_guard_problems(config))
+    if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
+        from agent_hooks.features import gates
+
+        problems.extend(gates.problems(config))
     return problems
 
 

@@ -88,7 +88,7 @@ class Call:
     one-line message of bad input or an internal error.
     """
 
-    __slots__ = ("event", "session_id", "text", "problem", "done", "data", "started", "gate", "call_id")
+    __slots__ = ("event", "session_id", "text", "problem", "done", "data", "started", "gate", "call_id", "hold")
 
     def __init__(self, event: str) -> None:
         self.event = event
@@ -101,6 +101,9 @@ class Call:
         self.gate = spool.CommitGate()  # the deadline and the commit decide under it (agent_hooks.spool)
         # One id per call: the worker (store busy) and the deadline may both spool it; replay records it once.
         self.call_id = os.urandom(12).hex()
+        # An approval the handler asked to wait for (features/approvals.Hold): the transport waits
+        # for it after the call's work is committed, then replaces ``text`` with the answer.
+        self.hold: Any = None
 
 
 class Deferred(Exception):
@@ -264,6 +267,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
                 count_error(paths, config, call.event, "bad_input", note, payload.session_id)
         if outcome is not None:
             call.text = render(call.event, outcome)
+            call.hold = outcome.hold
         call.done = True
     except BaseException as exc:  # noqa: BLE001 - fail open on anything
         if isinstance(exc, spool.Abandoned):

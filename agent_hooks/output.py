@@ -39,7 +39,7 @@ _BLOCK_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "Stop", "PreCompac
 class Outcome:
     """What a hook decided. Empty means: say nothing, exit 0."""
 
-    __slots__ = ("context", "deny_reason", "block_reason", "plain", "updated_input")
+    __slots__ = ("context", "deny_reason", "block_reason", "plain", "updated_input", "permission", "hold")
 
     def __init__(self) -> None:
         self.context: list[str] = []
@@ -47,6 +47,9 @@ class Outcome:
         self.block_reason: str | None = None  # decision: block elsewhere
         self.plain: list[str] = []  # PreCompact stdout
         self.updated_input: dict[str, Any] | None = None  # PreToolUse: the whole new tool_input
+        self.permission: dict[str, Any] | None = None  # PermissionRequest: hookSpecificOutput.decision
+        # An approval to wait for before answering (features/approvals.Hold): the transport waits.
+        self.hold: Any = None
 
     def add_context(self, text: str) -> None:
         if text:
@@ -93,6 +96,8 @@ def render(event: str, outcome: Outcome) -> str | None:
         specific["permissionDecisionReason"] = _clip(outcome.deny_reason)
     elif event == "PreToolUse" and outcome.updated_input is not None:
         specific["updatedInput"] = outcome.updated_input  # replaces the whole tool_input
+    if event == "PermissionRequest" and outcome.permission is not None:
+        specific["decision"] = outcome.permission
     if outcome.block_reason and event in _BLOCK_EVENTS:
         doc["decision"] = "block"
         doc["reason"] = _clip(outcome.block_reason)

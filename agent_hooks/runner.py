@@ -151,6 +151,25 @@ def _usage(event: str, handler: Handler, flag: str) -> int:
     return 0
 
 
+def _held(paths: Paths, config: dict[str, Any], call: Call) -> str | None:
+    """Wait for the approval the handler recorded (features/approvals.py), then the answer to give.
+
+    The call's work is committed by now; the wait is on the local store only. Any failure here
+    gives the answer the call had without the wait (no decision for a permission dialog).
+    """
+    from agent_hooks.features import approvals
+
+    try:
+        outcome = approvals.hold_command(paths.store, int(config["runtime"]["busy_timeout_ms"]), call.hold)
+        return output.render(call.event, outcome) if outcome is not None else None
+    except Exception as exc:  # noqa: BLE001 - fail open: the client's own dialog or rules decide
+        import traceback
+
+        log_error(paths, call.event, "error", f"waiting for an approval: {type(exc).__name__}: {exc}",
+                  call.session_id, traceback.format_exc(), config)
+        return call.text
+
+
 def _exit_now() -> None:
     try:
         sys.stdout.flush()
@@ -196,6 +215,8 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
                 # Counted only if the store is free at once: the answer is due now.
                 count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
             _exit_now()  # the worker may still hold the store: do not wait for it
+    if call.hold is not None:
+        call.text = _held(paths, config, call)
     try:
         emit(call.text)
     except (OSError, ValueError) as exc:

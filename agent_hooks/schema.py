@@ -489,6 +489,51 @@ def m011_persist(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m012_approvals(db: sqlite_utils.Database) -> None:
+    # A person in the loop (features/approvals.py, docs/approvals.md): every permission dialog,
+    # question and approval gate a hook held open, and how it was answered. The waiting hook
+    # polls its own row; the first answer wins by a conditional UPDATE (WHERE state = 'pending').
+    db["approvals"].create(
+        {
+            "id": str,  # random, URL-safe: what `agent-hook approve ID` and POST /api/approvals/<id> name
+            "host": str,  # "" for this host
+            "session_id": str,
+            "kind": str,  # permission | question | gate
+            "tool_name": str,
+            "tool_input": str,  # JSON
+            "tool_use_id": str,  # PreToolUse (gates) only: PermissionRequest carries none
+            "questions": str,  # JSON list (AskUserQuestion)
+            "permission_suggestions": str,  # JSON list, sent back as updatedPermissions by "always allow"
+            "gate": str,  # the gate's name (kind gate)
+            "on_timeout": str,  # gate: deny | allow
+            "state": str,  # pending | allowed | denied | answered | withdrawn | expired
+            "created_at": float,
+            "expires_at": float,
+            # The answer.
+            "decision": str,  # allow | allow_always | deny
+            "message": str,
+            "interrupt": int,
+            "answers": str,  # JSON {question: label}
+            "answered_by": str,  # "uid 1000 (alice)", "terminal", "hook"
+            "answered_via": str,  # cli | api | board | remote | terminal | timeout
+            "answered_where": str,  # the host (or address) it came from
+            "answered_at": float,
+            "waited_ms": int,
+            "note": str,  # how a withdrawn or expired request ended
+        },
+        pk="id",
+        not_null=["host", "session_id", "kind", "tool_name", "state", "created_at"],
+        defaults={"host": "", "state": "pending", "interrupt": 0},
+        if_not_exists=True,
+    )
+    db["approvals"].create_index(["session_id", "created_at"], if_not_exists=True)
+    db["approvals"].create_index(["created_at"], if_not_exists=True)
+    # Partial: only pending rows (a handful at most), so the "withdraw what the terminal answered"
+    # check other events make finds nothing in one index probe.
+    db.execute("CREATE INDEX IF NOT EXISTS idx_approvals_pending ON approvals (session_id) WHERE state = 'pending'")
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

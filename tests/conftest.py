@@ -42,6 +42,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # Hooks run with a tmux name would queue events for the default ingest URL and start
     # a drainer that retries it for minutes; forwarding tests set up their own server and env.
     monkeypatch.setenv("AGENT_HOOKS__FORWARD__ENABLED", "false")
+    # A PermissionRequest hook holds its dialog open for a remote answer (docs/approvals.md) for
+    # minutes by default; tests that are not about approvals want the observer only. Theirs set it.
+    monkeypatch.setenv("AGENT_HOOKS__APPROVALS__WAIT_S", "0")
     return home
 
 

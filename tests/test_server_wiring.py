@@ -20,7 +20,7 @@ from agent_hooks.server.local import SESSION_ENV, header_for
 from helpers import agent_hook, error_log, fixture_payload
 from server_support import Server, free_port
 
-HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
 
 USERS: dict[str, Any] = {
     "model": "opus",
@@ -65,7 +65,7 @@ def test_install_http_then_command_keeps_the_users_entries(settings: Path, port:
     agent_hook("settings", "install")
     as_command = settings.read_text()
     out = agent_hook("settings", "install", "--transport", "http").stdout
-    assert "replaced 4 older entries of ours" in out
+    assert "replaced 5 older entries of ours" in out
     doc = json.loads(settings.read_text())
     for event in HTTP_EVENTS:
         [entry] = ours(doc, event)
@@ -84,7 +84,7 @@ def test_install_http_then_command_keeps_the_users_entries(settings: Path, port:
     assert doc["model"] == "opus"
     assert "already up to date" in agent_hook("settings", "install", "--transport", "http").stdout
     # Back to the executables: exactly what a command install writes.
-    assert "replaced 4 older entries" in agent_hook("settings", "install", "--transport", "command").stdout
+    assert "replaced 5 older entries" in agent_hook("settings", "install", "--transport", "command").stdout
     assert json.loads(settings.read_text()) == json.loads(as_command)
     agent_hook("settings", "install", "--transport", "http")
     agent_hook("settings", "uninstall")

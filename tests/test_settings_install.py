@@ -92,6 +92,12 @@ OLDER_STRIPPED: dict[str, Any] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def default_approval_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install with the shipped approvals.wait_s (tests/conftest.py sets 0 for the hook tests)."""
+    monkeypatch.delenv("AGENT_HOOKS__APPROVALS__WAIT_S", raising=False)
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "home"
@@ -142,7 +148,9 @@ def assert_wired(doc: dict[str, Any], bin_dir: str = BIN) -> None:
         assert entry["handler"] == {
             "type": "command",
             "command": command_for(bin_dir, exe, event),
-            "timeout": cfg["install"]["session_end_timeout_s" if event == "SessionEnd" else "hook_timeout_s"],
+            # PermissionRequest holds its dialog for approvals.wait_s (docs/approvals.md): its timeout is above it.
+            "timeout": cfg["approvals"]["wait_s"] + 30 if event == "PermissionRequest" else
+            cfg["install"]["session_end_timeout_s" if event == "SessionEnd" else "hook_timeout_s"],
         }
         assert entry["group"].get("matcher") == matcher
         assert entry["group"]["hooks"] == [entry["handler"]], "our group holds only our handler"
@@ -162,7 +170,11 @@ def test_template_file_is_the_rendered_spec() -> None:
         assert handler["command"].startswith(f"h='{PLACEHOLDER}/agent-hook-")
         assert handler["command"].endswith(LAUNCHER_MARK)
         # Seconds, not ms, and above our own deadline so our fail-open answer comes first.
-        assert deadline_s < handler["timeout"] <= 60
+        if event == "PermissionRequest":
+            # It holds the dialog open for a remote answer (docs/approvals.md): above that wait.
+            assert handler["timeout"] == config_mod.DEFAULTS["approvals"]["wait_s"] + 30
+        else:
+            assert deadline_s < handler["timeout"] <= 60
         commands.append(handler["command"])
     assert sorted(os.path.basename(handler_words({"command": c})[0]) for c in commands) == sorted(EXECUTABLES)
     assert "matcher" not in doc["hooks"]["SessionStart"][0], "every source: startup, resume, clear, compact, fork, ..."

@@ -6,6 +6,7 @@ import click
 
 from agent_hooks import __version__
 from agent_hooks.cli import (
+    approvals,
     basics,
     configure,
     doctor,
@@ -33,7 +34,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
-               server, fleet_cli, hooks):
+               server, fleet_cli, hooks, approvals):
     for command in module.COMMANDS:
         cli.add_command(command)
 helptext.keep_first_sentences(cli)  # `--help` lists whole first sentences, not ones cut at 80 columns

@@ -1,13 +1,16 @@
-"""PermissionRequest: a permission dialog is about to open; the session needs input.
+"""PermissionRequest: a permission dialog (or a question) is about to open; the session needs input.
 
-Observer only: it never answers the dialog (no output), so the user's own
-permission rules decide. The tool asked about is recorded; the next tool call
-or prompt clears the state.
+The request is recorded as a pending approval (features/approvals.py) and the
+hook keeps it open for ``approvals.wait_s``: an answer from `agent-hook approve`
+/ `deny`, the server's API or the board settles the dialog in the client's own
+format (allow, always allow, deny with a message, deny and stop, a question's
+answers). With no answer by then it gives no decision, and the client's own
+dialog simply stays for the person at the terminal, as before.
 """
 
 from __future__ import annotations
 
-from agent_hooks.features import sessions, waiting
+from agent_hooks.features import approvals, sessions, waiting
 from agent_hooks.forward import forward
 from agent_hooks.output import Outcome
 from agent_hooks.runner import Context, run
@@ -18,12 +21,25 @@ EVENT = "PermissionRequest"
 def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     asked = waiting.tool_asked(p)
+    out = Outcome()
+    wait_s = float((ctx.config.get("approvals") or {}).get("wait_s", 0) or 0)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
         sessions.log_event(conn, p, ctx.started, asked)
         waiting.mark(conn, p.session_id, waiting.NEEDS_INPUT, asked, ctx.started)
+        if wait_s > 0 and not ctx.replayed:  # a replayed call's dialog was answered long ago
+            tool_input = p.get("tool_input") if isinstance(p.get("tool_input"), dict) else {}
+            kind = approvals.kind_of(p.tool_name)
+            aid = approvals.insert(
+                conn, session_id=p.session_id, kind=kind, tool_name=p.tool_name, tool_input=tool_input,
+                at=ctx.started, wait_s=wait_s,
+                questions=tool_input.get("questions") if kind == approvals.QUESTION else None,
+                suggestions=p.get("permission_suggestions") if isinstance(p.get("permission_suggestions"), list)
+                else None,
+            )
+            out.hold = approvals.Hold(aid, kind, ctx.started + wait_s, EVENT)
         forward(conn, ctx)
-    return Outcome()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,11 @@ def handle(ctx: Context) -> Outcome:
         for text in merged.contexts:
             out.add_context(text)
         out.updated_input = merged.tool_input
+    # Approval gates: only a configured gate costs anything here (the module, its regexes).
+    if cfg["approvals"]["gates"] and not ctx.replayed:
+        from agent_hooks.features import approvals
+
+        return approvals.gate_call(ctx, out)
     return out
 
 

@@ -48,6 +48,7 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.server.live",
     "agent_hooks.server.ingest",
     "agent_hooks.server.control",
+    "agent_hooks.server.approvals",
     "agent_hooks.server.board",
 ]
 

@@ -178,6 +178,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
                       call.session_id, traceback.format_exc(), config)
         if inline:
             state.stats.count("inline")
+            if call.hold is not None:
+                await _hold(state, call, receive)
             await _answer(state, send, call, started)
             return
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
@@ -191,10 +193,26 @@ def routes(state: ServerState) -> list[BaseRoute]:
             await asyncio.to_thread(_record_timeout, state, config, call, message)
             await fastpath.send_bytes(send, 200, b"", [(b"x-agent-hooks-problem", message.encode("latin-1"))])
             return
+        if call.hold is not None:
+            await _hold(state, call, receive)
         await _answer(state, send, call, started)
 
     return [state.fast_route(local.HOOK_PATH + "{event}", hook),
             state.fast_route(local.HOOK_PATH.rstrip("/"), hook)]
+
+
+async def _hold(state: ServerState, call: Call, receive: fastpath.Receive) -> None:
+    """The handler recorded an approval to wait for: hold the request (features/approvals.py).
+    Any failure gives the answer the call had without the wait (fail open, with a trace)."""
+    from agent_hooks.server import approvals
+
+    try:
+        await approvals.hold(state, call, receive)
+    except Exception as exc:  # noqa: BLE001
+        import traceback
+
+        log_error(state.paths, call.event, "error", f"waiting for an approval: {type(exc).__name__}: {exc}",
+                  call.session_id, traceback.format_exc(), state.config)
 
 
 async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: float) -> None:
@@ -202,7 +220,8 @@ async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: 
     if call.problem:
         headers.append((b"x-agent-hooks-problem", header_value(call.problem)))
         state.stats.count("problem")
-    state.stats.count("answered", (time.perf_counter() - started) * 1000)
+    # A request held for a person's answer would swamp the answer times: counted, not timed.
+    state.stats.count("answered", None if call.hold is not None else (time.perf_counter() - started) * 1000)
     await fastpath.send_bytes(send, 200, call.text.encode("utf-8", "replace") if call.text else b"", headers)
 
 

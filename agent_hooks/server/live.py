@@ -79,6 +79,9 @@ class Fleet:
         self.seq = 0
         self.clients: set[Client] = set()
         self.control_waiters: set[asyncio.Event] = set()
+        # Called on the loop after another connection committed (a hook, the CLI): held approvals
+        # look at their rows again (server/approvals.py).
+        self.change_listeners: list[Callable[[], None]] = []
         self.epoch = ""
 
     # -- lifecycle (loop side) -------------------------------------------------
@@ -303,6 +306,8 @@ class Fleet:
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         changed = version != self._data_version
         self._data_version = version
+        if changed and self.change_listeners and self.loop is not None:
+            self.loop.call_soon_threadsafe(self._changed)
         if changed:
             event_map = self.state.config["forward"].get("event_map")
             with self.store.write() as conn:  # type: ignore[union-attr]
@@ -348,6 +353,13 @@ class Fleet:
                     client.queue.put_nowait(None)  # too slow: close; it reconnects and gets hello
                 else:
                     client.queue.put_nowait(msg)
+
+    def _changed(self) -> None:
+        for listener in list(self.change_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - one listener must not stop the others
+                log.exception("store change listener failed")
 
     def wake_controls(self) -> None:
         """Called on the loop after a control was recorded: long-polling hosts answer now."""

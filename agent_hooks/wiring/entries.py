@@ -124,8 +124,36 @@ def mentions_ours(handler: Any) -> str | None:
 def timeouts(cfg: dict[str, Any]) -> dict[str, int]:
     """Seconds per event for Claude Code's ``timeout`` (from the ``install`` config section)."""
     sec = cfg["install"]
-    return {h.event: int(sec["session_end_timeout_s"] if h.event == "SessionEnd" else sec["hook_timeout_s"])
-            for h in HOOKS}
+    out = {h.event: int(sec["session_end_timeout_s"] if h.event == "SessionEnd" else sec["hook_timeout_s"])
+           for h in HOOKS}
+    # A hook that holds a request for a person (docs/approvals.md) must outlive its wait: the client
+    # counts a timed-out hook as no decision, which for a gate would let the call run.
+    approvals = cfg.get("approvals") or {}
+    wait_s = approvals.get("wait_s") or 0
+    if isinstance(wait_s, (int, float)) and not isinstance(wait_s, bool) and wait_s > 0:
+        out["PermissionRequest"] = max(out["PermissionRequest"], int(wait_s) + APPROVAL_MARGIN_S)
+    longest = _longest_gate_s(approvals.get("gates"))
+    if longest:
+        out["PreToolUse"] = max(out["PreToolUse"], int(longest) + APPROVAL_MARGIN_S)
+    return out
+
+
+# Seconds a holding hook's timeout is given beyond its wait: the answer and its write, on a busy host.
+APPROVAL_MARGIN_S = 30
+
+
+def _longest_gate_s(gates: Any) -> float:
+    """The longest timeout_s among the configured gates (0 when none; a malformed one counts its default)."""
+    if not isinstance(gates, list) or not gates:
+        return 0.0
+    from agent_hooks.features.gates import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
+
+    longest = 0.0
+    for gate in gates:
+        value = gate.get("timeout_s", DEFAULT_TIMEOUT_S) if isinstance(gate, dict) else DEFAULT_TIMEOUT_S
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            longest = max(longest, min(float(value), MAX_TIMEOUT_S))
+    return longest
 
 
 def launcher(exe_path: str, event: str, args: str = "") -> str:

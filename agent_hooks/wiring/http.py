@@ -20,7 +20,8 @@ from agent_hooks.server.local import HOST, SESSION_ENV, header_for
 
 TRANSPORTS = ("command", "http")
 # The events on the path of every tool call; the rest are rare and stay command hooks.
-HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+# PermissionRequest too: the server holds it open for an answer (docs/approvals.md) without a process per dialog.
+HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
 # The argument SessionStart gets when the http transport is wired.
 SERVE_ARG = "--serve"
 

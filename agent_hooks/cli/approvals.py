@@ -1,0 +1,203 @@
+"""``agent-hook approvals``, ``approve`` and ``deny``: answer held permission dialogs, questions and gates.
+
+Without ``--server`` they act on this host's store directly (no server needed):
+the waiting hook sees the answer within a tenth of a second. With ``--server
+URL`` they go through that server's ``/api/approvals`` (a command center
+elsewhere), with the fleet token when one is set. docs/approvals.md.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from agent_hooks import fleet
+from agent_hooks.cli.common import Exit, NotFound, echo_json, load_config, open_store, paths, writing
+from agent_hooks.features import approvals as ap
+
+SERVER_HELP = "Ask this server (a command center elsewhere) instead of this host's store."
+
+
+class AlreadyAnswered(click.ClickException):
+    """The request was answered (or withdrawn, or expired) first: exit 1 with what happened."""
+
+    exit_code = Exit.ERROR
+
+
+def _who() -> str:
+    try:
+        import pwd
+
+        name = pwd.getpwuid(os.geteuid()).pw_name
+    except (KeyError, ImportError):
+        name = "?"
+    return f"uid {os.geteuid()} ({name})"
+
+
+def _request(server: str, method: str, path: str, body: dict[str, Any] | None = None,
+             params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    cfg = load_config()
+    base = fleet.center_base(server) or server.rstrip("/")
+    try:
+        r = httpx.request(method, base + path, json=body, params=params, timeout=10, trust_env=False,
+                          headers=fleet.client_headers(paths(), cfg, os.environ))
+    except httpx.HTTPError as exc:
+        raise click.ClickException(f"server {base} unreachable: {exc}") from None
+    try:
+        doc = r.json()
+    except ValueError:
+        doc = {"error": r.text[:300]}
+    if r.status_code in (401, 403):
+        raise click.ClickException(f"{base}: HTTP {r.status_code}: {doc.get('error', doc)}")
+    return r.status_code, doc if isinstance(doc, dict) else {"error": str(doc)[:300]}
+
+
+def _left(row: dict[str, Any]) -> str:
+    if row["state"] != ap.PENDING or not row.get("expires_at"):
+        return ""
+    return f"{max(0, int(row['expires_at'] - time.time()))} s left"
+
+
+def _line(row: dict[str, Any]) -> str:
+    shown = ap.summary({**row, "tool_input": _json_text(row.get("tool_input")),
+                        "questions": _json_text(row.get("questions"))}, 90)
+    state = row["state"] if row["state"] != ap.PENDING else _left(row)
+    return f"{row['id']:12}  {row['host'] or '-':14.14}  {row['session_id'][:12]:12}  {row['kind']:10}  {state:14}  {shown}"
+
+
+def _json_text(value: Any) -> str | None:
+    import json
+
+    return None if value is None else json.dumps(value)
+
+
+def _questions_text(row: dict[str, Any]) -> list[str]:
+    out = []
+    for i, q in enumerate(row.get("questions") or [], 1):
+        if not isinstance(q, dict):
+            continue
+        options = ", ".join(str(o.get("label")) for o in q.get("options") or [] if isinstance(o, dict))
+        multi = " (several allowed)" if q.get("multiSelect") else ""
+        out.append(f"    Q{i}: {q.get('question')}{multi}  [{options}]")
+    return out
+
+
+@click.command(name="approvals")
+@click.option("--all", "show_all", is_flag=True, help="Every request kept (answered ones too), not only pending.")
+@click.option("--session", "session_id", default=None, metavar="ID", help="Only this session's requests.")
+@click.option("--server", default=None, metavar="URL", help=SERVER_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as_json: bool) -> None:
+    """List permission dialogs, questions and approval gates waiting for an answer (oldest first).
+
+    Answer one with `agent-hook approve ID` or `agent-hook deny ID --message M`.
+    """
+    which = "all" if show_all else ap.PENDING
+    if server:
+        params = {"state": which}
+        if session_id:
+            params["session"] = session_id
+        status, doc = _request(server, "GET", "/api/approvals", params=params)
+        if status != 200:
+            raise click.ClickException(f"HTTP {status}: {doc.get('error', doc)}")
+        rows = doc.get("approvals") or []
+    else:
+        store = open_store()
+        if store is None:
+            rows = []
+        else:
+            try:
+                own = fleet.host_name(load_config())
+                rows = [ap.public(r, own) for r in ap.listing(store.conn, which, session_id)]
+            finally:
+                store.close()
+    if as_json:
+        echo_json({"approvals": rows})
+        return
+    if not rows:
+        click.echo("nothing is waiting for an answer" if not show_all else "no approval requests recorded")
+        return
+    click.echo(f"{'ID':12}  {'HOST':14}  {'SESSION':12}  {'KIND':10}  {'STATE':14}  REQUEST")
+    for row in rows:
+        click.echo(_line(row))
+        if row["kind"] == ap.QUESTION and row["state"] == ap.PENDING:
+            for text in _questions_text(row):
+                click.echo(text)
+
+
+def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -> None:
+    if server:
+        status, doc = _request(server, "POST", f"/api/approvals/{quote(ref, safe='')}", body={**body, "via": "api"})
+    else:
+        if open_store() is None:
+            raise NotFound(f"no approval request {ref!r} (nothing recorded on this host yet)")
+        with writing() as conn:
+            status, doc = ap.answer(conn, ref, body["decision"], message=body.get("message"),
+                                    interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
+                                    by=_who(), via="cli", where=fleet.host_name(load_config()))
+        if "approval" in doc:
+            doc["approval"] = ap.public(doc["approval"], fleet.host_name(load_config()))
+    if status == 404:
+        raise NotFound(doc.get("error") or f"no approval request {ref!r}")
+    if status == 409:
+        raise AlreadyAnswered(doc.get("error") or "already answered")
+    if status != 200:
+        raise click.ClickException(str(doc.get("error") or doc))
+    row = doc["approval"]
+    if as_json:
+        echo_json(doc)
+        return
+    answer = row.get("answer") or {}
+    extra = ""
+    if answer.get("answers"):
+        extra = "; " + "; ".join(f"{q} -> {a}" for q, a in answer["answers"].items())
+    if answer.get("decision") == "allow_always" and not row.get("suggestions"):
+        extra += " (the client offered no rule to remember, so it is allowed once)"
+    click.echo(f"{row['id']}: {row['state']}{extra}")
+
+
+@click.command()
+@click.argument("approval_id")
+@click.option("--always", is_flag=True,
+              help="Allow and remember it as the dialog's own \"always allow\" would (the client's suggested rules).")
+@click.option("--answer", "answers", multiple=True, metavar="QUESTION=LABEL",
+              help="A question's answer: the question's text, header or number, then an option's label or any text."
+                   " Repeat for several questions, or for several options of one.")
+@click.option("--server", default=None, metavar="URL", help=SERVER_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def approve(approval_id: str, always: bool, answers: tuple[str, ...], server: str | None, as_json: bool) -> None:
+    """Allow a waiting request (ID or a unique prefix), or answer a question with --answer.
+
+    The first answer wins: one given at the terminal, the board or another
+    command first makes this one fail with "already answered".
+    """
+    try:
+        parsed = ap.parse_answers(list(answers)) if answers else None
+    except ap.AnswerError as exc:
+        raise click.UsageError(str(exc)) from None
+    body: dict[str, Any] = {"decision": "allow_always" if always else "allow"}
+    if parsed:
+        body["answers"] = parsed
+    _settle(approval_id, server, body, as_json)
+
+
+@click.command()
+@click.argument("approval_id")
+@click.option("--message", "-m", required=True, help="Why, and what to do instead: the model reads it.")
+@click.option("--interrupt", is_flag=True, help="Also stop the agent's turn (it waits for the next prompt).")
+@click.option("--server", default=None, metavar="URL", help=SERVER_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def deny(approval_id: str, message: str, interrupt: bool, server: str | None, as_json: bool) -> None:
+    """Deny a waiting request (ID or a unique prefix) with a message the model reads."""
+    if not message.strip():
+        raise click.UsageError("--message must say something: the model reads it")
+    _settle(approval_id, server, {"decision": "deny", "message": message, "interrupt": interrupt}, as_json)
+
+
+COMMANDS = [approvals_cmd, approve, deny]
