@@ -29,6 +29,10 @@ def effective() -> tuple[dict[str, Any], list[str], dict[str, str]]:
     env = config_mod.env_layer(os.environ, [])
     unknown = [x for part in (layer, env) for x in config_mod.validate(part) if x.startswith("unknown")]
     problems += [x for x in unknown if x not in problems]
+    if cfg["approvals"].get("gates"):
+        from agent_hooks.features import gates
+
+        problems += [x for x in gates.problems(cfg) if x not in problems]
     source: dict[str, str] = {}
     for section, values in config_mod.DEFAULTS.items():
         for k in values:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 from typing import Any
 
 import click
 
-from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, writing
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, paths, writing
 from agent_hooks.cli.ids import SESSIONS, resolve
 from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import persist as persist_mod
@@ -75,6 +77,12 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
     session["subagents"] = subs
     for key in ("waiting_since", "persist_last_at", "pressure_noticed_at"):
         session[key] = iso(session.get(key))
+    from agent_hooks import config as config_mod
+    from agent_hooks import fleet
+    from agent_hooks.features import approvals
+
+    own = fleet.host_name(config_mod.load_lenient(paths(), os.environ)[0])
+    session["approvals"] = [approvals.public(r, own) for r in approvals.listing(conn, "all", session_id, limit)]
     return session
 
 
@@ -155,6 +163,25 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
         for sub in data["subagents"][kind]:
             click.echo(f"{'subagent':14} {kind:8} {cell(sub['agent_id'], 40)}  {cell(sub['agent_type'], 24)}"
                        f"  {cell(sub['last_message'], limit=120, empty='')}")
+    if data["approvals"]:
+        from agent_hooks.features.approvals import summary as approval_summary
+
+        click.echo(f"\n{'APPROVAL':12}  {'ASKED':20}  {'STATE':9}  {'ANSWER':56}  REQUEST")
+        for a in data["approvals"]:
+            ans = a["answer"] or {}
+            said = ""
+            if ans:
+                said = f"{ans.get('decision') or '-'} by {ans.get('by') or '-'} via {ans.get('via') or '-'}"
+                if ans.get("waited_ms") is not None:
+                    said += f" after {ans['waited_ms'] / 1000:.1f} s"
+            row = {**a, "tool_input": json.dumps(a["tool_input"]), "questions": json.dumps(a["questions"])}
+            click.echo(f"{a['id']:12}  {cell(iso(a['created_at']), 20)}  {a['state']:9}  {cell(said, 56, empty='-')}"
+                       f"  {approval_summary(row, 80)}")
+            detail = (ans.get("message") or ans.get("note") or "") if ans else ""
+            if ans and ans.get("answers"):
+                detail = "; ".join(f"{q} -> {v}" for q, v in ans["answers"].items())
+            if detail:
+                click.echo(f"{'':14}{cell(detail, 120)}")
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
         for c in data["recent_tool_calls"]:

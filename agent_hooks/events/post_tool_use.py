@@ -22,6 +22,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True, output_hash=output_hash)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran", p.tool_name)
         if p.tool_name in toolcalls.WRITE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
         if pressure is not None and persist.note_pressure(conn, p.session_id, pressure[1], ctx.started):

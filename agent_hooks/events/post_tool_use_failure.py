@@ -18,6 +18,8 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False, output_hash=output_hash)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran and failed",
+                                  p.tool_name)
         forward(conn, ctx)
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out

@@ -18,6 +18,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.ENDED)
         sessions.log_event(conn, p, ctx.started, p.get("reason"))
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "the session ended")
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx, True)
         forward(conn, ctx)
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)

@@ -30,6 +30,7 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         if failed:  # logged already; counted here, in the call's own transaction
             record_error(conn, EVENT, "error", failed, p.session_id)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the turn ended")
         # A bug or a bad row here lets the worker go (never a block on our own error) and keeps the rest.
         decision = isolated(conn, ctx, "persist", _decide, conn, ctx, seen) if seen is not None else None
         held = decision is not None and decision.hold

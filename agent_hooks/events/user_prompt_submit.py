@@ -20,6 +20,7 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the session took a new prompt")
         snapshot = cancellation.read_snapshot(conn, p.session_id)
         verdict = cancellation.decide(snapshot, ctx.config)
         if verdict is None:

@@ -330,20 +330,10 @@ def settle(conn: sqlite3.Connection, approval_id: str, state: str, note: str, vi
 
 def withdraw_session(conn: sqlite3.Connection, session_id: str, at: float, note: str,
                      tool_name: str | None = None) -> int:
-    """The session moved on, so its open dialogs were answered at the terminal: withdraw them.
+    """Withdraw the session's open dialogs: answered at the terminal (see sessions.withdraw_dialogs)."""
+    from agent_hooks.features.sessions import withdraw_dialogs
 
-    Gates are not touched (their hook holds the tool call itself). ``tool_name`` narrows it to the
-    dialog for that tool (its PostToolUse / PermissionDenied). One probe of a partial index when
-    nothing is pending, which is nearly always.
-    """
-    sql = ("UPDATE approvals SET state = 'withdrawn', note = ?, answered_via = 'terminal', answered_by = 'terminal',"
-           " answered_at = ?, waited_ms = CAST((? - created_at) * 1000 AS INTEGER)"
-           " WHERE session_id = ? AND state = 'pending' AND kind != 'gate'")
-    args: list[Any] = [note, at, at, session_id]
-    if tool_name is not None:
-        sql += " AND tool_name = ?"
-        args.append(tool_name)
-    return conn.execute(sql, args).rowcount
+    return withdraw_dialogs(conn, session_id, at, note, tool_name)
 
 
 # -- the answer the client reads ---------------------------------------------------------

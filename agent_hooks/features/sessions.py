@@ -115,3 +115,22 @@ def with_task(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
         (session_id,),
     ).fetchone()
     return dict(zip(_WITH_TASK, row)) if row else {}
+
+
+def withdraw_dialogs(conn: sqlite3.Connection, session_id: str, at: float, note: str,
+                     tool_name: str | None = None) -> int:
+    """The session moved on, so its open permission dialogs and questions were answered at the
+    terminal: mark their approval requests withdrawn (features/approvals.py). Gates are left to
+    the hook that holds them. ``tool_name`` narrows it to that tool's dialog (its PostToolUse).
+
+    Here rather than in features/approvals so the tool events import nothing more: when nothing is
+    pending, which is nearly always, it is one probe of a partial index that finds no row.
+    """
+    sql = ("UPDATE approvals SET state = 'withdrawn', note = ?, answered_via = 'terminal', answered_by = 'terminal',"
+           " answered_at = ?, waited_ms = CAST((? - created_at) * 1000 AS INTEGER)"
+           " WHERE session_id = ? AND state = 'pending' AND kind != 'gate' AND created_at <= ?")
+    # created_at: an event replayed from the spool is older than a dialog opened since; it leaves that one be.
+    if tool_name is None:
+        return conn.execute(sql, (note, at, at, session_id, at)).rowcount
+    return conn.execute(sql + " AND tool_name = ?", (note, at, at, session_id, at, tool_name)).rowcount
+

@@ -196,7 +196,13 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
         return None
     limit = int(config["board"]["recent_tool_calls"])
     out: dict[str, Any] = {"card": card, "tool_calls": [], "task": None, "last_message": None, "usage": None,
-                           "summary": None, "events": [], "prompt": None, "transcript": None}
+                           "summary": None, "events": [], "prompt": None, "transcript": None, "approvals": []}
+    from agent_hooks.features import approvals
+
+    # Every request held for a person, with its answer (docs/approvals.md); by session id, so a
+    # command center's rows for another host's session show too once they are carried here.
+    sid = card.get("session_id") or card_id
+    out["approvals"] = [approvals.public(r, own_host) for r in approvals.listing(conn, "all", sid, limit)]
     cur = conn.execute("SELECT event, from_state, to_state, metadata, source, at FROM fleet_events"
                        " WHERE fleet_id = ? ORDER BY id DESC LIMIT ?", (card_id, limit))
     out["events"] = [dict(zip(("event", "from", "to", "metadata", "source", "at"), r)) for r in cur.fetchall()]

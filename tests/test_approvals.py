@@ -1,0 +1,394 @@
+"""Approvals (docs/approvals.md): held permission dialogs, questions and gates, answered from elsewhere.
+
+Real parts: the store is a real SQLite file, the hooks and the CLI run as the installed console
+scripts, the server is a real `agent-hook server` on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_hooks import config as config_mod
+from agent_hooks import schema
+from agent_hooks.features import approvals as ap
+from agent_hooks.features import gates
+from agent_hooks.output import Outcome, render
+from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
+
+PERMISSION = fixture_payload("permission_request_bash.json", "2.1.330")
+QUESTIONS = [
+    {"question": "Which database should we use?", "header": "Database", "multiSelect": False,
+     "options": [{"label": "SQLite", "description": "a file"}, {"label": "Postgres", "description": "a server"}]},
+    {"question": "Which checks should run?", "header": "Checks", "multiSelect": True,
+     "options": [{"label": "lint"}, {"label": "tests"}, {"label": "types"}]},
+]
+QUESTION = {**PERMISSION, "tool_name": "AskUserQuestion", "tool_input": {"questions": QUESTIONS},
+            "permission_suggestions": []}
+
+
+def _store(home: Path) -> sqlite3.Connection:
+    schema.migrate(str(home / "store.db"))
+    return sqlite3.connect(home / "store.db", isolation_level=None)
+
+
+def _pending(home: Path) -> list[dict[str, Any]]:
+    proc = agent_hook("approvals", "--json", check=False)
+    if proc.returncode != 0 and "store schema is at version 0" in proc.stderr:
+        return []  # the hook is creating the store at this moment
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["approvals"]
+
+
+def _wait_for(fn: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+class Held:
+    """A hook executable started in the background with its payload, holding its request."""
+
+    def __init__(self, payload: dict[str, Any], env: dict[str, str] | None = None) -> None:
+        full = {**os.environ, "AGENT_HOOKS__APPROVALS__WAIT_S": "30", **(env or {})}
+        self.proc = subprocess.Popen([str(BIN / EXECUTABLES[payload["hook_event_name"]])], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(payload).encode())
+        self.proc.stdin.close()
+        self.proc.stdin = None  # communicate() must not flush it again
+
+    def answer(self, timeout: float = 40) -> dict[str, Any] | None:
+        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode == 0, err
+        return json.loads(out) if out.strip() else None
+
+
+# -- the store's functions ---------------------------------------------------------------
+
+
+def test_first_answer_wins_and_a_second_is_told_already_answered(hooks_home: Path) -> None:
+    conn = _store(hooks_home)
+    aid = ap.insert(conn, session_id="s1", kind=ap.PERMISSION, tool_name="Bash", tool_input={"command": "ls"},
+                    at=time.time(), wait_s=60)
+    status, body = ap.answer(conn, aid, "allow", by="uid 1 (a)", via="cli", where="h1")
+    assert status == 200 and body["approval"]["state"] == ap.ALLOWED
+    assert body["approval"]["answered_by"] == "uid 1 (a)" and body["approval"]["waited_ms"] >= 0
+    status, body = ap.answer(conn, aid, "deny", message="no", by="uid 2 (b)", via="api")
+    assert status == 409 and body["error"].startswith("already answered: allowed by uid 1 (a) via cli")
+    assert ap.get(conn, aid)["state"] == ap.ALLOWED  # the late deny changed nothing
+    assert ap.answer(conn, "ffffffffffff", "allow")[0] == 404
+    # A unique prefix names it; answers for a permission are refused.
+    other = ap.insert(conn, session_id="s1", kind=ap.PERMISSION, tool_name="Bash", tool_input={}, at=time.time(),
+                      wait_s=60)
+    status, body = ap.answer(conn, other[:6], "allow", answers={"q": "x"})
+    assert status == 400 and "answers are for questions" in body["error"]
+
+
+def test_question_answers_by_text_header_or_number_and_several_labels(hooks_home: Path) -> None:
+    conn = _store(hooks_home)
+    aid = ap.insert(conn, session_id="s1", kind=ap.QUESTION, tool_name="AskUserQuestion",
+                    tool_input={"questions": QUESTIONS}, questions=QUESTIONS, at=time.time(), wait_s=60)
+    assert ap.answer(conn, aid, "allow")[0] == 400  # a question needs answers
+    status, body = ap.answer(conn, aid, "allow", answers={"nope": "x"})
+    assert status == 400 and "Which database should we use?" in body["error"]
+    status, body = ap.answer(conn, aid, "allow", answers={"database": "SQLite", "2": ["lint", "types"]})
+    assert status == 200 and body["approval"]["state"] == ap.ANSWERED
+    decision = ap.permission_decision(body["approval"])
+    assert decision == {"behavior": "allow", "updatedInput": {
+        "questions": QUESTIONS,
+        "answers": {"Which database should we use?": "SQLite", "Which checks should run?": "lint, types"}}}
+
+
+def test_decisions_in_the_clients_format(hooks_home: Path) -> None:
+    conn = _store(hooks_home)
+    suggestions = PERMISSION["permission_suggestions"]
+
+    def decided(decision: str, **kw: Any) -> dict[str, Any]:
+        aid = ap.insert(conn, session_id="s", kind=ap.PERMISSION, tool_name="Bash", tool_input={"command": "x"},
+                        suggestions=suggestions, at=time.time(), wait_s=60)
+        assert ap.answer(conn, aid, decision, **kw)[0] == 200
+        out = Outcome()
+        out.permission = ap.permission_decision(ap.get(conn, aid))
+        return json.loads(render("PermissionRequest", out) or "null")
+
+    assert decided("allow") == {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                                                       "decision": {"behavior": "allow"}}}
+    assert decided("allow_always")["hookSpecificOutput"]["decision"] == {
+        "behavior": "allow", "updatedPermissions": suggestions}
+    assert decided("deny", message="use make clean", interrupt=True)["hookSpecificOutput"]["decision"] == {
+        "behavior": "deny", "message": "use make clean", "interrupt": True}
+    assert decided("deny")["hookSpecificOutput"]["decision"]["message"].startswith("Denied by")
+
+
+def test_gate_config_problems_are_named_and_a_bad_gate_is_skipped() -> None:
+    cfg = config_mod.defaults()
+    cfg["approvals"]["gates"] = [
+        {"tool": "Bash", "match": "git push("},
+        {"tool": "Bash", "match": "deploy", "on_timeout": "maybe", "timeout_s": 0, "colour": "red"},
+        {"tool": "*"},
+        {"name": "push", "tool": "Bash", "match": r"git\s+push", "agent": "build*"},
+    ]
+    problems = config_mod.validate(cfg)
+    assert any("approvals.gates[0].match: invalid regex" in p for p in problems)
+    assert any("approvals.gates[1].on_timeout" in p for p in problems)
+    assert any("approvals.gates[1].timeout_s" in p for p in problems)
+    assert any("unknown setting approvals.gates[1].colour" in p for p in problems)
+    assert any("approvals.gates[2] needs a tool or a match" in p for p in problems)
+    valid, found = gates.compiled(cfg)
+    assert [g.name for g in valid] == ["push"] and len(found) == 5
+    who = {"task": None, "agent": "builder", "role": "worker", "host": "h"}
+    assert gates.first_match(valid, "Bash", {"command": "git  push origin"}, who).name == "push"
+    assert gates.first_match(valid, "Bash", {"command": "git push"}, {**who, "agent": "other"}) is None
+    assert gates.first_match(valid, "Edit", {"file_path": "git push"}, who) is None
+
+
+# -- the PermissionRequest executable ---------------------------------------------------
+
+
+def test_permission_request_is_allowed_from_the_cli(hooks_home: Path) -> None:
+    held = Held(PERMISSION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    assert row["kind"] == "permission" and row["tool_input"]["command"] == "touch /home/dev/acme/never"
+    assert row["suggestions"] == PERMISSION["permission_suggestions"] and row["card"] == PERMISSION["session_id"]
+    assert row["expires_at"] - row["created_at"] == pytest.approx(30, abs=0.01)
+    t0 = time.monotonic()
+    assert "allowed" in agent_hook("approve", row["id"], "--always").stdout
+    answer = held.answer()
+    assert time.monotonic() - t0 < 2.0  # the waiting hook sees the answer within its poll
+    assert answer == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
+        "behavior": "allow", "updatedPermissions": PERMISSION["permission_suggestions"]}}}
+    late = agent_hook("approve", row["id"], check=False)
+    assert late.returncode == 1 and "already answered: allowed by uid" in late.stderr
+    assert _pending(hooks_home) == []
+    shown = agent_hook("session", "show", PERMISSION["session_id"]).stdout
+    assert row["id"] in shown and "allow_always by uid" in shown
+    data = json.loads(agent_hook("session", "show", PERMISSION["session_id"], "--json").stdout)
+    assert data["approvals"][0]["answer"]["via"] == "cli"
+
+
+def test_deny_with_interrupt_and_a_question_answered(hooks_home: Path) -> None:
+    held = Held(PERMISSION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    agent_hook("deny", row["id"], "--message", "not in this repo", "--interrupt")
+    assert held.answer()["hookSpecificOutput"]["decision"] == {
+        "behavior": "deny", "message": "not in this repo", "interrupt": True}
+    held = Held(QUESTION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    assert row["kind"] == "question" and row["questions"] == QUESTIONS
+    assert "Q1: Which database should we use?" in agent_hook("approvals").stdout
+    agent_hook("approve", row["id"], "--answer", "Database=Postgres", "--answer", "Checks=lint",
+               "--answer", "Checks=only the fast ones")
+    decision = held.answer()["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "allow"
+    assert decision["updatedInput"]["answers"] == {"Which database should we use?": "Postgres",
+                                                   "Which checks should run?": "lint, only the fast ones"}
+
+
+def test_no_answer_gives_no_decision_and_the_request_expires(hooks_home: Path) -> None:
+    held = Held(PERMISSION, {"AGENT_HOOKS__APPROVALS__WAIT_S": "1"})
+    assert held.answer(timeout=10) is None  # the client's own dialog stays
+    [row] = store_rows(hooks_home, "SELECT state, note, answered_via FROM approvals")
+    assert row["state"] == "expired" and row["answered_via"] == "timeout"
+    late = agent_hook("deny", store_rows(hooks_home, "SELECT id FROM approvals")[0]["id"], "-m", "x", check=False)
+    assert late.returncode == 1 and "no longer waiting" in late.stderr
+
+
+def test_wait_zero_observes_only(hooks_home: Path) -> None:
+    proc = run_exe(EXECUTABLES["PermissionRequest"], PERMISSION, {"AGENT_HOOKS__APPROVALS__WAIT_S": "0"})
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert store_rows(hooks_home, "SELECT count(*) AS n FROM approvals")[0]["n"] == 0
+
+
+def test_a_stopped_hook_withdraws_its_request_at_once(hooks_home: Path) -> None:
+    held = Held(PERMISSION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    held.proc.send_signal(signal.SIGTERM)
+    assert held.answer() is None
+    [got] = store_rows(hooks_home, "SELECT state, answered_by, note FROM approvals WHERE id = ?", (row["id"],))
+    assert got["state"] == "withdrawn" and got["answered_by"] == "terminal" and "SIGTERM" in got["note"]
+
+
+def test_the_tools_next_event_withdraws_a_dialog_answered_at_the_terminal(hooks_home: Path) -> None:
+    held = Held(PERMISSION, {"AGENT_HOOKS__APPROVALS__WAIT_S": "5"})
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    post = {**fixture_payload("PostToolUse-Bash.json"), "session_id": PERMISSION["session_id"]}
+    assert run_exe(EXECUTABLES["PostToolUse"], post).returncode == 0
+    assert _pending(hooks_home) == []
+    assert held.answer() is None  # the hook saw it settled and gave no decision
+    [got] = store_rows(hooks_home, "SELECT state, note FROM approvals WHERE id = ?", (row["id"],))
+    assert got["state"] == "withdrawn" and got["note"] == "answered at the terminal: the tool ran"
+
+
+# -- gates ---------------------------------------------------------------------------------
+
+
+def _gate_env(home: Path, gates_toml: str) -> None:
+    (home / "config.toml").parent.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(gates_toml)
+
+
+PUSH = {**fixture_payload("PreToolUse-Bash.json"), "tool_input": {"command": "git push origin main"}}
+
+
+def test_a_gate_holds_a_matching_call_until_denied(hooks_home: Path) -> None:
+    _gate_env(hooks_home, '[[approvals.gates]]\nname = "push"\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 30\n')
+    assert "approvals.gates" not in agent_hook("config").stderr
+    # Not matching: nothing held, nothing recorded.
+    other = {**PUSH, "tool_input": {"command": "git status"}, "tool_use_id": "toolu_9"}
+    assert run_exe(EXECUTABLES["PreToolUse"], other).stdout == b""
+    held = Held(PUSH)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    assert row["kind"] == "gate" and row["gate"] == "push" and row["tool_use_id"] == PUSH["tool_use_id"]
+    agent_hook("deny", row["id"], "-m", "push after review")
+    out = held.answer()["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "Approval gate 'push'" in out["permissionDecisionReason"]
+    assert "push after review" in out["permissionDecisionReason"]
+    [call] = store_rows(hooks_home, "SELECT outcome, rule FROM tool_calls WHERE tool_use_id = ?", (PUSH["tool_use_id"],))
+    assert call["outcome"] == "denied" and call["rule"] == "gate:push"
+
+
+def test_a_gate_times_out_denied_with_its_reason_or_allowed(hooks_home: Path) -> None:
+    _gate_env(hooks_home, '[[approvals.gates]]\nname = "push"\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 1\n'
+                          '[[approvals.gates]]\ntool = "Bash"\nmatch = "deploy"\ntimeout_s = 1\non_timeout = "allow"\n')
+    out = Held(PUSH).answer(timeout=10)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "Approval gate 'push': nobody answered within 1 s" in out["permissionDecisionReason"]
+    deploy = {**PUSH, "tool_input": {"command": "./deploy staging"}, "tool_use_id": "toolu_d"}
+    allowed = Held(deploy).answer(timeout=10)
+    assert "permissionDecision" not in (allowed or {}).get("hookSpecificOutput", {})
+    assert "nobody answered within 1 s, so the call is allowed" in allowed["hookSpecificOutput"]["additionalContext"]
+    states = [r["state"] for r in store_rows(hooks_home, "SELECT state FROM approvals ORDER BY created_at")]
+    assert states == ["expired", "expired"]
+
+
+def test_cancellation_decides_before_a_gate(hooks_home: Path) -> None:
+    _gate_env(hooks_home, '[[approvals.gates]]\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 30\n')
+    run_exe(EXECUTABLES["PreToolUse"], {**PUSH, "tool_input": {"command": "ls"}})  # records the session
+    agent_hook("cancel", PUSH["session_id"], "--reason", "stop now")
+    t0 = time.monotonic()
+    proc = run_exe(EXECUTABLES["PreToolUse"], PUSH, {"AGENT_HOOKS__APPROVALS__WAIT_S": "30"})
+    assert time.monotonic() - t0 < 10
+    assert "stop now" in json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert store_rows(hooks_home, "SELECT count(*) AS n FROM approvals")[0]["n"] == 0
+
+
+def test_a_bad_gate_fails_open_with_a_trace(hooks_home: Path) -> None:
+    _gate_env(hooks_home, '[[approvals.gates]]\ntool = "Bash"\nmatch = "git push("\n')
+    assert "approvals.gates[0].match: invalid regex" in agent_hook("config").stderr
+    proc = run_exe(EXECUTABLES["PreToolUse"], PUSH)
+    assert proc.returncode == 0 and proc.stdout == b""  # the call goes on
+    assert any(e["kind"] == "config" and "invalid regex" in e["message"] for e in error_log(hooks_home))
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(hooks_home: Path) -> Any:
+    from server_support import start_server
+
+    srv = start_server(hooks_home, env={"AGENT_HOOKS__APPROVALS__WAIT_S": "30"})
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)
+
+
+def _api(server: Any, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(method, path, json.dumps(body) if body is not None else None,
+                     {"Content-Type": "application/json"} if body is not None else {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def _post_in_thread(server: Any, payload: dict[str, Any]) -> tuple[threading.Thread, list[Any]]:
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(server.post(payload, timeout=60)), daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_http_hook_is_held_and_answered_through_the_api(server: Any) -> None:
+    thread, got = _post_in_thread(server, PERMISSION)
+    rows = _wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
+    [row] = rows
+    assert set(row) >= {"id", "host", "session_id", "card", "kind", "tool_name", "tool_input", "questions",
+                        "suggestions", "state", "created_at", "expires_at"}
+    # Other sessions' tool calls are answered meanwhile (the hold blocks neither the loop nor the pool).
+    t0 = time.monotonic()
+    assert server.post(fixture_payload("PreToolUse-Read.json"))[0] == 200
+    assert time.monotonic() - t0 < 1.0
+    assert _api(server, "POST", "/api/approvals/nope", {"decision": "allow"})[0] == 404
+    assert _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "maybe"})[0] == 400
+    status, body = _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "deny", "message": "no"})
+    assert status == 200 and body["approval"]["answer"]["via"] == "api"
+    thread.join(10)
+    status, headers, data = got[0]
+    assert status == 200
+    assert json.loads(data)["hookSpecificOutput"]["decision"] == {"behavior": "deny", "message": "no",
+                                                                  "interrupt": False}
+    status, body = _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "allow"})
+    assert status == 409 and body["already"] and body["error"].startswith("already answered: denied")
+    assert _api(server, "GET", "/api/approvals")[1]["approvals"] == []
+    history = _api(server, "GET", "/api/approvals?state=all")[1]["approvals"]
+    assert [h["state"] for h in history] == ["denied"]
+
+
+def test_http_hold_sees_a_cli_answer_and_a_closed_request(server: Any, hooks_home: Path) -> None:
+    thread, got = _post_in_thread(server, QUESTION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    t0 = time.monotonic()
+    agent_hook("approve", row["id"], "--answer", "1=SQLite", "--answer", "2=tests")
+    thread.join(10)
+    assert time.monotonic() - t0 < 2.0
+    decision = json.loads(got[0][2])["hookSpecificOutput"]["decision"]
+    assert decision["updatedInput"]["answers"] == {"Which database should we use?": "SQLite",
+                                                   "Which checks should run?": "tests"}
+    # The client aborting the request (the person answered at the terminal) withdraws it.
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    body = json.dumps(PERMISSION).encode()
+    sock.sendall(b"POST /hooks/PermissionRequest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    sock.close()
+    t0 = time.monotonic()
+    _wait_for(lambda: not _pending(hooks_home), timeout=5)
+    assert time.monotonic() - t0 < 1.5
+    [got_row] = store_rows(hooks_home, "SELECT state, note FROM approvals WHERE id = ?", (row["id"],))
+    assert got_row["state"] == "withdrawn" and "closed the request" in got_row["note"]
+
+
+def test_cli_through_a_server(server: Any, hooks_home: Path) -> None:
+    url = f"http://127.0.0.1:{server.port}"
+    thread, got = _post_in_thread(server, PERMISSION)
+    rows = _wait_for(lambda: json.loads(agent_hook("approvals", "--json", "--server", url).stdout)["approvals"])
+    assert "allowed" in agent_hook("approve", rows[0]["id"], "--server", url).stdout
+    thread.join(10)
+    assert json.loads(got[0][2])["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    late = agent_hook("deny", rows[0]["id"], "-m", "x", "--server", url, check=False)
+    assert late.returncode == 1 and "already answered" in late.stderr
+    missing = agent_hook("approve", "abcdef012345", "--server", url, check=False)
+    assert missing.returncode == 3
