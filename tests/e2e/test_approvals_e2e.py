@@ -1,0 +1,201 @@
+"""Approvals under the real client (docs/approvals.md): dialogs and questions answered from elsewhere, gates.
+
+The interactive tests drive the newest measured client (2.1.332, reference Part A3) under tmux,
+where PermissionRequest races the terminal dialog; they are skipped with the reason when that
+client cannot be had. The gate tests run `claude -p` (PermissionRequest never fires there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import claude_client
+import pytest
+from harness import BIN_DIR, E2E, install_settings
+from model_server import text, tool_use
+
+AGENT_HOOK = BIN_DIR / "agent-hook"
+INTERACTIVE_VERSION = "2.1.332"  # PermissionRequest racing the dialog, AskUserQuestion through it (Part A3)
+
+
+def cli(e2e: E2E, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(AGENT_HOOK), *args], env=e2e.env(), capture_output=True, text=True, timeout=60)
+    assert not check or proc.returncode == 0, proc.stderr
+    return proc
+
+
+def pending(e2e: E2E) -> list[dict[str, Any]]:
+    proc = cli(e2e, "approvals", "--json", check=False)
+    if proc.returncode != 0:  # no store yet
+        return []
+    return json.loads(proc.stdout)["approvals"]
+
+
+def wait_until(fn: Any, timeout: float = 30, step: float = 0.1, what: str = "") -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.monotonic() < end, f"timed out waiting for {what or fn}"
+        time.sleep(step)
+
+
+class Terminal:
+    """The interactive client in a tmux pane of its own tmux server."""
+
+    def __init__(self, e2e: E2E, claude: Path) -> None:
+        self.e2e = e2e
+        self.tmux = ["tmux", "-L", f"ah-appr-{os.getpid()}-{id(self)}"]
+        (e2e.home / ".claude.json").write_text(json.dumps({
+            "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
+            "customApiKeyResponses": {"approved": ["test"], "rejected": []},
+            "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True,
+                                              "hasCompletedProjectOnboarding": True}}}))
+        e2e.settings_path.write_text(json.dumps(e2e.settings))
+        env = [f"{k}={v}" for k, v in e2e.env({"TERM": "xterm-256color"}).items()]
+        subprocess.run(self.tmux + ["new-session", "-d", "-s", "c", "-x", "200", "-y", "50", "-c",
+                                    str(e2e.workspace), "env", "-i", *env, str(claude), "--settings",
+                                    str(e2e.settings_path), "--permission-mode", "default"], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(self.tmux + ["capture-pane", "-p", "-t", "c"], capture_output=True, text=True).stdout
+
+    def wait_for(self, needle: str, timeout: float = 40) -> None:
+        wait_until(lambda: needle in self.screen(), timeout, 0.2, f"{needle!r} on screen:\n{self.screen()}")
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        subprocess.run(self.tmux + ["send-keys", "-t", "c", *(["-l"] if literal else []), *keys], check=True)
+
+    def prompt(self, words: str) -> None:
+        self.wait_for("❯")
+        self.keys(words, literal=True)
+        time.sleep(0.5)
+        self.keys("Enter")
+
+    def close(self) -> None:
+        subprocess.run(self.tmux + ["kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def terminal(e2e: E2E) -> Iterator[Terminal]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is needed to drive the interactive client")
+    try:
+        claude = claude_client.ensure_client(INTERACTIVE_VERSION)
+    except claude_client.InstallError as exc:
+        pytest.skip(f"PermissionRequest racing the dialog was measured on Claude Code {INTERACTIVE_VERSION}: {exc}")
+    term = Terminal(e2e, claude)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+ASK = tool_use("Bash", {"command": "touch asked.txt", "description": "make the file"})
+
+
+def test_a_dialog_allowed_with_agent_hook_approve_runs_the_tool(e2e: E2E, terminal: Terminal) -> None:
+    e2e.server.set_script([[ASK], [text("made it")]])
+    terminal.prompt("make the file")
+    terminal.wait_for("Do you want to proceed?")
+    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    assert row["kind"] == "permission" and row["tool_input"]["command"] == "touch asked.txt"
+    assert "allowed" in cli(e2e, "approve", row["id"]).stdout
+    wait_until(lambda: (e2e.workspace / "asked.txt").exists(), 15, what="the tool to run")
+    terminal.wait_for("made it")
+    [got] = e2e.query("SELECT state, answered_via FROM approvals")
+    assert got == {"state": "allowed", "answered_via": "cli"}
+
+
+def test_deny_with_a_message_reaches_the_model_and_the_tool_does_not_run(e2e: E2E, terminal: Terminal) -> None:
+    e2e.server.set_script([[ASK], [text("understood")]])
+    terminal.prompt("make the file")
+    terminal.wait_for("Do you want to proceed?")
+    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    cli(e2e, "deny", row["id"], "--message", "Use the scratch directory instead, not the workspace.")
+    wait_until(lambda: e2e.server.requests_containing("Use the scratch directory instead", "main"), 20,
+               what="the message in the model's next request")
+    assert not (e2e.workspace / "asked.txt").exists()
+
+
+QUESTIONS = [{"question": "Which database should we use?", "header": "Database", "multiSelect": False,
+              "options": [{"label": "SQLite", "description": "a file"},
+                          {"label": "Postgres", "description": "a server"}]}]
+
+
+def test_a_question_answered_from_the_cli_reaches_the_model(e2e: E2E, terminal: Terminal) -> None:
+    e2e.server.set_script([[tool_use("AskUserQuestion", {"questions": QUESTIONS})], [text("going with it")]])
+    terminal.prompt("pick a database")
+    [row] = wait_until(lambda: pending(e2e), 30, what="the question listed")
+    assert row["kind"] == "question" and row["questions"][0]["question"] == "Which database should we use?"
+    cli(e2e, "approve", row["id"], "--answer", "Database=Postgres")
+    hits = wait_until(lambda: e2e.server.requests_containing('"Which database should we use?"="Postgres"', "main"),
+                      20, what="the chosen label in the model's next request")
+    assert hits
+    [got] = e2e.query("SELECT state, answers FROM approvals")
+    assert got["state"] == "answered" and json.loads(got["answers"]) == {"Which database should we use?": "Postgres"}
+
+
+@pytest.mark.parametrize("key, how", [("1", "the tool ran"), ("Escape", "SIGTERM")])
+def test_an_answer_typed_at_the_terminal_first_leaves_the_list_within_a_second(
+        e2e: E2E, terminal: Terminal, key: str, how: str) -> None:
+    """Measured on 2.1.332: "Yes" at the terminal leaves the hook running (no signal, no closed pipe)
+    and the tool's PostToolUse follows; Escape or "No" sends the hook SIGTERM. Either withdraws it."""
+    e2e.server.set_script([[ASK], [text("ok then")]])
+    terminal.prompt("make the file")
+    terminal.wait_for("Do you want to proceed?")
+    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    pressed = time.monotonic()
+    terminal.keys(key)
+    # Read where every list reads it (the CLI, GET /api/approvals): a CLI process per look would
+    # itself take a good part of the second on a loaded machine.
+    wait_until(lambda: not e2e.query("SELECT id FROM approvals WHERE state = 'pending'"), 5, 0.02,
+               "the request to leave the list")
+    took = time.monotonic() - pressed
+    assert took < 1.0, took
+    assert pending(e2e) == []
+    [got] = e2e.query("SELECT state, answered_by, note FROM approvals WHERE id = ?", row["id"])
+    assert got["state"] == "withdrawn" and got["answered_by"] == "terminal" and how in got["note"], got
+    late = cli(e2e, "approve", row["id"], check=False)
+    assert late.returncode == 1 and "already answered at the terminal" in late.stderr
+
+
+def test_gates_in_a_one_shot_session(e2e: E2E) -> None:
+    """A gate holds `git push` in `claude -p`: the first is approved with `agent-hook approve`, the
+    second times out and is denied with a reason that names the gate."""
+    (e2e.agent_home / "config.toml").write_text(
+        '[[approvals.gates]]\nname = "push"\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 4\n')
+    e2e.settings = install_settings(e2e.settings_path, e2e.env())  # the PreToolUse timeout covers the gate
+    [entry] = [h for g in e2e.settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert entry["timeout"] == 4 + 30
+    e2e.server.set_script([
+        [tool_use("Bash", {"command": "echo git push one > pushed-1.txt", "description": "first"})],
+        [tool_use("Bash", {"command": "echo git push two > pushed-2.txt", "description": "second"})],
+        [text("finished")],
+    ])
+    approved: list[str] = []
+
+    def approve_the_first() -> None:
+        rows = wait_until(lambda: pending(e2e), 30, what="the gate's request")
+        approved.append(cli(e2e, "approve", rows[0]["id"]).stdout)
+
+    helper = threading.Thread(target=approve_the_first, daemon=True)
+    helper.start()
+    run = e2e.run("push twice")
+    helper.join(5)
+    assert run.ok, e2e.describe()
+    assert approved and "allowed" in approved[0]
+    assert (e2e.workspace / "pushed-1.txt").exists() and not (e2e.workspace / "pushed-2.txt").exists()
+    assert e2e.server.requests_containing("Approval gate 'push': nobody answered within 4 s", "main"), e2e.describe()
+    rows = e2e.query("SELECT state, answered_via, decision FROM approvals ORDER BY created_at")
+    assert rows == [{"state": "allowed", "answered_via": "cli", "decision": "allow"},
+                    {"state": "expired", "answered_via": "timeout", "decision": "deny"}]
