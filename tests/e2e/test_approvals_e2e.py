@@ -103,6 +103,7 @@ def terminal(e2e: E2E) -> Iterator[Terminal]:
 ASK = tool_use("Bash", {"command": "touch asked.txt", "description": "make the file"})
 
 
+@pytest.mark.parametrize("transport", ["command", "http"], indirect=True)
 def test_a_dialog_allowed_with_agent_hook_approve_runs_the_tool(e2e: E2E, terminal: Terminal) -> None:
     e2e.server.set_script([[ASK], [text("made it")]])
     terminal.prompt("make the file")
@@ -114,6 +115,8 @@ def test_a_dialog_allowed_with_agent_hook_approve_runs_the_tool(e2e: E2E, termin
     terminal.wait_for("made it")
     [got] = e2e.query("SELECT state, answered_via FROM approvals")
     assert got == {"state": "allowed", "answered_via": "cli"}
+    if e2e.transport == "http":  # the server held it: the dialog never had a process of its own
+        assert any(h["type"] == "http" for g in e2e.settings["hooks"]["PermissionRequest"] for h in g["hooks"])
 
 
 def test_deny_with_a_message_reaches_the_model_and_the_tool_does_not_run(e2e: E2E, terminal: Terminal) -> None:
@@ -145,7 +148,9 @@ def test_a_question_answered_from_the_cli_reaches_the_model(e2e: E2E, terminal: 
     assert got["state"] == "answered" and json.loads(got["answers"]) == {"Which database should we use?": "Postgres"}
 
 
-@pytest.mark.parametrize("key, how", [("1", "the tool ran"), ("Escape", "SIGTERM")])
+@pytest.mark.parametrize("transport, key, how", [
+    ("command", "1", "the tool ran"), ("command", "Escape", "SIGTERM"),
+    ("http", "1", "the tool ran"), ("http", "Escape", "closed the request")], indirect=["transport"])
 def test_an_answer_typed_at_the_terminal_first_leaves_the_list_within_a_second(
         e2e: E2E, terminal: Terminal, key: str, how: str) -> None:
     """Measured on 2.1.332: "Yes" at the terminal leaves the hook running (no signal, no closed pipe)
