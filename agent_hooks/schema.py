@@ -531,7 +531,7 @@ def m012_approvals(db: sqlite_utils.Database) -> None:
     db["approvals"].create_index(["created_at"], if_not_exists=True)
     # Partial: only pending rows (a handful at most), so the "withdraw what the terminal answered"
     # check other events make finds nothing in one index probe.
-    db.execute("CREATE INDEX IF NOT EXISTS idx_approvals_pending ON approvals (session_id) WHERE state = 'pending'")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_approvals_pending ON approvals (session_id, created_at) WHERE state = 'pending'")
 
 
 def _chmod_private(path: str) -> None:
