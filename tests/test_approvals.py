@@ -392,3 +392,29 @@ def test_cli_through_a_server(server: Any, hooks_home: Path) -> None:
     assert late.returncode == 1 and "already answered" in late.stderr
     missing = agent_hook("approve", "abcdef012345", "--server", url, check=False)
     assert missing.returncode == 3
+
+
+def test_stopping_the_server_answers_held_requests_and_closes_their_rows(server: Any, hooks_home: Path) -> None:
+    thread, got = _post_in_thread(server, PERMISSION)
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    t0 = time.monotonic()
+    server.cli("stop")
+    thread.join(10)
+    assert time.monotonic() - t0 < 3.0  # not uvicorn's graceful timeout, and no 500
+    status, _, data = got[0]
+    assert status == 200 and data == b""  # no decision: the client's own dialog stays
+    [closed] = store_rows(hooks_home, "SELECT state, note FROM approvals WHERE id = ?", (row["id"],))
+    assert closed["state"] == "expired" and closed["note"].startswith("the server stopped while the request waited")
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse"])
+def test_tool_events_import_nothing_of_approvals_without_a_gate(hooks_home: Path, event: str) -> None:
+    payload = fixture_payload(f"{event}-Bash.json")
+    proc = run_exe(EXECUTABLES[event], payload, {"PYTHONPROFILEIMPORTTIME": "1"})
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    assert "agent_hooks.output" in imported  # the probe sees our modules
+    assert not {"agent_hooks.features.approvals", "agent_hooks.features.gates"} & imported
+    _gate_env(hooks_home, '[[approvals.gates]]\ntool = "Bash"\nmatch = "never-matches-anything"\n')
+    proc = run_exe(EXECUTABLES[event], payload, {"PYTHONPROFILEIMPORTTIME": "1"})
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    assert ("agent_hooks.features.gates" in imported) == (event == "PreToolUse")

@@ -387,7 +387,7 @@ def timeout_note(hold: Hold) -> str:
 
 
 def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: float | None = None,
-             write: Any = None) -> Outcome | None:
+             write: Any = None, why: str | None = None) -> Outcome | None:
     """The answer to give once the wait is over: answered, timed out, or (``gone``) the client stopped waiting.
 
     A pending row is closed here (expired, or withdrawn with ``gone`` as its note) by a conditional
@@ -401,7 +401,7 @@ def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: 
         if gone is not None:
             state, note, via, decision = WITHDRAWN, gone, "terminal", None
         else:
-            state, note, via = EXPIRED, timeout_note(hold), "timeout"
+            state, note, via = EXPIRED, (why + "; " if why else "") + timeout_note(hold), "timeout"
             decision = hold.on_timeout if hold.kind == GATE else None
         with _writing(conn, write):
             settle(conn, hold.approval_id, state, note, via, at, decision)

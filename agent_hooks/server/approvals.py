@@ -35,8 +35,12 @@ from agent_hooks.server import access, fleetdb, peer
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.live import fleet_of
 
-# While held, the row is read again at least this often (a commit the hub's poll missed, a clock).
+# While held, the row is read again at least this often (a commit the hub's poll missed, a clock),
+# and whether the server is stopping is looked at this often (it gives the client its answer then,
+# well inside uvicorn's graceful shutdown, rather than a 500 when the request is cancelled).
 RECHECK_S = 2.0
+STOP_CHECK_S = 0.25
+STOPPED = "the server stopped while the request waited"
 MAX_BODY_BYTES = 256 * 1024
 
 
@@ -61,9 +65,16 @@ def _read_state(state: ServerState, approval_id: str) -> str | None:
     return row[0] if row else None
 
 
-def _conclude(state: ServerState, hold: approvals.Hold, gone: str | None) -> approvals.Outcome | None:
+def _conclude(state: ServerState, hold: approvals.Hold, gone: str | None,
+              why: str | None = None) -> approvals.Outcome | None:
     store = state.store()
-    return approvals.conclude(store.conn, hold, gone=gone, write=store.write)
+    return approvals.conclude(store.conn, hold, gone=gone, write=store.write, why=why)
+
+
+def stopping(state: ServerState) -> bool:
+    """True once the server was asked to stop (server/process.py sets the probe)."""
+    probe = getattr(state, "stopping", None)
+    return bool(probe()) if callable(probe) else False
 
 
 async def hold(state: ServerState, call: Any, receive: Any) -> None:
@@ -74,15 +85,20 @@ async def hold(state: ServerState, call: Any, receive: Any) -> None:
     table.setdefault(h.approval_id, set()).add(event)
     disconnect = asyncio.ensure_future(receive())
     gone: str | None = None
+    why: str | None = None
     try:
+        next_read = time.monotonic() + RECHECK_S
         while True:
             left = h.left_s()
             if left <= 0:
                 break
+            if stopping(state):
+                why = STOPPED
+                break
             event.clear()
             woken = asyncio.ensure_future(event.wait())
             try:
-                done, _ = await asyncio.wait({disconnect, woken}, timeout=min(left, RECHECK_S),
+                done, _ = await asyncio.wait({disconnect, woken}, timeout=min(left, STOP_CHECK_S),
                                              return_when=asyncio.FIRST_COMPLETED)
             finally:
                 woken.cancel()
@@ -92,8 +108,14 @@ async def hold(state: ServerState, call: Any, receive: Any) -> None:
                     gone = "the client closed the request (answered at the terminal)"
                     break
                 disconnect = asyncio.ensure_future(receive())  # more body: not expected, keep listening
-            if await state.run_blocking(_read_state, state, h.approval_id) != approvals.PENDING:
-                break
+            if woken in done or time.monotonic() >= next_read:
+                next_read = time.monotonic() + RECHECK_S
+                if await state.run_blocking(_read_state, state, h.approval_id) != approvals.PENDING:
+                    break
+    except asyncio.CancelledError:
+        # Cancelled (the server stopping past its grace): the row must not stay pending for good.
+        state.pool.submit(_conclude, state, h, None, STOPPED)
+        raise
     finally:
         disconnect.cancel()
         events = table.get(h.approval_id)
@@ -101,7 +123,7 @@ async def hold(state: ServerState, call: Any, receive: Any) -> None:
             events.discard(event)
             if not events:
                 table.pop(h.approval_id, None)
-    outcome = await state.run_blocking(_conclude, state, h, gone)
+    outcome = await state.run_blocking(_conclude, state, h, gone, why)
     call.text = render(call.event, outcome) if outcome is not None else None
 
 

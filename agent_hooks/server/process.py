@@ -204,6 +204,8 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
             # and the caller check (peer.py) would ask the kernel about a socket the caller names.
             proxy_headers=False, server_header=False,
             log_config=None, log_level="info", timeout_graceful_shutdown=5))
+        # Held approvals (server/approvals.py) answer their clients as soon as a stop is asked for.
+        state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
         server.run(sockets=[sock])
     finally:
         forget()
