@@ -350,6 +350,11 @@ def test_http_hook_is_held_and_answered_through_the_api(server: Any) -> None:
                                                                   "interrupt": False}
     status, body = _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "allow"})
     assert status == 409 and body["already"] and body["error"].startswith("already answered: denied")
+    # The session page's data carries every request of the session with its answer.
+    page = _wait_for(lambda: (lambda r: r[1] if r[0] == 200 else None)(
+        _api(server, "GET", f"/api/board/sessions/{PERMISSION['session_id']}")))
+    [kept] = page["approvals"]
+    assert kept["id"] == row["id"] and kept["answer"]["message"] == "no" and kept["answer"]["decision"] == "deny"
     assert _api(server, "GET", "/api/approvals")[1]["approvals"] == []
     history = _api(server, "GET", "/api/approvals?state=all")[1]["approvals"]
     assert [h["state"] for h in history] == ["denied"]
@@ -418,3 +423,17 @@ def test_tool_events_import_nothing_of_approvals_without_a_gate(hooks_home: Path
     proc = run_exe(EXECUTABLES[event], payload, {"PYTHONPROFILEIMPORTTIME": "1"})
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
     assert ("agent_hooks.features.gates" in imported) == (event == "PreToolUse")
+
+
+def test_answers_take_the_same_authorization_as_cancel(server: Any) -> None:
+    import http.client
+
+    for method, path in (("GET", "/api/approvals"), ("POST", "/api/approvals/abc")):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            conn.request(method, path, json.dumps({"decision": "allow"}) if method == "POST" else None,
+                         {"Origin": "http://elsewhere.example", "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 403 and b"cross-site request refused" in resp.read()
+        finally:
+            conn.close()
