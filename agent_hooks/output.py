@@ -39,7 +39,8 @@ _BLOCK_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "Stop", "PreCompac
 class Outcome:
     """What a hook decided. Empty means: say nothing, exit 0."""
 
-    __slots__ = ("context", "deny_reason", "block_reason", "plain", "updated_input", "permission", "hold")
+    __slots__ = ("context", "deny_reason", "block_reason", "plain", "updated_input", "permission", "hold",
+                 "stop_reason")
 
     def __init__(self) -> None:
         self.context: list[str] = []
@@ -50,6 +51,8 @@ class Outcome:
         self.permission: dict[str, Any] | None = None  # PermissionRequest: hookSpecificOutput.decision
         # An approval to wait for before answering (features/approvals.Hold): the transport waits.
         self.hold: Any = None
+        # PreToolUse: stop the turn too (top-level continue: false; the reason is shown to the user).
+        self.stop_reason: str | None = None
 
     def add_context(self, text: str) -> None:
         if text:
@@ -105,6 +108,9 @@ def render(event: str, outcome: Outcome) -> str | None:
         specific["additionalContext"] = _clip("\n\n".join(outcome.context))
     if specific:
         doc["hookSpecificOutput"] = {"hookEventName": event, **specific}
+    if event == "PreToolUse" and outcome.stop_reason:
+        doc["continue"] = False
+        doc["stopReason"] = _clip(outcome.stop_reason)
     # ASCII: a lone surrogate from a payload cannot make the write fail.
     return json.dumps(doc) if doc else None
 

@@ -254,12 +254,21 @@ def test_a_gate_holds_a_matching_call_until_denied(hooks_home: Path) -> None:
     [row] = _wait_for(lambda: _pending(hooks_home))
     assert row["kind"] == "gate" and row["gate"] == "push" and row["tool_use_id"] == PUSH["tool_use_id"]
     agent_hook("deny", row["id"], "-m", "push after review")
-    out = held.answer()["hookSpecificOutput"]
+    whole = held.answer()
+    assert "continue" not in whole  # a plain deny lets the turn go on
+    out = whole["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny"
     assert "Approval gate 'push'" in out["permissionDecisionReason"]
     assert "push after review" in out["permissionDecisionReason"]
     [call] = store_rows(hooks_home, "SELECT outcome, rule FROM tool_calls WHERE tool_use_id = ?", (PUSH["tool_use_id"],))
     assert call["outcome"] == "denied" and call["rule"] == "gate:push"
+    # Deny and stop the turn: the universal continue: false, with the reason shown to the person.
+    again = Held({**PUSH, "tool_use_id": "toolu_2"})
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    agent_hook("deny", row["id"], "-m", "stop here", "--interrupt")
+    doc = again.answer()
+    assert doc["continue"] is False and "stop here" in doc["stopReason"]
+    assert doc["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 def test_a_gate_times_out_denied_with_its_reason_or_allowed(hooks_home: Path) -> None:

@@ -367,6 +367,8 @@ def gate_outcome(row: dict[str, Any], hold: Hold) -> Outcome:
         out = Outcome()
         who = row.get("answered_by") or row.get("answered_via") or "a person"
         out.deny(f"Approval gate {hold.gate!r}: denied by {who}: {row['message'] or 'no reason given'}")
+        if row.get("interrupt"):  # deny and stop the turn: the person takes it from here
+            out.stop_reason = f"Approval gate {hold.gate!r}: denied and stopped by {who}: {row['message'] or ''}"
         return out
     if state == EXPIRED and row.get("decision") == "deny":
         out = Outcome()
