@@ -99,6 +99,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
                     count += 1
                     if ours.kind == "command":
                         checks.extend(_check_handler(label, event, group, handler, project_dir, bin_dir, deadline_s))
+                    checks.extend(_check_hold_timeout(label, event, handler, cfg))
                     # The command as Claude Code runs it (the synthetic run does the same); an http entry's URL.
                     wired_as = handler["command"] if ours.kind == "command" else ours.target
                     command = wired_as + " " + " ".join(map(str, handler.get("args") or []))
@@ -131,6 +132,23 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
         text = "no hooks of ours in any settings file" + ("" if any_file else " (no settings file found)")
         checks.append(Check("settings", FAIL, text, "run install.sh, or agent-hook settings install"))
     return checks, wired
+
+
+def _check_hold_timeout(label: str, event: str, handler: dict[str, Any], cfg: dict[str, Any]) -> list[Check]:
+    """A hook that holds a request for a person (docs/approvals.md) must outlive its wait: a client
+    that kills it first counts no decision, which for an approval gate lets the call run."""
+    if event not in ("PermissionRequest", "PreToolUse"):
+        return []
+    from agent_hooks.wiring.entries import timeouts
+
+    needed = timeouts(cfg)[event]
+    timeout = handler.get("timeout")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout >= needed:
+        return []
+    what = "approvals.wait_s" if event == "PermissionRequest" else "the longest approval gate's timeout_s"
+    return [Check("settings", WARN, f"{label}: {event}: timeout {timeout:g} s is below the {needed} s that {what}"
+                  " needs: the client would stop the hook while it waits for a person",
+                  "agent-hook settings install (rewrites our entries)")]
 
 
 def _check_handler(label: str, event: str, group: dict[str, Any], handler: dict[str, Any], project_dir: str,

@@ -22,7 +22,8 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     asked = waiting.tool_asked(p)
     out = Outcome()
-    wait_s = float((ctx.config.get("approvals") or {}).get("wait_s", 0) or 0)
+    # At most what our entry's timeout covers (wiring/entries.py), so the client never stops us first.
+    wait_s = min(float((ctx.config.get("approvals") or {}).get("wait_s", 0) or 0), 570.0)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
         sessions.log_event(conn, p, ctx.started, asked)

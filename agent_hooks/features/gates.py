@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 KEYS = ("name", "tool", "match", "timeout_s", "on_timeout", "task", "agent", "role", "host")
 NARROWING = ("task", "agent", "role", "host")
 DEFAULT_TIMEOUT_S = 300.0
-MAX_TIMEOUT_S = 3600.0
+# With the 30 s margin our PreToolUse entry gets, the longest gate keeps the hook's timeout at
+# 600 s, the most a command hook gets by default (doctor takes more for milliseconds).
+MAX_TIMEOUT_S = 570.0
 
 
 class Gate:

@@ -131,7 +131,7 @@ def timeouts(cfg: dict[str, Any]) -> dict[str, int]:
     approvals = cfg.get("approvals") or {}
     wait_s = approvals.get("wait_s") or 0
     if isinstance(wait_s, (int, float)) and not isinstance(wait_s, bool) and wait_s > 0:
-        out["PermissionRequest"] = max(out["PermissionRequest"], int(wait_s) + APPROVAL_MARGIN_S)
+        out["PermissionRequest"] = max(out["PermissionRequest"], int(min(wait_s, MAX_WAIT_S)) + APPROVAL_MARGIN_S)
     longest = _longest_gate_s(approvals.get("gates"))
     if longest:
         out["PreToolUse"] = max(out["PreToolUse"], int(longest) + APPROVAL_MARGIN_S)
@@ -140,6 +140,8 @@ def timeouts(cfg: dict[str, Any]) -> dict[str, int]:
 
 # Seconds a holding hook's timeout is given beyond its wait: the answer and its write, on a busy host.
 APPROVAL_MARGIN_S = 30
+# The longest wait: with the margin, 600 s, the most a command hook gets by default.
+MAX_WAIT_S = 570
 
 
 def _longest_gate_s(gates: Any) -> float:
