@@ -204,3 +204,33 @@ def test_gates_in_a_one_shot_session(e2e: E2E) -> None:
     rows = e2e.query("SELECT state, answered_via, decision FROM approvals ORDER BY created_at")
     assert rows == [{"state": "allowed", "answered_via": "cli", "decision": "allow"},
                     {"state": "expired", "answered_via": "timeout", "decision": "deny"}]
+
+
+def test_a_gate_denied_and_stopped_ends_the_turn(e2e: E2E) -> None:
+    """`agent-hook deny --interrupt` on a gate: the call is denied and the turn stops (continue: false).
+
+    Measured: 2.1.197 ignores continue: false from PreToolUse in -p (the model got another turn);
+    2.1.332 stops. So this runs on the newest measured client.
+    """
+    try:
+        e2e.claude = claude_client.ensure_client(INTERACTIVE_VERSION)
+    except claude_client.InstallError as exc:
+        pytest.skip(f"continue: false at PreToolUse was measured on Claude Code {INTERACTIVE_VERSION}: {exc}")
+    (e2e.agent_home / "config.toml").write_text(
+        '[[approvals.gates]]\nname = "deploy"\ntool = "Bash"\nmatch = "deploy"\ntimeout_s = 30\n')
+    e2e.settings = install_settings(e2e.settings_path, e2e.env())
+    e2e.server.set_script([[tool_use("Bash", {"command": "echo deploy > deployed.txt", "description": "deploy"})],
+                           [text("should never be asked for")]])
+
+    def deny_it() -> None:
+        rows = wait_until(lambda: pending(e2e), 30, what="the gate's request")
+        cli(e2e, "deny", rows[0]["id"], "--message", "not today", "--interrupt")
+
+    helper = threading.Thread(target=deny_it, daemon=True)
+    helper.start()
+    e2e.run("deploy it")
+    helper.join(5)
+    assert not (e2e.workspace / "deployed.txt").exists()
+    assert len(e2e.server.messages("main")) == 1, e2e.describe()  # no further turn after the stop
+    [row] = e2e.query("SELECT state, interrupt FROM approvals")
+    assert row == {"state": "denied", "interrupt": 1}
