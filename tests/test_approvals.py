@@ -456,3 +456,18 @@ def test_doctor_warns_when_an_installed_timeout_is_shorter_than_a_gate(hooks_hom
     assert "PreToolUse: timeout 10 s is below the 130 s that the longest approval gate's timeout_s needs" in out
     agent_hook("settings", "install")
     assert "is below the" not in agent_hook("doctor", check=False).stdout
+
+
+def test_http_gate_is_held_by_the_server(server: Any, hooks_home: Path) -> None:
+    _gate_env(hooks_home, '[[approvals.gates]]\nname = "push"\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 30\n')
+    thread, got = _post_in_thread(server, PUSH)
+    [row] = _wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
+    assert row["kind"] == "gate" and row["gate"] == "push"
+    # A call no gate matches goes straight through meanwhile.
+    t0 = time.monotonic()
+    assert server.answer({**PUSH, "tool_input": {"command": "git status"}, "tool_use_id": "toolu_s"}) is None
+    assert time.monotonic() - t0 < 1.0
+    assert _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "deny", "message": "later"})[0] == 200
+    thread.join(10)
+    out = json.loads(got[0][2])["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and "later" in out["permissionDecisionReason"]
