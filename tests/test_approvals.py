@@ -471,3 +471,14 @@ def test_http_gate_is_held_by_the_server(server: Any, hooks_home: Path) -> None:
     thread.join(10)
     out = json.loads(got[0][2])["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and "later" in out["permissionDecisionReason"]
+
+
+def test_a_request_no_hook_waits_on_any_more_is_not_listed_nor_answerable(hooks_home: Path) -> None:
+    conn = _store(hooks_home)
+    aid = ap.insert(conn, session_id="s", kind=ap.PERMISSION, tool_name="Bash", tool_input={}, at=time.time() - 100,
+                    wait_s=30)  # its hook was killed at its timeout: nobody closed the row
+    assert _pending(hooks_home) == []
+    late = agent_hook("approve", aid, check=False)
+    assert late.returncode == 1 and "no longer waiting" in late.stderr
+    [row] = json.loads(agent_hook("approvals", "--all", "--json").stdout)["approvals"]
+    assert row["state"] == "expired"

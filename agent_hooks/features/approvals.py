@@ -128,16 +128,25 @@ def insert(conn: sqlite3.Connection, *, session_id: str, kind: str, tool_name: s
     return aid
 
 
-def _row(cur: sqlite3.Cursor, row: tuple[Any, ...] | None) -> dict[str, Any] | None:
+# A pending row this long past its expiry has no hook waiting on it any more (the hook was killed, the
+# server died): it is shown, and refused, as expired, though no one wrote that down.
+STALE_AFTER_S = 5.0
+
+
+def _row(cur: sqlite3.Cursor, row: tuple[Any, ...] | None, raw: bool = False) -> dict[str, Any] | None:
     if row is None:
         return None
-    return dict(zip(COLUMNS, row))
+    out = dict(zip(COLUMNS, row))
+    if not raw and out["state"] == PENDING and out["expires_at"] is not None and out["expires_at"] + STALE_AFTER_S < time.time():
+        out["state"] = EXPIRED
+        out["note"] = out["note"] or "no hook was waiting any more (it was stopped, or its server went away)"
+    return out
 
 
-def get(conn: sqlite3.Connection, approval_id: str) -> dict[str, Any] | None:
-    """The row with this exact id, or None."""
+def get(conn: sqlite3.Connection, approval_id: str, raw: bool = False) -> dict[str, Any] | None:
+    """The row with this exact id, or None (``raw``: as stored, a stale pending row not shown as expired)."""
     cur = conn.execute(_SELECT + " WHERE id = ?", (approval_id,))
-    return _row(cur, cur.fetchone())
+    return _row(cur, cur.fetchone(), raw)
 
 
 def find(conn: sqlite3.Connection, ref: str) -> dict[str, Any] | None:
@@ -154,8 +163,12 @@ def find(conn: sqlite3.Connection, ref: str) -> dict[str, Any] | None:
 def listing(conn: sqlite3.Connection, state: str = PENDING, session_id: str | None = None,
             limit: int = 500) -> list[dict[str, Any]]:
     """Requests, oldest first: pending ones (``state`` "pending"), or every one ("all", newest ``limit``)."""
-    where, args = [], []
-    if state != "all":
+    where: list[str] = []
+    args: list[Any] = []
+    if state == PENDING:
+        where.append("state = 'pending' AND (expires_at IS NULL OR expires_at > ?)")
+        args.append(time.time() - STALE_AFTER_S)
+    elif state != "all":
         where.append("state = ?")
         args.append(state)
     if session_id is not None:
@@ -396,7 +409,7 @@ def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: 
     UPDATE; if an answer landed first, that answer is given.
     """
     at = time.time() if at is None else at
-    row = get(conn, hold.approval_id)
+    row = get(conn, hold.approval_id, raw=True)  # the hook itself is waiting: as stored
     if row is None:
         return hold.base
     if row["state"] == PENDING:
@@ -407,7 +420,7 @@ def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: 
             decision = hold.on_timeout if hold.kind == GATE else None
         with _writing(conn, write):
             settle(conn, hold.approval_id, state, note, via, at, decision)
-        row = get(conn, hold.approval_id) or row
+        row = get(conn, hold.approval_id, raw=True) or row
     if hold.kind == GATE:
         out = gate_outcome(row, hold)
         if out.deny_reason is not None and row.get("tool_use_id"):
