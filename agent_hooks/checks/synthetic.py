@@ -81,6 +81,9 @@ def _scratch_env(scratch: str) -> dict[str, str]:
         env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
     # Nor start a resident server for the scratch store (SessionStart --serve would).
     env["AGENT_HOOKS__SERVE__AUTOSTART"] = "false"
+    # The scratch PermissionRequest would otherwise hold its made-up dialog open for a person
+    # (docs/approvals.md) and time out: the run checks the hooks, not that wait.
+    env["AGENT_HOOKS__APPROVALS__WAIT_S"] = "0"
     for var in ("AGENT_HOOKS_DEADLINE_MS", "AGENT_HOOKS_BUSY_TIMEOUT_MS"):
         if var in os.environ:
             env[var] = os.environ[var]
