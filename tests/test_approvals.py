@@ -127,8 +127,10 @@ def test_decisions_in_the_clients_format(hooks_home: Path) -> None:
 
     assert decided("allow") == {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
                                                        "decision": {"behavior": "allow"}}}
+    # The dialog's "always allow" (the directory), not its separate "switch mode" choice.
+    assert [x["type"] for x in suggestions] == ["addDirectories", "setMode"]
     assert decided("allow_always")["hookSpecificOutput"]["decision"] == {
-        "behavior": "allow", "updatedPermissions": suggestions}
+        "behavior": "allow", "updatedPermissions": suggestions[:1]}
     assert decided("deny", message="use make clean", interrupt=True)["hookSpecificOutput"]["decision"] == {
         "behavior": "deny", "message": "use make clean", "interrupt": True}
     assert decided("deny")["hookSpecificOutput"]["decision"]["message"].startswith("Denied by")
@@ -170,7 +172,7 @@ def test_permission_request_is_allowed_from_the_cli(hooks_home: Path) -> None:
     answer = held.answer()
     assert time.monotonic() - t0 < 2.0  # the waiting hook sees the answer within its poll
     assert answer == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
-        "behavior": "allow", "updatedPermissions": PERMISSION["permission_suggestions"]}}}
+        "behavior": "allow", "updatedPermissions": PERMISSION["permission_suggestions"][:1]}}}
     late = agent_hook("approve", row["id"], check=False)
     assert late.returncode == 1 and "already answered: allowed by uid" in late.stderr
     assert _pending(hooks_home) == []

@@ -366,10 +366,19 @@ def permission_decision(row: dict[str, Any]) -> dict[str, Any] | None:
         decision: dict[str, Any] = {"behavior": "allow"}
         suggestions = _loads(row["permission_suggestions"])
         if row["decision"] == "allow_always" and isinstance(suggestions, list) and suggestions:
-            # What the dialog's own "Yes, and always allow..." applies.
-            decision["updatedPermissions"] = suggestions
+            decision["updatedPermissions"] = always_rules(suggestions)
         return decision
     return None
+
+
+def always_rules(suggestions: list[Any]) -> list[Any]:
+    """What the dialog's own "Yes, and always allow..." applies: the suggested rules and directories.
+
+    A ``setMode`` suggestion is its own choice in the dialog ("switch to auto mode"), which changes
+    how the whole session is asked, not this call: it is left out unless it is all there is.
+    """
+    rules = [s for s in suggestions if not (isinstance(s, dict) and s.get("type") == "setMode")]
+    return rules or list(suggestions)
 
 
 def gate_outcome(row: dict[str, Any], hold: Hold) -> Outcome:
