@@ -119,6 +119,22 @@ def test_a_dialog_allowed_with_agent_hook_approve_runs_the_tool(e2e: E2E, termin
         assert any(h["type"] == "http" for g in e2e.settings["hooks"]["PermissionRequest"] for h in g["hooks"])
 
 
+def test_always_allow_remembers_the_rule_for_the_next_call(e2e: E2E, terminal: Terminal) -> None:
+    """`approve --always` sends back the client's own suggested rule: the same command is not asked again."""
+    run = {"command": "python3 -c 'open(\"ran.txt\", \"a\").write(\"x\")'", "description": "append"}
+    e2e.server.set_script([[tool_use("Bash", run)], [tool_use("Bash", dict(run, description="again"))],
+                           [text("both made")]])
+    terminal.prompt("append twice")
+    terminal.wait_for("Do you want to proceed?")
+    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    assert any(s.get("type") == "addRules" for s in row["suggestions"]), row["suggestions"]
+    cli(e2e, "approve", row["id"], "--always")
+    terminal.wait_for("both made")
+    assert (e2e.workspace / "ran.txt").read_text() == "xx"
+    # The second call was not asked about: the rule the dialog would have remembered was applied.
+    assert [r["state"] for r in e2e.query("SELECT state FROM approvals")] == ["allowed"]
+
+
 def test_deny_with_a_message_reaches_the_model_and_the_tool_does_not_run(e2e: E2E, terminal: Terminal) -> None:
     e2e.server.set_script([[ASK], [text("understood")]])
     terminal.prompt("make the file")
