@@ -146,6 +146,18 @@ def test_deny_with_a_message_reaches_the_model_and_the_tool_does_not_run(e2e: E2
     assert not (e2e.workspace / "asked.txt").exists()
 
 
+def test_deny_and_stop_ends_the_turn(e2e: E2E, terminal: Terminal) -> None:
+    e2e.server.set_script([[ASK], [text("should never be asked for")]])
+    terminal.prompt("make the file")
+    terminal.wait_for("Do you want to proceed?")
+    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    cli(e2e, "deny", row["id"], "--message", "Stop: a person takes over.", "--interrupt")
+    wait_until(lambda: "Do you want to proceed?" not in terminal.screen(), 15, what="the dialog to close")
+    time.sleep(3)  # time for a wrongful next turn to reach the model
+    assert len(e2e.server.messages("main")) == 1, e2e.describe()
+    assert not (e2e.workspace / "asked.txt").exists()
+
+
 QUESTIONS = [{"question": "Which database should we use?", "header": "Database", "multiSelect": False,
               "options": [{"label": "SQLite", "description": "a file"},
                           {"label": "Postgres", "description": "a server"}]}]
