@@ -1,0 +1,146 @@
+"""The resident server and a store it cannot write: calls spooled, the store retried, the spool
+replayed once it is writable, and one log line per change (agent_hooks/server/recovery.py)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import BIN, agent_hook, fixture_payload, store_rows
+from server_support import Server, free_port
+
+# Root ignores file modes: the server runs without the capabilities that let it (setpriv drops
+# them from the bounding set, so they are gone after exec too), and a 0444 store binds it as it
+# binds any user. A user other than root needs nothing.
+NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+def _mode_binding_prefix(tmp: Path) -> list[str]:
+    """The command prefix under which a 0444 file cannot be written; skips when there is none."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root, and setpriv (util-linux) is missing to drop CAP_DAC_OVERRIDE")
+    probe = tmp / "mode-probe"
+    probe.write_text("")
+    probe.chmod(0o444)
+    proc = subprocess.run([*NO_DAC, "sh", "-c", f"echo x >> '{probe}'"], capture_output=True, text=True)
+    probe.unlink()
+    if proc.returncode == 0:
+        pytest.skip("running as root, and dropping CAP_DAC_OVERRIDE with setpriv does not make file modes bind here")
+    return NO_DAC
+
+
+@pytest.fixture(params=["fresh", "served-before"])
+def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path: Path) -> Iterator[Server]:
+    """A server started on a store that is 0444: a fresh one (whose -wal/-shm the read-only server
+    makes itself, read-only), or one a server has used before (the command center's epoch is in it,
+    so the server starts, as it did when every call went unrecorded)."""
+    prefix = _mode_binding_prefix(tmp_path)
+    agent_hook("init")
+    store = hooks_home / "store.db"
+    server = Server(hooks_home, free_port())
+    if request.param == "served-before":
+        server.cli("start")
+        server.cli("stop")
+    else:
+        assert not (hooks_home / "store.db-wal").exists()  # init leaves no sidecars: the server makes them
+    store.chmod(0o444)
+    proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
+                          env=server.env, timeout=60)
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr + _log(hooks_home)
+        yield server
+    finally:
+        server.cli("stop", check=False)
+
+
+def _log(home: Path) -> str:
+    path = home / "logs" / "server.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _spooled_lines(home: Path) -> int:
+    spool = home / "spool"
+    return sum(p.read_bytes().count(b"\n") for p in spool.glob("*.jsonl")) if spool.exists() else 0
+
+
+def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_server: Server) -> None:
+    """Read-only at start: every call was answered, none recorded, nothing spooled, even after the
+    store was writable again, and the board's thread logged a traceback a second. Now the calls
+    are spooled, the store is retried, and once writable the later calls are recorded and the
+    earlier ones replayed from the spool; the log has one line per change."""
+    server, home = read_only_server, read_only_server.home
+    pre = fixture_payload("PreToolUse-Bash.json")
+    prompt = dict(fixture_payload("UserPromptSubmit.json"), session_id="s-read-only")
+    for i in range(3):
+        status, headers, body = server.post(dict(pre, tool_use_id=f"toolu_ro_{i}"))
+        assert status == 200 and body == b"", (status, body)
+        assert "spooled" in headers.get("x-agent-hooks-problem", ""), headers
+    status, headers, _ = server.post(prompt)
+    assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
+    assert _spooled_lines(home) == 4
+    # The command center's writes cannot be kept here: 503, so a sending host keeps them and tries again.
+    assert _ingest_status(server) == 503
+    state = server.status()["store_state"]
+    assert state["writable"] is False and "readonly" in state["problem"] and state["spooled"] == 4, state
+    assert "store NOT writable" in server.cli("status").stdout
+    time.sleep(3)  # what was a traceback a second from the board's thread
+    assert store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+
+    (home / "store.db").chmod(0o600)
+    assert _wait(lambda: server.status()["store_state"]["writable"]), _log(home)
+    for i in range(2):
+        status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_rw_{i}"))
+        assert status == 200 and "x-agent-hooks-problem" not in headers, headers
+    recorded = {r[0] for r in store_rows(home, "SELECT tool_use_id FROM tool_calls")}
+    assert recorded == {"toolu_ro_0", "toolu_ro_1", "toolu_ro_2", "toolu_rw_0", "toolu_rw_1"}, recorded
+    assert store_rows(home, "SELECT count(*) FROM sessions WHERE session_id = 's-read-only'")[0][0] == 1
+    assert _spooled_lines(home) == 0
+    # The store's -wal and -shm, made read-only by the read-only connection, keep nobody out now.
+    for name in ("store.db-wal", "store.db-shm"):
+        side = home / name
+        if side.exists():
+            assert stat.S_IMODE(side.stat().st_mode) & 0o200, (name, oct(side.stat().st_mode))
+    assert _wait(lambda: _ingest_status(server) == 200, 5)
+
+    log = _log(home)
+    assert "Traceback" not in log, log
+    assert log.count("store not writable") == 1, log
+    assert log.count("store writable again") == 1 and "replayed 4" in log, log
+    assert len(log.splitlines()) < 25, log
+    state = server.status()["store_state"]
+    assert state == {**state, "writable": True, "outages": 1, "replayed": 4}, state
+    errors = (home / "logs" / "errors.log").read_text().splitlines()
+    assert len(errors) == 2, errors  # the change, and the change back: not a line per call
+
+
+def _ingest_status(server: Server) -> int:
+    """The command center's answer to one ingest (its write goes through the board's thread)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("POST", "/api/hooks/ingest", json.dumps({"tmux_session": "work-ro", "event": "start"}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
