@@ -51,16 +51,15 @@ class StoreUnavailable(Exception):
 
 def describe(exc: BaseException) -> str:
     """One line for the log: what SQLite (or the file system) said."""
-    return f"{type(exc).__name__}: {exc}"
+    name = getattr(exc, "sqlite_errorname", None)
+    return f"{type(exc).__name__}: {exc}" + (f" ({name})" if name else "")
 
 
 def _writable(path: str) -> bool:
-    """True when this process can open ``path`` for writing (what SQLite will try), False otherwise."""
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_NOFOLLOW))
-    except OSError:
-        return False
-    return True
+    """True when this process may write ``path`` (its modes, capabilities, an immutable flag, a
+    read-only mount). Asked, not tried: opening and closing a file SQLite has open would drop
+    every POSIX lock this process holds on it (the store's connections would go on unlocked)."""
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
 def repair_sidecars(path: str) -> list[str]:
