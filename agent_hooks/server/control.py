@@ -372,8 +372,8 @@ def subscription_target(state: ServerState) -> str | None:
     if not cfg["fleet"].get("subscribe") or not fwd.get("enabled"):
         return None
     url = str(fwd.get("url") or "")
-    if url_problem(url, bool(fwd.get("allow_remote"))):
-        return None
+    if not url or url_problem(url, bool(fwd.get("allow_remote"))):
+        return None  # no command center named (the default), or one we may not reach
     base = fleet.center_base(url)
     if base is None:
         return None
