@@ -55,13 +55,17 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
     else:
         assert not (hooks_home / "store.db-wal").exists()  # init leaves no sidecars: the server makes them
     store.chmod(0o444)
-    proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
-                          env=server.env, timeout=60)
     try:
-        assert proc.returncode == 0, proc.stdout + proc.stderr + _log(hooks_home)
+        _start(server, prefix)
         yield server
     finally:
         server.cli("stop", check=False)
+
+
+def _start(server: Server, prefix: list[str]) -> None:
+    proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
+                          env=server.env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + _log(server.home)
 
 
 def _log(home: Path) -> str:
@@ -144,3 +148,36 @@ def _ingest_status(server: Server) -> int:
         return resp.status
     finally:
         conn.close()
+
+
+def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_home: Path, tmp_path: Path) -> None:
+    """A read-only store moved into the store's place while the server runs (a backup put back
+    as 0444): the server follows the path to it, finds it cannot write it, spools, and replays
+    into it once it is writable."""
+    prefix = _mode_binding_prefix(tmp_path)
+    agent_hook("init")
+    server = Server(hooks_home, free_port())
+    try:
+        _start(server, prefix)
+        pre = fixture_payload("PreToolUse-Bash.json")
+        assert server.answer(dict(pre, tool_use_id="toolu_before")) is None
+        other = tmp_path / "other"
+        agent_hook("init", env={"AGENT_HOOKS_HOME": str(other)})
+        (other / "store.db").chmod(0o444)
+        for name in ("store.db-wal", "store.db-shm"):
+            (hooks_home / name).unlink(missing_ok=True)
+        os.replace(other / "store.db", hooks_home / "store.db")
+        for i in range(3):  # the event loop's connection, then the pool's: each reopens, and cannot write
+            status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_replaced_{i}"))
+            assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
+        assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+        (hooks_home / "store.db").chmod(0o600)
+        assert _wait(lambda: server.status()["store_state"]["writable"]), _log(hooks_home)
+        assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
+        recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
+        assert recorded == {"toolu_replaced_0", "toolu_replaced_1", "toolu_replaced_2", "toolu_after"}, recorded
+        log = _log(hooks_home)
+        assert "Traceback" not in log and log.count("store not writable") == 1, log
+        assert "replayed 3" in log, log
+    finally:
+        server.cli("stop", check=False)
