@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks import spool
 from helpers import BIN, agent_hook, fixture_payload, store_rows
 from server_support import Server, free_port
 
@@ -181,3 +182,57 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
         assert "replayed 3" in log, log
     finally:
         server.cli("stop", check=False)
+
+
+def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_home: Path, tmp_path: Path) -> None:
+    """A store the server may neither read nor write (0000) when it starts: SQLite cannot open it
+    at all. The calls are spooled, and recorded once the store can be opened."""
+    prefix = _mode_binding_prefix(tmp_path)
+    agent_hook("init")
+    store = hooks_home / "store.db"
+    store.chmod(0)
+    server = Server(hooks_home, free_port())
+    try:
+        _start(server, prefix)
+        pre = fixture_payload("PreToolUse-Bash.json")
+        for i in range(2):
+            status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_unopened_{i}"))
+            assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
+        assert "unable to open" in server.status()["store_state"]["problem"]
+        store.chmod(0o600)
+        assert _wait(lambda: server.status()["store_state"]["writable"]), _log(hooks_home)
+        assert server.answer(dict(pre, tool_use_id="toolu_opened")) is None
+        recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
+        assert recorded == {"toolu_unopened_0", "toolu_unopened_1", "toolu_opened"}, recorded
+        log = _log(hooks_home)
+        assert "Traceback" not in log and log.count("store not writable") == 1 and "replayed 2" in log, log
+    finally:
+        store.chmod(0o600)
+        server.cli("stop", check=False)
+
+
+def test_what_counts_as_a_store_that_cannot_be_written(tmp_path: Path) -> None:
+    """Read-only and unopenable stores are kept for later (spool.unwritable); a busy store is the
+    spool's other case (spool.transient), and a mistake in SQL is neither: it is reported."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    rw = sqlite3.connect(path, isolation_level=None)
+    rw.execute("CREATE TABLE t (x)")
+    ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError) as readonly:
+        ro.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(sqlite3.OperationalError) as cannot_open:
+        sqlite3.connect(tmp_path / "no-such-dir" / "s.db")
+    rw.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError) as busy:
+        other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError) as no_table:
+        ro.execute("SELECT * FROM missing")
+    assert spool.unwritable(readonly.value) and spool.unwritable(cannot_open.value)
+    assert spool.unwritable(PermissionError(13, "Permission denied"))
+    assert not spool.unwritable(busy.value) and spool.transient(busy.value)
+    assert not spool.unwritable(no_table.value) and not spool.unwritable(ValueError("x"))
+    for conn in (rw, ro, other):
+        conn.close()
