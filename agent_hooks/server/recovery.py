@@ -216,10 +216,13 @@ class StoreWatch:
             trouble = f"; replaying the spool failed ({describe(exc)}): the next hook call starts a replayer"
         if done is None and not trouble:
             trouble = "; another process is replaying the spool"
-        replayed = done["replayed"] + done["duplicates"] if done else 0
+        replayed = done["replayed"] if done else 0
         with self.lock:
             self.replayed_total += replayed
         failed = f", {done['failed']} could not be" if done and done["failed"] else ""
+        if done and done["retried"]:
+            # The store was busy for them: spooled again, for the next replayer (a hook call starts one).
+            failed += f", {done['retried']} spooled again (store busy)"
         unrecorded = f", {lost} answered without a record (spool full)" if lost else ""
         message = (f"store writable again after {down_s:.1f} s: {spooled} call(s) spooled{unrecorded};"
                    f" replayed {replayed}{failed}{trouble}")
