@@ -293,7 +293,7 @@ DEFAULTS: dict[str, Any] = {
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint, once url names one.
         "enabled": True,
-        # The command center's ingest endpoint, e.g. "http://127.0.0.1:3000/api/hooks/ingest".
+        # The command center's ingest endpoint, e.g. "http://127.0.0.1:<its port>/api/hooks/ingest".
         # "" = no command center: nothing is queued, sent or subscribed to, and doctor flags nothing.
         "url": "",
         # A URL whose host is not loopback is refused unless this is true.
