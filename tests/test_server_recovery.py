@@ -64,6 +64,7 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
 
 
 def _start(server: Server, prefix: list[str]) -> None:
+    server.prefix = prefix  # type: ignore[attr-defined]
     proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
                           env=server.env, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr + _log(server.home)
@@ -84,8 +85,8 @@ def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-
 
 
 def _spooled_lines(home: Path) -> int:
-    spool = home / "spool"
-    return sum(p.read_bytes().count(b"\n") for p in spool.glob("*.jsonl")) if spool.exists() else 0
+    directory = home / "spool"
+    return sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl")) if directory.exists() else 0
 
 
 def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_server: Server) -> None:
@@ -120,11 +121,18 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
     assert recorded == {"toolu_ro_0", "toolu_ro_1", "toolu_ro_2", "toolu_rw_0", "toolu_rw_1"}, recorded
     assert store_rows(home, "SELECT count(*) FROM sessions WHERE session_id = 's-read-only'")[0][0] == 1
     assert _spooled_lines(home) == 0
-    # The store's -wal and -shm, made read-only by the read-only connection, keep nobody out now.
+    # The store's -wal and -shm, made read-only by the read-only connection, keep nobody out now:
+    # an executable (bound by file modes as the server is) records its call too.
+    assert (home / "store.db-shm").exists()  # the server's WAL connections hold it
     for name in ("store.db-wal", "store.db-shm"):
         side = home / name
         if side.exists():
             assert stat.S_IMODE(side.stat().st_mode) & 0o200, (name, oct(side.stat().st_mode))
+    prefix: list[str] = server.prefix  # type: ignore[attr-defined]
+    hook = subprocess.run([*prefix, str(BIN / "agent-hook-pre-tool-use")], capture_output=True,
+                          input=json.dumps(dict(pre, tool_use_id="toolu_exe")).encode(), env=server.env, timeout=30)
+    assert hook.returncode == 0 and not hook.stderr, hook.stderr
+    assert store_rows(home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = 'toolu_exe'")[0][0] == 1
     assert _wait(lambda: _ingest_status(server) == 200, 5)
 
     log = _log(home)
