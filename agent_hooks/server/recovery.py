@@ -41,6 +41,8 @@ log = logging.getLogger("agent_hooks.server.store")
 
 # How often a store that could not be written is tried again (one open and one small write).
 RETRY_S = 1.0
+# Tries at replaying the spool once the store is writable, while another replayer holds it.
+REPLAY_TRIES = 5
 
 
 class StoreUnavailable(Exception):
@@ -210,10 +212,16 @@ class StoreWatch:
             self.generation += 1  # every connection opened during the outage is opened again
         done = None
         trouble = ""
-        try:
-            done = spool.replay(self.state.paths, self.state.config)
-        except Exception as exc:  # noqa: BLE001 - what is left in the spool is replayed by the next replayer
-            trouble = f"; replaying the spool failed ({describe(exc)}): the next hook call starts a replayer"
+        for _attempt in range(REPLAY_TRIES):
+            try:
+                done = spool.replay(self.state.paths, self.state.config)
+            except Exception as exc:  # noqa: BLE001 - what is left in the spool is replayed by the next replayer
+                trouble = f"; replaying the spool failed ({describe(exc)}): the next hook call starts a replayer"
+                break
+            # None: another replayer holds the spool (a hook's, started while the store could not be
+            # written, may be failing right now): try again shortly rather than leave it to chance.
+            if done is not None or self.wake.wait(RETRY_S):
+                break
         if done is None and not trouble:
             trouble = "; another process is replaying the spool"
         replayed = done["replayed"] if done else 0
