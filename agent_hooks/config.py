@@ -291,9 +291,11 @@ DEFAULTS: dict[str, Any] = {
         "transcript_wait_ms": 500,
     },
     "forward": {
-        # Forward lifecycle events to the command center's ingest endpoint.
+        # Forward lifecycle events to the command center's ingest endpoint, once url names one.
         "enabled": True,
-        "url": "http://127.0.0.1:3000/api/hooks/ingest",
+        # The command center's ingest endpoint, e.g. "http://127.0.0.1:<its port>/api/hooks/ingest".
+        # "" = no command center: nothing is queued, sent or subscribed to, and doctor flags nothing.
+        "url": "",
         # A URL whose host is not loopback is refused unless this is true.
         "allow_remote": False,
         # Claude Code hook event -> contract event name; "" (or absent) = not forwarded.
@@ -353,8 +355,8 @@ DEFAULTS: dict[str, Any] = {
         # Address the server listens on. "" = 127.0.0.1 only; anything else (e.g. "0.0.0.0") is an explicit
         # choice to serve other hosts, and needs a fleet token.
         "listen": "",
-        # Subscribe to the command center that forward.url names, and write its cancellations into this
-        # store (PreToolUse keeps deciding from the store, with no network on its path).
+        # Subscribe to the command center that forward.url names (none while it is empty), and write its
+        # cancellations into this store (PreToolUse keeps deciding from the store, with no network on its path).
         "subscribe": True,
         # Long-poll length of the subscription, and the longest pause between reconnects.
         "subscribe_wait_s": 20.0,

@@ -224,12 +224,16 @@ def _defer(store: Store | None, why: str, busy: bool = False) -> None:
 
 
 def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: Paths,
-             config: dict[str, Any], store: Store | None = None) -> None:
+             config: dict[str, Any], store: Store | None = None,
+             keep: Callable[[Call, BaseException], bool] | None = None) -> None:
     """Answer one call into ``call`` (see module docstring). Never raises, but for
     :class:`Deferred` from a store that must not wait.
 
     ``handler`` None means the event has no handler here: the payload is
-    still checked, and then refused as bad input.
+    still checked, and then refused as bad input. ``keep``: what to do with a
+    call whose store cannot be written (read-only, unreachable: see
+    ``spool.unwritable``) instead of reporting it as an internal error; True
+    when it took the call (the server spools it and retries the store).
     """
     call.data = data
     try:
@@ -281,6 +285,8 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         if busy and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
             call.text = None
             call.done = True
+            return
+        if keep is not None and spool.unwritable(exc) and keep(call, exc):
             return
         import traceback
 

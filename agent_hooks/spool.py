@@ -129,6 +129,25 @@ def transient(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
+# SQLite's primary result codes of a store that cannot be written now but may be later: SQLITE_PERM,
+# SQLITE_READONLY (a 0444 file, a read-only mount, -wal/-shm files left read-only), SQLITE_IOERR,
+# SQLITE_FULL, SQLITE_CANTOPEN (a directory that cannot be reached).
+_UNWRITABLE_CODES = frozenset({3, 8, 10, 13, 14})
+
+
+def unwritable(exc: BaseException) -> bool:
+    """A store that cannot be written (read-only, unreachable, full): the same work can succeed once
+    it is fixed, so the call is kept rather than reported and dropped. Not a busy store (``transient``)."""
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return (code & 0xFF) in _UNWRITABLE_CODES
+        text = str(exc).lower()
+        return any(w in text for w in ("readonly", "read-only", "unable to open", "disk i/o", "disk is full"))
+    # Opening it: its directory cannot be made or reached.
+    return isinstance(exc, (PermissionError, IsADirectoryError, NotADirectoryError, FileNotFoundError))
+
+
 def env_subset(env: Any) -> dict[str, str]:
     """The environment a handler reads, without anything named like a secret."""
     kept = {}

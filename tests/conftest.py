@@ -39,8 +39,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user_home.mkdir()
     monkeypatch.setenv("AGENT_HOOKS_HOME", str(home))
     monkeypatch.setenv("HOME", str(user_home))
-    # Hooks run with a tmux name would queue events for the default ingest URL and start
-    # a drainer that retries it for minutes; forwarding tests set up their own server and env.
+    # No command center is named by default (forward.url is empty); this also keeps a test that
+    # names one for another purpose from queueing events and starting a drainer that retries it
+    # for minutes. Forwarding tests set up their own server and env.
     monkeypatch.setenv("AGENT_HOOKS__FORWARD__ENABLED", "false")
     # A PermissionRequest hook holds its dialog open for a remote answer (docs/approvals.md) for
     # minutes by default; tests that are not about approvals want the observer only. Theirs set it.

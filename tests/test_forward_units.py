@@ -23,9 +23,13 @@ from agent_hooks.store import Store
 from helpers import FIXTURES
 
 
+# The command center these tests name (none is named by default).
+CENTER = "http://127.0.0.1:3000/api/hooks/ingest"
+
+
 def cfg(**forward: Any) -> dict[str, Any]:
     c = copy.deepcopy(config_mod.DEFAULTS)
-    c["forward"].update(forward)
+    c["forward"].update({"url": CENTER, **forward})
     return c
 
 

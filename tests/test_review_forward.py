@@ -46,7 +46,7 @@ def test_a_send_that_raises_something_else_stops_the_drainer_with_a_trace(tmp_pa
     env = {"AGENT_HOOKS_HOME": str(tmp_path / "h")}
     paths = Paths(env)
     config = config_mod.defaults()
-    config["forward"].update(poll_interval_s=0.005, idle_exit_s=0.0)
+    config["forward"].update(url="http://127.0.0.1:3000/api/hooks/ingest", poll_interval_s=0.005, idle_exit_s=0.0)
     store = Store(paths.store)
     with store.write() as conn:
         outbox.enqueue(conn, "agent-a", "x", "start", {"tmux_session": "agent-a", "event": "start"}, time.time())

@@ -4,6 +4,7 @@ starting (or replacing) the server, a server killed mid-session, and doctor nami
 from __future__ import annotations
 
 import copy
+import http.client
 import json
 import os
 import signal
@@ -243,3 +244,46 @@ def test_a_users_loopback_http_hook_under_hooks_is_kept(settings: Path, port: in
     assert mine in [h for g in json.loads(settings.read_text())["hooks"]["PreToolUse"] for h in g["hooks"]]
     agent_hook("settings", "uninstall")
     assert json.loads(settings.read_text()) == doc
+
+
+def test_no_command_center_is_tried_or_flagged_until_one_is_named(settings: Path, server: Server,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default configuration, doctor after an http install and a session said
+    `! board not connected to the command center http://127.0.0.1:3000: ConnectError` and
+    `1 to look at`, two lines after saying forwarding was not configured: the defaults named a
+    command center (forward.url) and subscribed to it (fleet.subscribe), so the server and the
+    drainer kept trying one that nobody runs. Nothing is tried or flagged until one is named."""
+    # The default configuration, forwarding included (the suite turns it off for every other test).
+    monkeypatch.delenv("AGENT_HOOKS__FORWARD__ENABLED")
+    server.env.pop("AGENT_HOOKS__FORWARD__ENABLED")
+    agent_hook("settings", "install", "--transport", "http")
+    session_start(settings, "s-plain")
+    tmux = {header_for("OPTIMALOS_SESSION_TMUX"): "work-1"}  # a fleet session: the one that is forwarded
+    for i in range(3):
+        pre = dict(fixture_payload("PreToolUse-Bash.json"), session_id="s-plain", tool_use_id=f"toolu_{i}")
+        assert server.answer(pre, tmux) is None
+        assert server.answer(dict(fixture_payload("PostToolUse-Bash.json"), session_id="s-plain",
+                                  tool_use_id=f"toolu_{i}"), tmux) is None
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/api/fleet/status")
+    fleet_status = json.loads(conn.getresponse().read())
+    conn.close()
+    assert fleet_status.get("subscription") is None, fleet_status
+    queue = json.loads(agent_hook("queue", "--json").stdout)
+    assert queue["depth"] == 0 and not queue["drainer_alive"], queue
+    out = agent_hook("doctor", "--no-run", check=False)
+    assert "command center" not in out.stdout.replace("no command center", ""), out.stdout
+    assert not [line for line in out.stdout.splitlines() if line.startswith(("!", "✗"))], out.stdout
+    assert "0 broken, 0 to look at" in out.stdout, out.stdout
+    assert "command center" not in (server.home / "logs" / "server.log").read_text()
+    # Named: tried, and flagged while it does not answer.
+    center = f"http://127.0.0.1:{free_port()}/api/hooks/ingest"
+    (server.home / "config.toml").write_text(f'[forward]\nurl = "{center}"\n')
+    server.cli("stop")
+    server.cli("start")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "command center" not in (server.home / "logs" / "server.log").read_text():
+        time.sleep(0.1)
+    assert f"command center {center.removesuffix('/api/hooks/ingest')}" in (server.home / "logs" / "server.log").read_text()
+    out = agent_hook("doctor", "--no-run", check=False).stdout
+    assert "not connected to the command center" in out, out

@@ -2,39 +2,27 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from agent_hooks import config as config_mod
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.paths import Paths
 
 
 @check("forward", order=60)
 def server(ctx: Context) -> list[Check]:
     """Whether the configured ingest server answers."""
-    return check_server(ctx.cfg, url_configured(ctx.paths))
+    return check_server(ctx.cfg)
 
 
-def url_configured(p: Paths) -> bool:
-    """True when the user set forward.url (file or environment), not just the default."""
-    try:
-        layer = config_mod.read_file(p.config_file)
-    except config_mod.ConfigError:
-        layer = {}
-    env = config_mod.env_layer(os.environ, [])
-    return any("url" in (part.get("forward") or {}) for part in (layer, env) if isinstance(part.get("forward"), dict))
-
-
-def check_server(cfg: dict[str, Any], configured: bool = True) -> list[Check]:
-    """Whether the ingest server answers (any HTTP answer counts; nothing is posted)."""
+def check_server(cfg: dict[str, Any]) -> list[Check]:
+    """Whether the ingest server answers (any HTTP answer counts; nothing is posted). With no
+    command center named (forward.url empty, the default) there is nothing to check or fix."""
     fwd = cfg.get("forward") or {}
     if not fwd.get("enabled", True):
         return [Check("forward", OK, "forwarding disabled (forward.enabled = false)")]
     url = fwd.get("url")
     if not url:
-        return [Check("forward", FAIL, "forwarding enabled but forward.url is empty",
-                      "set forward.url, or forward.enabled = false")]
+        return [Check("forward", OK, "ingest server: not configured (no command center is named; set forward.url"
+                      " to send events to one)", data={"url": "", "configured": False})]
     from agent_hooks.forward.eventmap import problems
     from agent_hooks.forward.urls import url_problem
 
@@ -57,12 +45,6 @@ def check_server(cfg: dict[str, Any], configured: bool = True) -> list[Check]:
         code = exc.code
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        default = (config_mod.DEFAULTS.get("forward") or {}).get("url")
-        if not configured and url == default:
-            # Nobody asked for a command center: nothing to fix until one is configured.
-            return [Check("forward", OK, f"ingest server: not configured (nothing answers at the default {url}; "
-                          "set forward.url when you run a command center, or forward.enabled = false)",
-                          data={"url": url, "configured": False})] + map_checks
         return [Check("forward", FAIL, f"ingest server {url} does not answer ({reason})",
                       "start the command center, fix forward.url, or set forward.enabled = false; "
                       "events wait in the queue meanwhile", {"url": url, "configured": True})] + map_checks

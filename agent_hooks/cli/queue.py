@@ -31,7 +31,8 @@ def collect() -> dict[str, Any]:
     data: dict[str, Any] = {
         "enabled": fwd["enabled"],
         "url": fwd["url"],
-        "problem": url_problem(str(fwd["url"]), bool(fwd["allow_remote"])),
+        # No URL is no command center (the default): nothing to send, not a problem to fix.
+        "problem": url_problem(str(fwd["url"]), bool(fwd["allow_remote"])) if fwd["url"] else None,
         "problems": eventmap.problems(cfg),
         "depth": 0,
         "oldest_at": None,
@@ -93,7 +94,10 @@ def queue(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(data['url'])}")
+    if data["url"]:
+        click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(data['url'])}")
+    else:
+        click.echo("forwarding: no command center named (set forward.url to send events to one)")
     for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:
         click.echo(f"problem: {cell(problem, limit=300)}")
     age = f", oldest {data['oldest_age_s']:.1f} s old" if data["oldest_age_s"] is not None else ""
@@ -146,7 +150,7 @@ def drain(idle: float, give_up: float | None, timeout: float, as_json: bool) -> 
     while True:
         if not outbox.drainer_alive(p):
             pending = collect()["depth"]
-            if pending and cfg["forward"]["enabled"]:
+            if pending and cfg["forward"]["enabled"] and cfg["forward"]["url"]:
                 say(f"delivering {plural(pending, 'queued event')} to {cfg['forward']['url']}")
             drainer = Drainer(p, cfg, idle_exit_s=idle, echo=say)
             if not drainer.run_if_free():

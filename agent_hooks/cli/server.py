@@ -82,6 +82,14 @@ def status(as_json: bool) -> None:
                f" refused {counts.get('unauthorized', 0)}")
     click.echo(f"  answer time p50 {_ms(st.get('p50_ms'))}, p99 {_ms(st.get('p99_ms'))};"
                f" probe from here {_ms(st.get('probe_ms'))}")
+    store = st.get("store_state") or {}
+    if store and not store.get("writable", True):
+        lost = f", {store['lost']} answered without a record (the spool is full)" if store.get("lost") else ""
+        click.echo(f"  store NOT writable: {store.get('problem')}; {store.get('spooled', 0)} call(s) spooled{lost},"
+                   " replayed once it is (tried every second)")
+    elif store.get("outages"):
+        click.echo(f"  store writable; {store['outages']} time(s) not writable since start,"
+                   f" {store.get('replayed', 0)} spooled call(s) replayed")
 
 
 def _ms(value: float | None) -> str:

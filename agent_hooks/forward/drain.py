@@ -441,6 +441,9 @@ class Drainer:
         if not fwd["enabled"]:
             self._say("forwarding is disabled (forward.enabled = false); events stay queued")
             return 0
+        if not url:
+            self._say("no command center is named (forward.url is empty); events stay queued")
+            return 0
         problem = url_problem(url, bool(fwd["allow_remote"]))
         if problem:
             self._problem(problem)

@@ -115,8 +115,8 @@ def forward(conn: sqlite3.Connection, ctx: Any) -> str | None:
     """
     config = ctx.config
     fwd = config["forward"]
-    if not fwd["enabled"]:
-        return None
+    if not fwd["enabled"] or not fwd["url"]:
+        return None  # off, or no command center named: nothing is queued for nobody
     payload = ctx.payload
     event = eventmap.contract_event(config, payload.event)
     if event is None:

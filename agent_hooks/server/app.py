@@ -35,6 +35,7 @@ from agent_hooks import config as config_mod
 from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import fastpath, local, peer
+from agent_hooks.server.recovery import StoreUnavailable, StoreWatch
 from agent_hooks.store import Store, StoreError, Transaction
 
 T = TypeVar("T")
@@ -143,6 +144,7 @@ class _ServerStore(Store):
         # after the store is deleted or another file is moved into its place, it would go on
         # writing where nobody reads (the executables open the path anew on every call).
         self.identity = _file_identity(path)
+        self.generation = 0  # the StoreWatch generation it was opened in (set by ServerState)
 
     def moved(self) -> bool:
         """True when the store's path no longer names the file this connection has open (one stat)."""
@@ -226,6 +228,8 @@ class ServerState:
         self._loop_store_retry = 0.0
         # One writer at a time among this process's threads (see _SerialTransaction).
         self.write_lock = threading.Lock()
+        # Whether the store can be written; spooling and retrying while it cannot (recovery.py).
+        self.watch = StoreWatch(self)
         # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
         self.fast_exact: dict[tuple[str, str], fastpath.ASGIApp] = {}
         self.fast_prefixes: list[tuple[str, str, fastpath.ASGIApp]] = []
@@ -257,7 +261,9 @@ class ServerState:
         Meant for the pool's threads: SQLite connections stay in their thread.
         """
         store = getattr(self._local, "store", None)
-        if store is not None and store.moved():  # deleted or replaced: open the path again
+        # Deleted or replaced: open the path again. Opened in another generation (before or during a
+        # time the store could not be written, recovery.py): SQLite keeps a connection read-only.
+        if store is not None and (store.moved() or store.generation != self.watch.generation):
             close_quietly(store)
             store = None
         if store is None:
@@ -268,14 +274,19 @@ class ServerState:
     def loop_store(self) -> Store | None:
         """The event loop's connection (see _LoopStore), or None while it cannot be had (the store
         is missing, behind, not in WAL mode: tried again after LOOP_STORE_RETRY_S). On the loop only."""
-        if self._loop_store is not None and self._loop_store.moved():
+        if self.watch.down:
+            return None  # the pool's calls spool while the store cannot be written (recovery.py)
+        if self._loop_store is not None and (self._loop_store.moved()
+                                             or self._loop_store.generation != self.watch.generation):
             self.drop_loop_store()  # deleted or replaced: the pool's call opens (and migrates) the new one
             self._loop_store_retry = 0.0
         if self._loop_store is None and time.monotonic() >= self._loop_store_retry:
             if not os.path.exists(self.paths.store):
                 return None  # the pool creates it; the loop's connection never migrates
             try:
+                generation = self.watch.generation
                 self._loop_store = _LoopStore(self.paths.store, self.write_lock)
+                self._loop_store.generation = generation
             except Exception:  # noqa: BLE001 - the pool's calls open the store and report what is wrong
                 self._loop_store_retry = time.monotonic() + LOOP_STORE_RETRY_S
         return self._loop_store
@@ -288,7 +299,10 @@ class ServerState:
 
     def open_store(self) -> Store:
         """A new connection whose write transactions take the process's write lock."""
-        return _ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
+        generation = self.watch.generation
+        store = _ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
+        store.generation = generation
+        return store
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the pool (store work never runs on the event loop)."""
@@ -352,11 +366,16 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
             for module in reversed(modules):
                 if hasattr(module, "shutdown"):
                     await module.shutdown(state)
+            await asyncio.to_thread(state.watch.stop)
             state.pool.shutdown(wait=True)
             if on_stop is not None:
                 on_stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The watch said it once (recovery.py); a sender keeps what it sent and tries again.
+        return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StoreUnavailable: store_unavailable})
     app.state.server = state
     from agent_hooks.server import access  # it imports this module (ServerState)
 

@@ -41,6 +41,7 @@ from agent_hooks.server import access, contract, fleetdb
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
+from agent_hooks.server.recovery import StoreUnavailable
 
 log = logging.getLogger("agent_hooks.server.control")
 MAX_WAIT_S = 30.0
@@ -302,6 +303,9 @@ class Subscriber:
                 await self._run()
             except asyncio.CancelledError:
                 raise
+            except StoreUnavailable as exc:  # said once by the server's store watch (recovery.py)
+                self._failed(str(exc))
+                await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
             except Exception as exc:  # noqa: BLE001 - the subscription must outlive a bad answer
                 log.exception("subscription to %s failed", self.base)
                 self._failed(f"{type(exc).__name__}: {exc}")
@@ -368,8 +372,8 @@ def subscription_target(state: ServerState) -> str | None:
     if not cfg["fleet"].get("subscribe") or not fwd.get("enabled"):
         return None
     url = str(fwd.get("url") or "")
-    if url_problem(url, bool(fwd.get("allow_remote"))):
-        return None
+    if not url or url_problem(url, bool(fwd.get("allow_remote"))):
+        return None  # no command center named (the default), or one we may not reach
     base = fleet.center_base(url)
     if base is None:
         return None

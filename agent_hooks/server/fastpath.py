@@ -190,7 +190,12 @@ async def _guarded(target: ASGIApp, scope: Scope, receive: Receive, send: Send) 
         await target(scope, receive, tracking_send)
     except Disconnected:
         return
-    except Exception:
+    except Exception as exc:
+        status = getattr(exc, "http_status", None)
+        if isinstance(status, int) and not started:
+            # An error that names its answer (recovery.StoreUnavailable: 503), said by its owner already.
+            await send_json(send, status, {"error": str(exc)})
+            return
         log.exception("error answering %s %s", scope.get("method"), scope.get("path"))
         if not started:
             await send_bytes(send, 500, b"Internal Server Error", content_type=_PLAIN)

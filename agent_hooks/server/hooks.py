@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.routing import BaseRoute
 
+from agent_hooks import spool
 from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, log_error, report
 from agent_hooks.handlers.hook import maybe_any
 from agent_hooks.payload import too_large
@@ -51,6 +52,7 @@ from agent_hooks.wiring.table import HOOKS
 
 if TYPE_CHECKING:
     from agent_hooks.dispatch import Handler
+    from agent_hooks.server.recovery import StoreWatch
 
 
 # Answered on the event loop itself when they can be (see the module docstring): every tool call
@@ -75,6 +77,14 @@ def handlers() -> dict[str, Handler]:
     return table
 
 
+def _spooling(watch: StoreWatch, call: Call, env: dict[str, str], config: dict[str, Any]) -> Handler:
+    """The handler of every call while the store cannot be written: spool it, answer no decision."""
+    def handle(_ctx: Any) -> None:
+        watch.keep(call, env, config)
+
+    return handle
+
+
 def event_of(data: bytes) -> str:
     """The body's hook_event_name, or "unknown" (dispatch then says what is wrong)."""
     try:
@@ -94,12 +104,23 @@ def routes(state: ServerState) -> list[BaseRoute]:
     def work(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any], store: Any = None) -> Call:
         # config: the one the request read (one stat of the config file per request, not two).
         handler = table.get(call.event)
-        if handler is not None and store is None:
+        watch = state.watch
+        if handler is not None and store is None and not watch.down:
             try:
                 store = state.store()
-            except Exception:  # noqa: BLE001 - dispatch opens it again and reports the failure
+            except Exception as exc:  # noqa: BLE001 - dispatch opens it again and reports the failure
+                if spool.unwritable(exc):
+                    watch.failed(exc, "a hook call")
                 store = None
-        dispatch(call, handler, data, env, state.paths, config, store)
+        if handler is not None and watch.down:
+            # The store cannot be written (agent_hooks.server.recovery): the payload is still checked,
+            # then the call is spooled without trying the store; the retries are the watch's.
+            handler = _spooling(watch, call, env, config)
+
+        def keep(c: Call, exc: BaseException) -> bool:
+            return watch.keep(c, env, config, exc)
+
+        dispatch(call, handler, data, env, state.paths, config, store, keep)
         return call
 
     def no_handler_due(event: str, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
@@ -248,8 +269,14 @@ async def startup(state: ServerState) -> None:
     def warm() -> None:
         try:
             state.store()
+            # A store SQLite opened read-only answers reads and fails the first write: find out now,
+            # so the first hook calls are spooled at once and the log says why from the start.
+            state.watch.check("start")
         except Exception as exc:  # noqa: BLE001 - each call will report it with its own trace
-            log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
+            if spool.unwritable(exc):
+                state.watch.failed(exc, "start")
+            else:
+                log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
 
     await state.run_blocking(warm)
     # Everything loaded so far lives as long as the process: out of the collector's way, so a

@@ -37,6 +37,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
+from agent_hooks import spool
 from agent_hooks.server import access, cards, fleetdb
 from agent_hooks.server.app import ServerState, close_quietly
 from agent_hooks.store import Store
@@ -74,6 +75,7 @@ class Fleet:
         self._writes = 0
         self._touched: set[str] = set()
         self._holding = False  # the process's write lock, held by a batch's open transaction
+        self._last_failure: dict[str, str] = {}  # a tick's failure, said once until it changes
         # Loop-side: what clients are told on connect.
         self.cards: dict[str, dict[str, Any]] = {}
         self.seq = 0
@@ -121,17 +123,31 @@ class Fleet:
         assert self.store is not None
         return self.store.conn
 
+    def _open(self) -> None:
+        """(Re)open the thread's connection and rebuild the board from the store it names."""
+        # Its writes take the process's write lock too: meeting the hook threads on SQLite's
+        # lock instead would cost one side the busy handler's sleep (1-100 ms steps).
+        store = self.state.open_store()
+        try:
+            with store.write() as conn:
+                epoch = fleetdb.epoch(conn)
+        except BaseException:
+            close_quietly(store)
+            raise
+        old, self.store, self.epoch = self.store, store, epoch
+        if old is not None:
+            close_quietly(old)
+        self._data_version = None
+        self._tick(force=True)
+
     def _run(self, ready: concurrent.futures.Future[None]) -> None:
         try:
-            # Its writes take the process's write lock too: meeting the hook threads on SQLite's
-            # lock instead would cost one side the busy handler's sleep (1-100 ms steps).
-            self.store = self.state.open_store()
-            with self.store.write() as conn:
-                self.epoch = fleetdb.epoch(conn)
-            self._tick(force=True)
-        except Exception as exc:  # noqa: BLE001 - the server answers 503 on the board routes then
-            ready.set_exception(exc)
-            return
+            self._open()
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be written is waited for (recovery.py)
+            if not spool.unwritable(exc):
+                ready.set_exception(exc)
+                return
+            self.state.watch.failed(exc, "the command center")
         ready.set_result(None)
         interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
         next_tick = time.monotonic() + interval
@@ -144,7 +160,9 @@ class Fleet:
             if job is None:
                 break
             self._guarded(self._follow_store)
-            if job:
+            if job and self.paused:
+                self._batch([job])  # answered at once: the store cannot be written
+            elif job:
                 # Group commit: the writes waiting now go in one transaction (a savepoint each).
                 batch = [job]
                 while len(batch) < 200:
@@ -163,26 +181,32 @@ class Fleet:
                     self._guarded(self._flush)
                     last_flush = now
             if time.monotonic() >= next_tick:
-                self._guarded(self._tick)
-                if time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY_S:
+                if not self.paused:  # while the store cannot be written, the board stays as it was
+                    self._guarded(self._tick)
+                if not self.paused and time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY_S:
                     self._guarded(self._checkpoint)
                     last_checkpoint = time.monotonic()
                 interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
                 next_tick = time.monotonic() + interval
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
+
+    @property
+    def paused(self) -> bool:
+        """True while the store cannot be written (recovery.py): no ticks, checkpoints or writes."""
+        return self.store is None or self.state.watch.down
 
     def _follow_store(self) -> None:
         """Reopen the store when its path names another file now (deleted and made again by a hook
         call, or replaced): this long-lived connection keeps the old file open, and the board would
-        show, and the fleet writes go to, a file nobody else reads. One stat per wake-up."""
-        if not self.store.moved() or not os.path.exists(self.state.paths.store):
+        show, and the fleet writes go to, a file nobody else reads. One stat per wake-up. Also after
+        a time the store could not be written (a new generation: SQLite keeps a connection read-only)."""
+        if self.state.watch.down:
+            return  # the watch retries the store; this follows once it is writable
+        if self.store is not None and self.store.generation == self.state.watch.generation \
+                and (not self.store.moved() or not os.path.exists(self.state.paths.store)):
             return  # not moved, or gone: the next hook call makes it, then this follows
-        old, self.store = self.store, self.state.open_store()
-        close_quietly(old)
-        with self.store.write() as conn:
-            self.epoch = fleetdb.epoch(conn)
-        self._data_version = None
-        self._tick(force=True)
+        self._open()
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the store, here rather than in a hook's commit (see app._ServerStore).
@@ -193,10 +217,16 @@ class Fleet:
     def _guarded(self, fn: Callable[[], Any]) -> None:
         try:
             fn()
-        except Exception:  # noqa: BLE001 - a bad tick must not end the board
-            log.exception("command center tick failed")
+            self._last_failure.pop(fn.__name__, None)
+        except Exception as exc:  # noqa: BLE001 - a bad tick must not end the board
+            if spool.unwritable(exc):
+                self.state.watch.failed(exc, "the command center")  # said once; retried by the watch
+            elif self._last_failure.get(fn.__name__) != str(exc):
+                # The same failure every second is said once, until it changes or the work succeeds.
+                self._last_failure[fn.__name__] = str(exc)
+                log.exception("command center %s failed (said once until it changes)", fn.__name__.strip("_"))
             try:
-                if self.conn.in_transaction:
+                if self.store is not None and self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
             except Exception:  # noqa: BLE001
                 pass
@@ -204,6 +234,12 @@ class Fleet:
     def _batch(self, batch: list[tuple[bool, Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]]) -> None:
         """Run jobs in order; consecutive writes share one transaction, each in its own savepoint."""
         done: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
+        if self.paused:
+            # Answered 503 (StoreUnavailable): a sending host keeps its events and tries again.
+            for _is_write, _fn, _args, fut in batch:
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(self.state.watch.unavailable())
+            return
         conn = self.conn
         for is_write, fn, args, fut in batch:
             if not fut.set_running_or_notify_cancel():
@@ -270,6 +306,8 @@ class Fleet:
         for fut, result, exc in done:
             exc = exc or error
             if exc is not None:
+                if spool.unwritable(exc):
+                    exc = self.state.watch.failed(exc, "the command center")
                 fut.set_exception(exc)
                 continue
             if isinstance(result, fleetdb.Outcome):

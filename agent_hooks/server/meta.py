@@ -20,6 +20,6 @@ def routes(state: ServerState) -> list[BaseRoute]:
     async def status(request: Request) -> JSONResponse:
         if not state.caller_allowed(request):
             return unauthorized()
-        return JSONResponse({**state.info(), **state.stats.snapshot()})
+        return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot()})
 
     return [Route("/health", health, methods=["GET"]), Route("/status", status, methods=["GET"])]
