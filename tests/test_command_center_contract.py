@@ -285,7 +285,7 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
         assert (detail is None and card["waiting_detail"] is None) or detail in (card["waiting_detail"] or ""), card
         assert (card["waiting_since"] is None) == (on is None)
         assert card["task_state"] == "open"
-        assert card["persist"] == {"persists": True, "continuations": 0, "max_continuations": 4}, card
+        assert card["persist"] == {"persists": True, "continuations": 0, "max_continuations": 4, "let_go": None}, card
     # Both are awaiting review (the contract state); by activity alone the plain one would come first.
     assert got[sids["plain"]]["state"] == got[sids["input"]]["state"] == "awaiting_review"
     assert got[sids["plain"]]["last_activity"] > got[sids["input"]]["last_activity"]
