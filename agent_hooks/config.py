@@ -361,6 +361,16 @@ DEFAULTS: dict[str, Any] = {
         # Long-poll length of the subscription, and the longest pause between reconnects.
         "subscribe_wait_s": 20.0,
         "subscribe_backoff_max_s": 2.0,
+        # While subscribed, also report this host's sessions as its own board shows them (agent, task,
+        # current tool, what it waits on) to the command center, so remote cards show what local ones do.
+        "report": True,
+        # Include the current tool call's command (or file path), clipped to 300 characters, in that report.
+        # false: the tool's name only.
+        "report_commands": True,
+        # A reply typed into a session's tmux pane from the board: refused when the request is older than this
+        # (a host that was away does not type stale replies) or longer than reply_max_chars.
+        "reply_max_age_s": 60.0,
+        "reply_max_chars": 4000,
     },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).

@@ -534,6 +534,23 @@ def m012_approvals(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_approvals_pending ON approvals (session_id, created_at) WHERE state = 'pending'")
 
 
+@migration
+def m012_board_tmux_commands(db: sqlite_utils.Database) -> None:
+    # The board: where a session runs in tmux (its pane and the tmux server's socket, from
+    # $TMUX_PANE / $TMUX: a reply is typed there), the command (or file path) each tool call ran,
+    # clipped, and what another host's server reports about its own sessions (JSON, fleet_sessions).
+    sessions = db["sessions"]
+    for name in ("tmux_pane", "tmux_socket"):
+        if name not in sessions.columns_dict:
+            sessions.add_column(name, str)
+    if "command" not in db["tool_calls"].columns_dict:
+        db["tool_calls"].add_column("command", str)
+    fleet = db["fleet_sessions"]
+    for name, kind in (("details", str), ("details_at", float)):
+        if name not in fleet.columns_dict:
+            fleet.add_column(name, kind)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

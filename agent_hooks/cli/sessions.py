@@ -15,7 +15,7 @@ from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import persist as persist_mod
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
-                "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at")
+                "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at", "command")
 
 
 def guard_fields(conn: sqlite3.Connection, session_id: str | None = None) -> dict[str, dict[str, Any]]:
@@ -183,10 +183,12 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
             if detail:
                 click.echo(f"{'':14}{cell(detail, 120)}")
     if data["recent_tool_calls"]:
-        click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} RULE")
+        click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} {'RULE':16} COMMAND")
         for c in data["recent_tool_calls"]:
+            # What the call ran (its command, file path, URL...), clipped to one line.
             click.echo(f"{c['id']:>6}  {cell(c['started_at'], 20)}  {cell(c['tool_name'], 14)} "
-                       f"{cell(c['decision'], 8)} {cell(c['outcome'], 8)} {cell(c['rule'], empty='')}")
+                       f"{cell(c['decision'], 8)} {cell(c['outcome'], 8)} {cell(c['rule'], 16, empty='')}"
+                       f" {cell(c.get('command'), limit=100, empty='')}")
 
 
 @session.command(name="reset-guards")

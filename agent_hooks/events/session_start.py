@@ -19,8 +19,10 @@ def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # file work, outside the transaction
+    # Started in tmux by hand (no launcher variable): ask tmux for the session's name, once.
+    tmux_name = sessions.resolve_tmux_name(ctx.env)
     with ctx.store.write() as conn:
-        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
+        sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE, tmux_name=tmux_name)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
         lineage.record(conn, p, parent, ctx.started)
         isolated(conn, ctx, "identity", identity.session_start, conn, ctx, out)

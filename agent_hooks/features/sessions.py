@@ -24,7 +24,45 @@ LIVE, AWAITING, ENDED = "live", "awaiting", "ended"
 
 
 def tmux_session(env: Any) -> str | None:
+    """The tmux session name our launcher (or the seed's) set; None when neither variable is set."""
     return env.get("OPTIMALOS_SESSION_TMUX") or env.get("AGENT_HOOKS_TMUX_SESSION") or None
+
+
+def tmux_pane(env: Any) -> tuple[str | None, str | None]:
+    """(socket, pane) of the tmux pane the session runs in, from tmux's own variables: ``$TMUX`` is
+    "SOCKET,PID,INDEX" and ``$TMUX_PANE`` "%N". Anything else is ignored (None, None)."""
+    pane = env.get("TMUX_PANE") or ""
+    if not (pane.startswith("%") and pane[1:].isdigit()):
+        return None, None
+    sock = (env.get("TMUX") or "").split(",", 1)[0]
+    if not sock.startswith("/") or "\n" in sock or len(sock) > 1000:
+        sock = ""
+    return sock or None, pane
+
+
+def tmux_command(sock: str | None, *args: str) -> list[str]:
+    """A tmux command line aimed at the tmux server behind ``sock`` (the default server without one)."""
+    return ["tmux", *(["-S", sock] if sock else []), *args]
+
+
+def resolve_tmux_name(env: Any, timeout_s: float = 1.0) -> str | None:
+    """The name of the tmux session a session started in, asked of tmux itself: for sessions started
+    in tmux by hand (no launcher variable). Run at SessionStart only; None when not in tmux or tmux
+    does not answer (the session is then recorded without a name, as before)."""
+    if tmux_session(env):
+        return None
+    sock, pane = tmux_pane(env)
+    if pane is None:
+        return None
+    import subprocess
+
+    try:
+        proc = subprocess.run(tmux_command(sock, "display-message", "-p", "-t", pane, "#{session_name}"),
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = proc.stdout.strip() if proc.returncode == 0 else ""
+    return name[:200] or None
 
 
 def agent_name(env: Any, config: dict[str, Any]) -> str:
@@ -40,18 +78,23 @@ def task_id(env: Any) -> str | None:
 
 
 def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str, Any], at: float,
-          state: str | None = None) -> None:
-    """Record this hook call on its session (insert or update); ``state`` None keeps it."""
+          state: str | None = None, tmux_name: str | None = None) -> None:
+    """Record this hook call on its session (insert or update); ``state`` None keeps it.
+    ``tmux_name``: the tmux session's name when the environment does not say it (SessionStart asks tmux)."""
+    sock, pane = tmux_pane(env)
     conn.execute(
         """
         INSERT INTO sessions (session_id, cwd, transcript_path, tmux_session, agent, role, state,
-                              first_seen_at, last_seen_at, last_event, ended_at, hook_calls, task_id)
+                              first_seen_at, last_seen_at, last_event, ended_at, hook_calls, task_id,
+                              tmux_pane, tmux_socket)
         VALUES (:sid, :cwd, :tp, :tmux, :agent, :role, coalesce(:state, 'live'), :at, :at, :event,
-                CASE WHEN :state = 'ended' THEN :at END, 1, :task)
+                CASE WHEN :state = 'ended' THEN :at END, 1, :task, :pane, :sock)
         ON CONFLICT (session_id) DO UPDATE SET
             cwd = coalesce(nullif(excluded.cwd, ''), sessions.cwd),
             transcript_path = coalesce(nullif(excluded.transcript_path, ''), sessions.transcript_path),
             tmux_session = coalesce(excluded.tmux_session, sessions.tmux_session),
+            tmux_pane = coalesce(excluded.tmux_pane, sessions.tmux_pane),
+            tmux_socket = coalesce(excluded.tmux_socket, sessions.tmux_socket),
             agent = excluded.agent,
             role = excluded.role,
             -- A replayed call (agent_hooks.spool) is older than what came since: it moves nothing back.
@@ -73,7 +116,9 @@ def touch(conn: sqlite3.Connection, payload: Payload, env: Any, config: dict[str
             "sid": payload.session_id,
             "cwd": payload.cwd,
             "tp": payload.transcript_path,
-            "tmux": tmux_session(env),
+            "tmux": tmux_session(env) or tmux_name,
+            "pane": pane,
+            "sock": sock,
             "agent": agent_name(env, config),
             "role": role(env, config),
             "state": state,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent_hooks.hashing import digest
+from agent_hooks.output import one_line
 from agent_hooks.payload import Payload
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
@@ -23,6 +24,21 @@ PENDING, SUCCESS, FAILURE, DENIED = "pending", "success", "failure", "denied"
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 PRUNE_EVERY = 256
 MAX_ERROR_CHARS = 1000
+# What a tool call ran, as the board and `session show` show it: the first of these input fields.
+SHOWN_KEYS = ("command", "file_path", "notebook_path", "url", "pattern", "query", "path", "skill", "prompt",
+              "description")
+MAX_COMMAND_CHARS = 300
+
+
+def shown_input(tool_input: object, limit: int = MAX_COMMAND_CHARS) -> str | None:
+    """What a call ran, on one line and clipped: its command, else the file, URL, pattern... it names."""
+    if not isinstance(tool_input, dict):
+        return None
+    for key in SHOWN_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value.strip():
+            return one_line(value, limit)
+    return None
 
 
 def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[str, Any],
@@ -32,10 +48,10 @@ def start(conn: sqlite3.Connection, payload: Payload, at: float, config: dict[st
     """Open the row for a PreToolUse call (with the guards' decision); returns its id."""
     cur = conn.execute(
         "INSERT INTO tool_calls (session_id, tool_use_id, tool_name, input_hash, outcome, decision, rule,"
-        " reason, poll_rule, poll_key, agent_id, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " reason, poll_rule, poll_key, agent_id, started_at, command) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (payload.session_id, payload.tool_use_id, payload.tool_name,
          input_hash or digest(payload.tool_input), outcome, decision, rule, reason, poll_rule, poll_key,
-         payload.get("agent_id"), at),
+         payload.get("agent_id"), at, shown_input(payload.tool_input)),
     )
     rid = int(cur.lastrowid or 0)
     # The guards' totals ride on the counter update: no extra statement per call.

@@ -136,9 +136,11 @@ def metadata(payload: Payload, config: dict[str, Any]) -> str:
     return one_line(text, limit)
 
 
-def build_body(payload: Payload, event: str, env: Any, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The JSON body to send, or None when this session is not forwarded (no tmux name)."""
-    tmux = tmux_session(env)
+def build_body(payload: Payload, event: str, env: Any, config: dict[str, Any],
+               recorded_tmux: str | None = None) -> dict[str, Any] | None:
+    """The JSON body to send, or None when this session is not forwarded (no tmux name).
+    ``recorded_tmux``: the name recorded for a session started in tmux without our variable."""
+    tmux = tmux_session(env) or recorded_tmux
     if tmux is None and not config["forward"]["forward_without_tmux"]:
         return None
     body: dict[str, Any] = {}

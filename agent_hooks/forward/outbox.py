@@ -98,7 +98,13 @@ def enqueue(conn: sqlite3.Connection, session_key: str, hook_event: str, event: 
 
 
 def _queue(conn: sqlite3.Connection, ctx: Any, event: str) -> str | None:
-    body = eventmap.build_body(ctx.payload, event, ctx.env, ctx.config)
+    tmux = None
+    if eventmap.tmux_session(ctx.env) is None and ctx.env.get("TMUX_PANE"):
+        # Started in tmux by hand: SessionStart asked tmux for the name and recorded it.
+        row = conn.execute("SELECT tmux_session FROM sessions WHERE session_id = ?",
+                           (ctx.payload.session_id,)).fetchone()
+        tmux = row[0] if row else None
+    body = eventmap.build_body(ctx.payload, event, ctx.env, ctx.config, tmux)
     if body is None:
         return None
     key = body.get("tmux_session") or ctx.payload.session_id

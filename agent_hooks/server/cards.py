@@ -8,6 +8,7 @@ state (live, awaiting, stalled, ended), each under its own name.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -23,16 +24,48 @@ SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.labe
        s.agent, s.role, s.state, s.last_seen_at, s.tool_calls, s.cwd, s.task_id, s.cancelled_at, s.cancel_reason,
        s.guard_warned, s.guard_denied, s.first_prompt, s.last_event,
        t.description, t.progress, t.state, t.cancel_reason,
-       CASE WHEN f.local = 1 THEN (SELECT c.tool_name || char(31) || c.outcome FROM tool_calls c
-                                   WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
+       CASE WHEN f.local = 1 THEN (SELECT c.tool_name || char(31) || c.outcome || char(31) || coalesce(c.command, '')
+                                   FROM tool_calls c WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
        h.applied_seq,
        s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations,
-       s.persist_last
+       s.persist_last, s.tmux_pane, f.details
 FROM fleet_sessions f
 LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
 LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
 LEFT JOIN fleet_hosts h ON h.host = f.host AND f.host != ''
 """
+
+
+# The column a card shows in when the contract's state calls a session finished that its host knows is
+# alive: the seed's map (Stop = "exit") moves an interactive session to `completed` after every turn,
+# and nothing moves it back. Our own state then decides: working, or waiting for a person or a prompt.
+FINISHED = (contract.COMPLETED, contract.FAILED)
+OWN_COLUMN = {"live": contract.RUNNING, heartbeat.STALLED: contract.RUNNING,
+              "awaiting": contract.AWAITING_REVIEW, "needs_input": contract.AWAITING_REVIEW}
+OWN_STATES = ("live", heartbeat.STALLED, "awaiting", "ended", "needs_input", "error")
+
+
+def column(state: str, own_state: str | None) -> str:
+    """Where a card shows: the contract's state, unless that says finished and our own state says the
+    session is alive (then running, or awaiting review while it waits for a person or its next prompt)."""
+    if state in FINISHED and own_state in OWN_COLUMN:
+        return OWN_COLUMN[own_state]
+    return state
+
+
+def _details(raw: str | None) -> dict[str, Any]:
+    """What another host's server reported about its session (agent_hooks.server.report); {} if nothing."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any, limit: int) -> str | None:
+    return one_line(value, limit) if isinstance(value, str) and value else None
 
 
 # Sessions that need a person come first in a column: asked for input, then stopped on an error.
@@ -70,8 +103,10 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
      f_cancel_at, f_cancel_reason, cancel_seq, created_at, updated_at,
      agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
      first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq,
-     waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max, persist_last) = row
+     waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max, persist_last, tmux_pane,
+     details_raw) = row
     local = bool(local)
+    rep = {} if local else _details(details_raw)
     task_id = s_task or f_task
     last_activity = max(updated_at or 0, last_seen or 0)
     stalled = False
@@ -81,12 +116,36 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
     else:
         shown = None
         stalled = state == contract.RUNNING and now - (updated_at or now) > stalled_after
-    current_tool, tool_running = None, False
+    if rep.get("own_state") in OWN_STATES:
+        shown = rep["own_state"]
+        stalled = stalled or shown == heartbeat.STALLED
+    current_tool, tool_running, command = None, False, None
     if last_tool:
-        name, _, outcome = last_tool.partition("\x1f")
-        current_tool, tool_running = name, outcome == "pending"
+        name, _, rest = last_tool.partition("\x1f")
+        outcome, _, command = rest.partition("\x1f")
+        current_tool, tool_running, command = name, outcome == "pending", command or None
+    elif rep.get("current_tool"):
+        current_tool, tool_running = _text(rep["current_tool"], 60), rep.get("tool_running") is True
+        command = _text(rep.get("current_command"), 300)
     elif not local and last_event == "tool_use" and metadata:
         current_tool = metadata.split(":", 1)[0].strip()[:60] or None
+    if not local and rep:
+        # Another host's server said what a local card reads from the store (agent_hooks.server.report).
+        agent = _text(rep.get("agent"), 80) or agent
+        role = _text(rep.get("role"), 80) or role
+        task_id = task_id or _text(rep.get("task_id"), 200)
+        t_desc = t_desc or _text(rep.get("task"), 200)
+        t_state = t_state or _text(rep.get("task_state"), 20)
+        waiting_on = _text(rep.get("waiting_on"), 20)
+        waiting_detail = _text(rep.get("waiting_detail"), 200)
+        waiting_since = rep.get("waiting_since") if isinstance(rep.get("waiting_since"), (int, float)) else None
+        if isinstance(rep.get("tool_calls"), int):
+            tool_calls = rep["tool_calls"]
+        last_seen = rep.get("last_activity") if isinstance(rep.get("last_activity"), (int, float)) else None
+        last_activity = max(last_activity, last_seen or 0)
+        warned, denied = rep.get("warned") or 0, rep.get("denied") or 0
+        first_prompt = first_prompt or _text(rep.get("label"), 48)
+    reply = bool(tmux_pane) and shown == "awaiting" if local else rep.get("reply") is True
     task_cancelled = t_state == "cancelled"
     cancelled = task_cancelled or (s_cancel_at is not None if local else f_cancel_at is not None)
     delivered = None
@@ -108,17 +167,24 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         "state": state,
         "own_state": shown,
         "last_activity": last_activity or None,
-        "tool_calls": int(tool_calls if local and tool_calls is not None else tool_events or 0),
+        "tool_calls": int(tool_calls if (local or rep) and tool_calls is not None else tool_events or 0),
         "current_tool": current_tool,
+        "current_command": command,
         "tool_running": tool_running,
+        # Shown in this column (see `column`); `state` stays the contract's.
+        "column": column(state, shown),
+        # A reply can be typed into its tmux pane (by its own host's server): awaiting a prompt, in tmux.
+        "reply": reply,
+        "in_tmux": bool(tmux_pane) if local else rep.get("in_tmux") is True,
+        "reported": bool(rep),
         "last_event": last_event,
         "hook_event": hook_event,
         "metadata": metadata,
         "cwd": cwd,
-        # What a local session waits on (the tool asked about, or the error's kind).
-        "waiting_on": waiting_on if local else None,
-        "waiting_detail": waiting_detail if local else None,
-        "waiting_since": waiting_since if local else None,
+        # What a session waits on (the tool asked about, or the error's kind): a remote one's from its report.
+        "waiting_on": waiting_on,
+        "waiting_detail": waiting_detail,
+        "waiting_since": waiting_since,
         "persist": _persist(t_state, t_persist, t_continuations, t_max, config, persist_last),
         "badges": {
             "cancelled": cancelled,

@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
 from agent_hooks.forward.urls import url_problem
-from agent_hooks.server import access, contract, fleetdb
+from agent_hooks.server import access, contract, fleetdb, reply
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
@@ -88,9 +88,16 @@ def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bo
 def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
                    epoch: str, at: float) -> fleetdb.Outcome:
     """A subscriber writes the controls it received, and its cursor, in one transaction."""
-    out = fleetdb.Outcome(200, {"applied": []})
+    out = fleetdb.Outcome(200, {"applied": [], "replies": []})
     last = 0
     for c in controls:
+        last = max(last, int(c.get("seq") or 0))
+        if c.get("action") == "reply":
+            # Typed after the commit, by the subscriber: at most once (the cursor moves past it here).
+            out.body["replies"].append((c, _reply_target(conn, c)))
+            continue
+        if c.get("action") not in ("cancel", "uncancel"):
+            continue  # an action this version does not know: skipped, never taken for an uncancel
         cancel = c.get("action") == "cancel"
         reason = c.get("reason")
         if c.get("kind") == "task" and c.get("task_id"):
@@ -102,12 +109,75 @@ def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cur
                 mark_session(conn, sid, cancel, reason, at)
         out.changed.update(targets)
         out.body["applied"].append({"seq": c.get("seq"), "sessions": targets})
-        last = max(last, int(c.get("seq") or 0))
     fleetdb.meta_set(conn, cursor_key, json.dumps({"epoch": epoch, "seq": last}))
     return out
 
 
+def _reply_target(conn: sqlite3.Connection, control: dict[str, Any]) -> reply.Target:
+    """The session a reply control names on this host (by id, else its tmux session's live one)."""
+    found = _local_targets(conn, control, True)
+    if not found:
+        return reply.Target(str(control.get("session_id") or control.get("tmux_session") or "?"),
+                            refused="no such session recorded on this host")
+    return reply.target(conn, found[0])
+
+
+def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float, now: float) -> list[str]:
+    """Type the replies a command center sent (blocking: tmux); what went wrong, one line each."""
+    problems = []
+    for control, t in replies:
+        if now - float(control.get("at") or 0) > max_age_s:
+            problem: str | None = f"older than fleet.reply_max_age_s ({max_age_s:g} s): not typed"
+        else:
+            problem = reply.send(t, str(control.get("reason") or ""))
+        if problem:
+            log.warning("reply %s to session %s refused: %s", control.get("seq"), t.session_id, problem)
+            problems.append(f"reply to session {t.session_id}: {problem}")
+    return problems
+
+
 # -- the command center's side ---------------------------------------------------------
+
+
+def plan_reply(conn: sqlite3.Connection, ref: str, host: str | None, text: str, own_host: str,
+               at: float) -> fleetdb.Outcome:
+    """Where a reply goes: this host's session (typed by the caller, after this transaction), or a
+    ``reply`` control for the host a remote session runs on. 404 / 409 with the reason otherwise."""
+    cards = resolve(conn, ref, host)
+    if not cards and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (ref,)).fetchone():
+        cards = [{"id": ref, "host": "", "local": 1, "session_id": ref, "tmux_session": None, "details": None}]
+    if not cards:
+        return fleetdb.Outcome(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
+    if len(cards) > 1:
+        return fleetdb.Outcome(409, {"error": f"{ref!r} names {len(cards)} sessions; reply by card id"})
+    card = cards[0]
+    name = card["host"] or own_host
+    if card["local"]:
+        t = reply.target(conn, card["id"])
+        if t.refused:
+            return fleetdb.Outcome(409, {"error": t.refused, "host": name})
+        return fleetdb.Outcome(200, {"ok": True, "host": name, "applied": "here", "target": t})
+    if card["host"] == fleetdb.THIS_HOST:
+        return fleetdb.Outcome(409, {"error": "this session is not recorded by this host's hooks: its terminal"
+                                              " cannot be reached", "host": name})
+    row = conn.execute("SELECT details FROM fleet_sessions WHERE id = ?", (card["id"],)).fetchone()
+    try:
+        details = json.loads(row[0]) if row and row[0] else None
+    except ValueError:
+        details = None
+    if not isinstance(details, dict):
+        return fleetdb.Outcome(409, {"error": f"host {name} has not reported this session (its server must run and"
+                                              " subscribe to this command center)", "host": name})
+    if not details.get("in_tmux"):
+        return fleetdb.Outcome(409, {"error": "the session does not run in tmux on its host: nothing can type"
+                                              " into its terminal", "host": name})
+    if not details.get("reply"):
+        return fleetdb.Outcome(409, {"error": "the session is not awaiting its next prompt (it is"
+                                              f" {details.get('own_state') or 'working'})", "host": name})
+    seq = fleetdb.add_control(conn, host=card["host"], kind="session", action="reply", at=at, fleet_id=card["id"],
+                              session_id=details.get("session_id") or card["session_id"],
+                              tmux=card["tmux_session"], reason=text)
+    return fleetdb.Outcome(202, {"ok": True, "host": name, "applied": "sent", "seq": seq})
 
 
 def resolve(conn: sqlite3.Connection, ref: str, host: str | None) -> list[dict[str, Any]]:
@@ -216,6 +286,32 @@ def routes(state: ServerState) -> list[BaseRoute]:
             hub.wake_controls()
         return JSONResponse(out.body, status_code=out.status)
 
+    async def reply_action(request: Request) -> Response:
+        """POST /api/sessions/<ref>/reply {"text"}: typed into the session's tmux pane by its own host."""
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        try:
+            doc = json.loads(await request.body() or b"{}")
+            text = reply.clean_text(doc.get("text") if isinstance(doc, dict) else None,
+                                    int(state.config["fleet"]["reply_max_chars"]))
+        except ValueError as exc:  # bad JSON, or reply.ReplyError
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        host = request.query_params.get("host")
+        if host is not None:
+            host = fleetdb.THIS_HOST if host == hub.own_host else host
+        out = await hub.write(plan_reply, request.path_params["ref"], host, text, hub.own_host, time.time())
+        body = dict(out.body)
+        t = body.pop("target", None)
+        if t is not None:
+            problem = await state.run_blocking(reply.send, t, text)
+            if problem:
+                return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
+            body["session"] = t.session_id
+        if out.status == 202:
+            hub.wake_controls()
+        return JSONResponse(body, status_code=out.status)
+
     async def task_action(request: Request) -> Response:
         parsed = await _action(request)
         if isinstance(parsed, Response):
@@ -268,6 +364,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
                              "subscription": sub.status() if sub is not None else None})
 
     return [
+        Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),
         Route("/api/sessions/{ref}/{action:str}", session_action, methods=["POST"]),
         Route("/api/tasks/{task_id}/{action:str}", task_action, methods=["POST"]),
         Route("/api/fleet/controls", controls, methods=["GET"]),
@@ -353,7 +450,11 @@ class Subscriber:
                 if epoch != cursor.get("epoch"):
                     cursor = {"epoch": epoch, "seq": 0}
                 if controls:
-                    await self.hub.write(apply_controls, controls, self.key, epoch, time.time())
+                    out = await self.hub.write(apply_controls, controls, self.key, epoch, time.time())
+                    if out.body["replies"]:
+                        await self.state.run_blocking(
+                            send_replies, out.body["replies"], float(self.state.config["fleet"]["reply_max_age_s"]),
+                            time.time())
                     cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
                     self.applied += len(controls)
                     log.info("applied %d control(s) from %s", len(controls), self.base)

@@ -84,6 +84,8 @@ class Fleet:
         # Called on the loop after another connection committed (a hook, the CLI): held approvals
         # look at their rows again (server/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
+        # Called on the loop with the id of every local card published (agent_hooks.server.report).
+        self.local_listeners: list[Callable[[str], None]] = []
         self.epoch = ""
 
     # -- lifecycle (loop side) -------------------------------------------------
@@ -383,6 +385,9 @@ class Fleet:
             msg["seq"] = self.seq
             if msg["type"] == "card":
                 self.cards[msg["card"]["id"]] = msg["card"]
+                if msg["card"].get("local"):
+                    for listener in self.local_listeners:
+                        listener(msg["card"]["id"])
             elif msg["type"] == "removed":
                 self.cards.pop(msg["id"], None)
             for client in list(self.clients):

@@ -139,7 +139,13 @@ function cardNode(card) {
   if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls denied"}, `denied ${b.denied}`));
   if (b.stalled) badges.push(el("span", {class: "badge stalled"}, "stalled"));
   const tool = card.current_tool
-    ? el("div", {class: "tool" + (card.tool_running ? " on" : "")}, card.tool_running ? card.current_tool : `last: ${card.current_tool}`)
+    ? el("div", {class: "tool" + (card.tool_running ? " on" : ""), title: card.current_command || ""},
+        card.tool_running ? card.current_tool : `last: ${card.current_tool}`,
+        card.current_command ? el("code", {class: "cmd"}, clip(card.current_command, 120)) : null)
+    : null;
+  const moved = card.column && card.column !== card.state
+    ? el("span", {class: "chip contract", title: "the command center's (contract) state; the column follows this host's own state"},
+        `contract: ${card.state}`)
     : null;
   const node = el("article", {class: "card", draggable: "true", tabindex: "0", data: {id: card.id, state: card.state},
                               style: `--c: var(--${card.state})`, title: "open the session"},
@@ -155,7 +161,8 @@ function cardNode(card) {
       el("span", {class: "when", data: {ts: card.last_activity || ""}}, ago(card.last_activity)),
       el("span", {class: "sp"}),
       card.own_state ? el("span", {class: `own ${card.own_state}`, title: board.meta.own_states[card.own_state] || ""}, `ours: ${card.own_state}`) : null),
-    badges.length ? el("div", {class: "foot"}, badges) : null);
+    badges.length || moved ? el("div", {class: "foot"}, badges, moved) : null,
+    card.reply ? replyForm(card) : null);
   node.addEventListener("dragstart", (ev) => {
     board.dragging = card.id;
     ev.dataTransfer.setData("text/plain", card.id);
@@ -170,18 +177,54 @@ function cardNode(card) {
   return node;
 }
 
+// Text from the server, cut to `n` characters (it is always set as text, never as HTML).
+function clip(text, n) {
+  const s = String(text || "");
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+// A session awaiting its next prompt in a tmux pane: its host's server types the reply there.
+function replyForm(card) {
+  const input = el("input", {type: "text", class: "reply-text", maxlength: "4000", placeholder: "reply (typed into its terminal)",
+                             "aria-label": "reply"});
+  const status = el("span", {class: "reply-msg", role: "status"});
+  const send = async (ev) => {
+    ev.preventDefault(); ev.stopPropagation();
+    const text = input.value.trim();
+    if (!text) { status.textContent = "write a reply first"; return; }
+    const r = await api("POST", `/api/sessions/${encodeURIComponent(card.id)}/reply`, {text});
+    status.className = "reply-msg" + (r.ok ? " ok" : " err");
+    status.textContent = r.ok ? (r.doc.applied === "sent" ? `sent to ${r.doc.host}` : "typed") : (r.doc.error || `HTTP ${r.status}`);
+    if (r.ok) input.value = "";
+  };
+  const form = el("form", {class: "reply", onsubmit: send}, input, el("button", {type: "submit"}, "Reply"), status);
+  // Typing in the field must not open the page or start a drag.
+  for (const kind of ["click", "keydown", "mousedown", "dragstart"]) form.addEventListener(kind, (ev) => ev.stopPropagation());
+  form.draggable = false;
+  return form;
+}
+
 function render() {
   if (!board.meta) return;
   const groups = Object.fromEntries(board.meta.states.map((s) => [s, []]));
-  for (const card of board.cards.values()) if (matches(card) && groups[card.state]) groups[card.state].push(card);
+  for (const card of board.cards.values()) {
+    const where = groups[card.column] ? card.column : card.state;  // the column: see cards.column on the server
+    if (matches(card) && groups[where]) groups[where].push(card);
+  }
   for (const [state, list] of Object.entries(groups)) {
     list.sort((a, b) => personRank(a) - personRank(b) || (b.last_activity || 0) - (a.last_activity || 0));
     const col = document.getElementById(`col-${state}`);
     col.querySelector(".n").textContent = String(list.length);
     const box = col.querySelector(".cards");
+    const typing = box.contains(document.activeElement) && document.activeElement.classList.contains("reply-text")
+      ? {id: document.activeElement.closest(".card").dataset.id, value: document.activeElement.value} : null;
     box.textContent = "";
     if (!list.length) box.append(el("div", {class: "empty"}, "no sessions"));
     for (const card of list) box.append(cardNode(card));
+    if (typing) {  // a render must not eat what someone is typing into a Reply field
+      const again = box.querySelector(`.card[data-id="${CSS.escape(typing.id)}"] .reply-text`);
+      if (again) { again.value = typing.value; again.focus(); }
+    }
   }
   renderFilters();
   if (board.open && board.cards.has(board.open)) refreshPanelHead(board.cards.get(board.open));
@@ -269,7 +312,8 @@ function refreshPanelHead(card) {
   const sub = document.getElementById("p-sub");
   sub.textContent = "";
   const b = card.badges || {};
-  sub.append(
+  // Element.append writes null as the text "null": only the parts that exist are appended.
+  sub.append(...[
     el("span", {class: "chip", title: "the command center's state"}, `state: ${STATE_LABELS[card.state] || card.state}`),
     card.own_state ? el("span", {class: `own ${card.own_state}`}, `ours: ${card.own_state}`) : null,
     el("span", {class: "chip host"}, card.host),
@@ -277,8 +321,14 @@ function refreshPanelHead(card) {
     el("span", {}, `id ${card.id}`),
     waitingBadge(card),
     card.persist ? el("span", {class: `persist ${card.task_state}`}, `task ${persistText(card)}`) : null,
-    b.cancelled ? el("span", {class: "badge cancelled"}, `cancelled: ${b.cancel_reason || "no reason"}`) : null);
+    b.cancelled ? el("span", {class: "badge cancelled"}, `cancelled: ${b.cancel_reason || "no reason"}`) : null,
+    card.current_tool ? el("span", {class: "tool-now"}, `${card.tool_running ? "running" : "last"}: ${card.current_tool}`,
+      card.current_command ? el("code", {class: "cmd"}, clip(card.current_command, 200)) : null) : null,
+  ].filter(Boolean));
   document.getElementById("p-cancel-task").hidden = !card.task_id;
+  const reply = document.getElementById("p-reply");
+  reply.textContent = "";
+  if (card.reply) reply.append(replyForm(card));
 }
 
 let panelTimer = null;
@@ -341,9 +391,10 @@ async function loadPanel(id) {
   const calls = document.getElementById("p-calls");
   calls.textContent = "";
   if (d.tool_calls.length) {
-    calls.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "tool"), el("th", {}, "guard"), el("th", {}, "outcome"), el("th", {}, "rule / reason")),
+    calls.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "tool"), el("th", {}, "command"), el("th", {}, "guard"), el("th", {}, "outcome"), el("th", {}, "rule / reason")),
       d.tool_calls.map((c) => el("tr", {},
         el("td", {}, clock(c.started_at)), el("td", {}, c.tool_name),
+        el("td", {class: "cmd", title: c.command || ""}, clip(c.command, 160)),
         el("td", {class: c.decision || ""}, c.decision || "-"),
         el("td", {}, c.outcome + (c.duration_ms != null ? ` ${c.duration_ms} ms` : "")),
         el("td", {}, [c.rule, c.reason].filter(Boolean).join(": ") || c.error || "")))));

@@ -1,0 +1,94 @@
+"""Reply to a session waiting for its next prompt: its own host's server types it into its tmux pane.
+
+Only the host a session runs on can reach its terminal. The board's Reply goes
+to that host's server: here directly, or from a command center down the
+channel cancels use (a ``reply`` control). Either way the host checks, from
+its own store, that the session is awaiting its next prompt and runs in a tmux
+pane (recorded from ``$TMUX_PANE`` / ``$TMUX``), that the pane is still there,
+and then runs ``tmux send-keys -l TEXT`` and ``tmux send-keys Enter``. Each
+refusal says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from agent_hooks.features.sessions import tmux_command
+
+log = logging.getLogger("agent_hooks.server.reply")
+TMUX_TIMEOUT_S = 3.0
+
+
+@dataclass
+class Target:
+    """Where a reply goes: the session and its pane (None with ``refused`` set when it cannot go)."""
+
+    session_id: str
+    pane: str | None = None
+    socket: str | None = None
+    refused: str | None = None
+
+
+class ReplyError(ValueError):
+    """A reply that cannot be sent: the message says why (shown on the board as is)."""
+
+
+def clean_text(text: Any, max_chars: int) -> str:
+    """The reply as typed: one line (control characters, newlines included, become spaces: a newline
+    would submit half of it), not empty, at most ``max_chars``."""
+    if not isinstance(text, str):
+        raise ReplyError('the body must be {"text": "..."} with a string')
+    line = "".join(" " if (ord(ch) < 32 or ord(ch) == 127) else ch for ch in text).strip()
+    if not line:
+        raise ReplyError("the reply is empty")
+    if len(line) > max_chars:
+        raise ReplyError(f"the reply is {len(line)} characters long; at most {max_chars} (fleet.reply_max_chars)")
+    return line
+
+
+def target(conn: sqlite3.Connection, session_id: str) -> Target:
+    """Can a reply be typed into this (recorded) session now? From the store: awaiting, in tmux."""
+    row = conn.execute("SELECT state, tmux_pane, tmux_socket FROM sessions WHERE session_id = ?",
+                       (session_id,)).fetchone()
+    if row is None:
+        return Target(session_id, refused=f"no session {session_id!r} recorded on this host")
+    state, pane, sock = row
+    if not pane:
+        return Target(session_id, refused="the session does not run in tmux (no $TMUX_PANE recorded): "
+                                          "nothing can type into its terminal")
+    if state != "awaiting":
+        shown = {"live": "working", "needs_input": "waiting on a permission prompt or question",
+                 "error": "stopped on an API error", "ended": "ended"}.get(state, state)
+        return Target(session_id, refused=f"the session is not awaiting its next prompt (it is {shown})")
+    return Target(session_id, pane=pane, socket=sock)
+
+
+def _tmux(sock: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(tmux_command(sock, *args), capture_output=True, text=True, timeout=TMUX_TIMEOUT_S,
+                          check=False)
+
+
+def send(t: Target, text: str) -> str | None:
+    """Type ``text`` and Enter into the target's pane; None when sent, else why not."""
+    if t.refused or not t.pane:
+        return t.refused or "no tmux pane"
+    try:
+        probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane, "#{pane_id}")
+        if probe.returncode != 0 or probe.stdout.strip() != t.pane:
+            return f"its tmux pane {t.pane} is gone (the session's terminal was closed)"
+        typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", text)
+        if typed.returncode != 0:
+            return f"tmux send-keys failed: {typed.stderr.strip()[:200]}"
+        entered = _tmux(t.socket, "send-keys", "-t", t.pane, "Enter")
+        if entered.returncode != 0:
+            return f"tmux send-keys Enter failed: {entered.stderr.strip()[:200]}"
+    except FileNotFoundError:
+        return "tmux is not installed on this host"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"tmux did not answer: {exc}"
+    log.info("typed a reply (%d characters) into session %s, tmux pane %s", len(text), t.session_id, t.pane)
+    return None

@@ -1,0 +1,236 @@
+"""A host reports its own sessions to its command center, so a remote card shows what a local one does.
+
+The ingest contract carries an event name and a short metadata string: a
+remote card built from it alone shows its tmux name, "claude-code" and
+"0 tool calls". The host's server knows more, as its own board shows it:
+agent, role, task, our own state (live, awaiting, needs input, error, ended),
+the current tool and its command, guard counts, and whether a reply can be
+typed into its tmux pane. While subscribed to a command center, it sends the
+cards that changed (at most ``REPORT_EVERY_S`` apart, within about 100 ms of
+a change) to ``POST /api/fleet/report``:
+
+    {"host": NAME, "full": bool, "cards": [{"session_id", "tmux_session", ...}]}
+
+The command center keeps each as the card's ``details`` (JSON) and builds the
+remote card from it (agent_hooks.server.cards). ``full`` is sent after every
+(re)connect: the command center may have restarted. The same authorization
+as the rest of the fleet API: the owner on loopback, the fleet token
+otherwise. ``fleet.report = false`` turns it off; ``fleet.report_commands =
+false`` leaves commands out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent_hooks import __version__, fleet
+from agent_hooks.server import access, contract, fleetdb
+from agent_hooks.server.app import ServerState
+from agent_hooks.server.control import subscription_target
+from agent_hooks.server.live import Fleet, fleet_of
+
+log = logging.getLogger("agent_hooks.server.report")
+REPORT_EVERY_S = 0.05
+MAX_CARDS = 500
+MAX_BODY_BYTES = 2 * 1024 * 1024
+# What a report may say about a session, and how long each text may be (longer ones are clipped).
+TEXT_FIELDS = {"session_id": 200, "tmux_session": 200, "label": 200, "agent": 80, "role": 80, "task_id": 200,
+               "task": 200, "task_state": 20, "own_state": 20, "current_tool": 60, "current_command": 300,
+               "waiting_on": 20, "waiting_detail": 200, "agent_type": 40}
+NUMBER_FIELDS = ("tool_calls", "warned", "denied", "last_activity", "waiting_since")
+BOOL_FIELDS = ("tool_running", "reply", "in_tmux")
+
+
+def clean(item: Any) -> dict[str, Any] | None:
+    """A reported session with only the fields we know, of the right types, clipped; None if unusable."""
+    if not isinstance(item, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key, limit in TEXT_FIELDS.items():
+        value = item.get(key)
+        if isinstance(value, str) and value:
+            out[key] = value[:limit]
+    for key in NUMBER_FIELDS:
+        value = item.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            out[key] = int(value) if key in ("tool_calls", "warned", "denied") else float(value)
+    for key in BOOL_FIELDS:
+        if isinstance(item.get(key), bool):
+            out[key] = item[key]
+    if "session_id" not in out:
+        return None
+    return out
+
+
+def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
+    """What a host says about one of its local cards."""
+    b = card.get("badges") or {}
+    out = {
+        "session_id": card["id"], "tmux_session": card.get("tmux_session"), "label": card.get("label"),
+        "agent": card.get("agent"), "role": card.get("role"), "task_id": card.get("task_id"),
+        "task": card.get("task"), "task_state": card.get("task_state"), "own_state": card.get("own_state"),
+        "current_tool": card.get("current_tool"), "tool_running": bool(card.get("tool_running")),
+        "current_command": card.get("current_command") if with_command else None,
+        "tool_calls": card.get("tool_calls"), "waiting_on": card.get("waiting_on"),
+        "waiting_detail": card.get("waiting_detail"), "waiting_since": card.get("waiting_since"),
+        "last_activity": card.get("last_activity"), "warned": b.get("warned"), "denied": b.get("denied"),
+        "reply": bool(card.get("reply")), "in_tmux": bool(card.get("in_tmux")), "agent_type": card.get("agent_type"),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# -- the command center's side ------------------------------------------------------------
+
+def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float) -> fleetdb.Outcome:
+    """Keep each reported session as its card's details; a session without a card gets one (running)."""
+    out = fleetdb.Outcome(200, {"ok": True, "cards": 0})
+    for item in items:
+        card = fleetdb.find(conn, item["session_id"], None, host)
+        if card is not None and card["host"] != host:
+            continue  # a session id of another host's card: never overwritten from here
+        if card is None and item.get("tmux_session"):
+            card = fleetdb.find(conn, None, item["tmux_session"], host)
+        if card is None:
+            card = fleetdb.create(conn, host=host, at=at, session_id=item["session_id"],
+                                  tmux=item.get("tmux_session"), agent_type=item.get("agent_type")
+                                  or contract.DEFAULT_AGENT_TYPE, state=contract.RUNNING)
+            out.transitions.append({"id": card["id"], "event": "register", "from": None, "to": card["state"],
+                                    "ignored": False, "source": "report", "at": at})
+        conn.execute("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
+                     " WHERE id = ?", (json.dumps(item, sort_keys=True), at, item["session_id"], card["id"]))
+        out.changed.add(card["id"])
+        out.body["cards"] += 1
+    return out
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    hub = fleet_of(state)
+
+    async def report(request: Request) -> Response:
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        host = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
+        if not host:
+            return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
+                                status_code=400)
+        if host == hub.own_host:
+            return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
+                                status_code=409)
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return JSONResponse({"error": f"a report is at most {MAX_BODY_BYTES} bytes"}, status_code=400)
+        try:
+            doc = json.loads(raw)
+            items = doc["cards"]
+            if not isinstance(items, list):
+                raise TypeError("cards must be a list")
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": f'expected {{"cards": [...]}}: {exc}'}, status_code=400)
+        cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
+        out = await hub.write(store_report, host, cleaned, time.time())
+        return JSONResponse(out.body, status_code=out.status)
+
+    return [Route("/api/fleet/report", report, methods=["POST"])]
+
+
+# -- the reporting host's side ----------------------------------------------------------------
+
+class Reporter:
+    """Sends this host's changed local cards to the command center (full after each reconnect)."""
+
+    def __init__(self, state: ServerState, hub: Fleet, base: str) -> None:
+        self.state = state
+        self.hub = hub
+        self.base = base
+        self.dirty: set[str] = set()
+        self.full = True
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.sent = 0
+        self.last_error: str | None = None
+
+    def changed(self, card_id: str) -> None:
+        """Called on the loop for every local card the hub publishes."""
+        self.dirty.add(card_id)
+        self.wake.set()
+
+    async def run(self) -> None:
+        """Report until cancelled; an unexpected error is logged and the loop starts over (in full)."""
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reporting must outlive a bad card
+                log.exception("report to %s failed", self.base)
+                self.last_error, self.full = f"{type(exc).__name__}: {exc}", True
+                await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
+
+    async def _run(self) -> None:
+        cap = max(0.25, float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
+        headers = {"User-Agent": f"agent-hooks/{__version__}", "Content-Type": "application/json",
+                   **fleet.client_headers(self.state.paths, self.state.config, self.state.env)}
+        delay = 0.25
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0), trust_env=False,
+                                     headers=headers) as client:
+            while True:
+                if not self.full and not self.dirty:
+                    self.wake.clear()
+                    await self.wake.wait()
+                await asyncio.sleep(REPORT_EVERY_S)  # a burst of changes goes in one report
+                ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
+                self.dirty = set()
+                with_command = bool(self.state.config["fleet"]["report_commands"])
+                items = [from_card(self.hub.cards[i], with_command) for i in ids
+                         if i in self.hub.cards and self.hub.cards[i].get("local")]
+                try:
+                    r = await client.post(self.base + "/api/fleet/report",
+                                          content=json.dumps({"full": full, "cards": items[:MAX_CARDS]}))
+                    ok = r.status_code == 200
+                    problem = None if ok else f"HTTP {r.status_code}: {r.text[:200]}"
+                except httpx.HTTPError as exc:
+                    ok, problem = False, f"{type(exc).__name__}: {exc}"
+                if ok:
+                    self.full, self.last_error, delay = False, None, 0.25
+                    self.sent += len(items)
+                    continue
+                if self.last_error is None:
+                    log.warning("report to %s failed: %s", self.base, problem)
+                self.last_error = problem
+                self.full = True  # whatever the command center missed: all of it again once it answers
+                await asyncio.sleep(60.0 if "HTTP 404" in (problem or "") else delay)
+                delay = min(cap, delay * 2)
+
+
+async def startup(state: ServerState) -> None:
+    if not state.config["fleet"].get("report"):
+        return
+    base = subscription_target(state)
+    if base is None:
+        return
+    hub = fleet_of(state)
+    rep = Reporter(state, hub, base)
+    state.reporter = rep  # type: ignore[attr-defined]
+    hub.local_listeners.append(rep.changed)
+    rep.task = asyncio.create_task(rep.run())
+
+
+async def shutdown(state: ServerState) -> None:
+    rep = getattr(state, "reporter", None)
+    if rep is not None and rep.task is not None:
+        rep.task.cancel()
+        try:
+            await rep.task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            pass
