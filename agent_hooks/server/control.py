@@ -45,6 +45,8 @@ from agent_hooks.server.recovery import StoreUnavailable
 
 log = logging.getLogger("agent_hooks.server.control")
 MAX_WAIT_S = 30.0
+# How long a reply to another host's session waits for that host to say it was typed.
+REPLY_WAIT_S = 5.0
 
 # -- the store side: the same marks `agent-hook cancel` writes ---------------------
 
@@ -122,9 +124,10 @@ def _reply_target(conn: sqlite3.Connection, control: dict[str, Any]) -> reply.Ta
     return reply.target(conn, found[0])
 
 
-def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float, now: float) -> list[str]:
-    """Type the replies a command center sent (blocking: tmux); what went wrong, one line each."""
-    problems = []
+def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float,
+                 now: float) -> list[dict[str, Any]]:
+    """Type the replies a command center sent (blocking: tmux); each one's outcome ({"seq", "error"})."""
+    results = []
     for control, t in replies:
         if now - float(control.get("at") or 0) > max_age_s:
             problem: str | None = f"older than fleet.reply_max_age_s ({max_age_s:g} s): not typed"
@@ -132,8 +135,8 @@ def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: 
             problem = reply.send(t, str(control.get("reason") or ""))
         if problem:
             log.warning("reply %s to session %s refused: %s", control.get("seq"), t.session_id, problem)
-            problems.append(f"reply to session {t.session_id}: {problem}")
-    return problems
+        results.append({"seq": int(control.get("seq") or 0), "error": problem})
+    return results
 
 
 # -- the command center's side ---------------------------------------------------------
@@ -308,9 +311,39 @@ def routes(state: ServerState) -> list[BaseRoute]:
             if problem:
                 return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
             body["session"] = t.session_id
-        if out.status == 202:
-            hub.wake_controls()
-        return JSONResponse(body, status_code=out.status)
+            return JSONResponse(body)
+        if out.status != 202:
+            return JSONResponse(body, status_code=out.status)
+        # Sent down the host's long poll: wait a little for its word (typed, or why not).
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        hub.reply_waiters[body["seq"]] = waiter
+        hub.wake_controls()
+        try:
+            problem = await asyncio.wait_for(waiter, REPLY_WAIT_S)
+        except asyncio.TimeoutError:
+            body["applied"] = "sent, not confirmed yet"
+            return JSONResponse(body, status_code=202)
+        finally:
+            hub.reply_waiters.pop(body["seq"], None)
+        if problem:
+            return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
+        body["applied"] = "typed"
+        return JSONResponse(body)
+
+    async def reply_results(request: Request) -> Response:
+        """POST /api/fleet/replies {"results": [{"seq", "error"}]}: a host says what became of replies."""
+        denied = access.check(state, request)
+        if denied is not None:
+            return denied
+        try:
+            results = json.loads(await request.body())["results"]
+            for r in results:
+                waiter = hub.reply_waiters.get(int(r["seq"]))
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(str(r["error"])[:500] if r.get("error") else None)
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
+        return JSONResponse({"ok": True})
 
     async def task_action(request: Request) -> Response:
         parsed = await _action(request)
@@ -368,6 +401,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         Route("/api/sessions/{ref}/{action:str}", session_action, methods=["POST"]),
         Route("/api/tasks/{task_id}/{action:str}", task_action, methods=["POST"]),
         Route("/api/fleet/controls", controls, methods=["GET"]),
+        Route("/api/fleet/replies", reply_results, methods=["POST"]),
         Route("/api/fleet/status", fleet_status, methods=["GET"]),
     ]
 
@@ -452,9 +486,14 @@ class Subscriber:
                 if controls:
                     out = await self.hub.write(apply_controls, controls, self.key, epoch, time.time())
                     if out.body["replies"]:
-                        await self.state.run_blocking(
+                        results = await self.state.run_blocking(
                             send_replies, out.body["replies"], float(self.state.config["fleet"]["reply_max_age_s"]),
                             time.time())
+                        try:  # the command center's Reply waits for this answer (a lost one: it says "sent")
+                            await client.post(self.base + "/api/fleet/replies", json={"results": results})
+                        except httpx.HTTPError as exc:
+                            log.warning("could not tell %s what became of %d reply(ies): %s", self.base,
+                                        len(results), exc)
                     cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
                     self.applied += len(controls)
                     log.info("applied %d control(s) from %s", len(controls), self.base)

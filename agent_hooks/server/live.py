@@ -84,6 +84,8 @@ class Fleet:
         # Called on the loop after another connection committed (a hook, the CLI): held approvals
         # look at their rows again (server/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
+        # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
+        self.reply_waiters: dict[int, asyncio.Future[str | None]] = {}
         # Called on the loop with the id of every local card published (agent_hooks.server.report).
         self.local_listeners: list[Callable[[str], None]] = []
         self.epoch = ""
