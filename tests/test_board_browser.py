@@ -118,3 +118,71 @@ def test_a_card_says_when_the_hold_was_let_go_and_why(center: Center, page: Any,
     page.wait_for_selector(f'.card[data-id="{sid}"] .persist', timeout=5000)
     text = page.inner_text(f'.card[data-id="{sid}"] .persist')
     assert text == "open · persists 1/1 · allowed to stop: its budget is spent", text
+
+
+def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, page: Any, tmp_path: Path) -> None:
+    """The session page has no "null" text; a tool call's command shows on the card and the page, as text
+    (HTML in it is never parsed); a session awaiting its next prompt sits in Awaiting review though the
+    seed's map calls it completed; its Reply field types into its tmux pane; a card another host reported
+    shows its agent, task, command and needs-input badge."""
+    from helpers import run_hook
+    from tmux_support import Tmux
+
+    home = center.env["AGENT_HOOKS_HOME"]
+    tmux = Tmux()
+    try:
+        pane = tmux.new("agent-web")
+        env = {"AGENT_HOOKS_HOME": home, "HOME": center.env["HOME"], **tmux.env(pane)}
+        sid, cwd = "0b0a7d-reply", str(tmp_path)
+        base = {"session_id": sid, "cwd": cwd, "transcript_path": f"{cwd}/t.jsonl"}
+        evil = "echo '<img src=x onerror=\"window.__pwned=1\">' && ls -la"
+        run_hook({**base, "hook_event_name": "SessionStart", "source": "startup"}, env)
+        run_hook({**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "toolu_1",
+                  "tool_input": {"command": evil}}, env)
+        remote = center.ingest({"tmux_session": "agent-far", "event": "start"},
+                               headers={"X-Agent-Hooks-Host": "web-1"}).json()["session"]
+        page.goto(center.base + "/")
+        page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+
+        # The command, as text.
+        cmd = page.locator(f'.card[data-id="{sid}"] code.cmd')
+        cmd.wait_for(state="visible", timeout=5000)
+        assert cmd.inner_text() == evil
+        assert page.locator(".card img").count() == 0 and page.evaluate("window.__pwned") is None
+
+        # A remote card with nothing reported: its page has no "null" in its header.
+        page.click(f'.card[data-id="{remote}"]')
+        page.wait_for_function(f"document.getElementById('p-sub').innerText.includes('id {remote}')", timeout=5000)
+        assert "null" not in page.inner_text("#p-sub"), page.inner_text("#p-sub")
+        page.click("#panel-close")
+
+        # The turn ends: Awaiting review (contract: completed), with a Reply field that types into the pane.
+        run_hook({**base, "hook_event_name": "Stop", "stop_hook_active": False}, env)
+        page.wait_for_selector(f'#col-awaiting_review .card[data-id="{sid}"] .reply-text', timeout=5000)
+        assert "contract: completed" in page.inner_text(f'.card[data-id="{sid}"]')
+        assert page.locator(f'#col-completed .card[data-id="{sid}"]').count() == 0
+        page.fill(f'.card[data-id="{sid}"] .reply-text', "please add a test")
+        page.click(f'.card[data-id="{sid}"] form.reply button')
+        page.wait_for_selector(f'.card[data-id="{sid}"] .reply-msg.ok', timeout=5000)
+        tmux.wait_text(pane, "please add a test")
+
+        # The session page lists the call with its command.
+        page.click(f'.card[data-id="{sid}"] .label')
+        page.wait_for_selector("#p-calls td.cmd", timeout=5000)
+        assert page.inner_text("#p-calls td.cmd") == evil
+
+        # Another host's server reports its session: the card shows what a local one shows.
+        report = {"cards": [{"session_id": "far-1", "tmux_session": "agent-far", "agent": "reviewer",
+                             "task_id": "T-7", "task": "review the patch", "own_state": "needs_input",
+                             "current_tool": "Bash", "current_command": "git push origin <main>",
+                             "waiting_on": "needs_input", "waiting_detail": "Bash: git push origin <main>",
+                             "tool_calls": 12, "in_tmux": True, "reply": False}]}
+        assert center.http.post("/api/fleet/report", json=report,
+                                headers={"X-Agent-Hooks-Host": "web-1"}).status_code == 200
+        far = page.locator(f'.card[data-id="{remote}"]')
+        far.locator(".badge.waiting.needs_input").wait_for(state="visible", timeout=5000)
+        text = far.inner_text()
+        assert "reviewer" in text and "review the patch" in text and "12 tool calls" in text, text
+        assert far.locator("code.cmd").inner_text() == "git push origin <main>"
+    finally:
+        tmux.close()

@@ -217,7 +217,7 @@ def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: 
 # -- a session's page ----------------------------------------------------------
 
 _CALLS = ("id", "tool_name", "decision", "rule", "reason", "outcome", "error", "duration_ms", "started_at",
-          "ended_at", "agent_id")
+          "ended_at", "agent_id", "command")
 
 
 def usage(entries: list[dict[str, Any]], window: int) -> dict[str, Any] | None:
