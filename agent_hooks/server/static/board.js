@@ -6,7 +6,8 @@
 
 const STATE_LABELS = {idle: "Idle", running: "Running", awaiting_review: "Awaiting review",
                       completed: "Completed", failed: "Failed"};
-const board = {meta: null, cards: new Map(), seq: 0, ws: null, connected: false, open: null, filters: {}};
+const board = {meta: null, cards: new Map(), seq: 0, ws: null, connected: false, open: null, filters: {},
+               approvals: [], selected: null, seenApprovals: new Set()};
 window.__board = board;  // for a person at the console (and the browser tests)
 
 function el(tag, attrs, ...children) {
@@ -282,6 +283,7 @@ function connect() {
       board.connected = true;
       document.getElementById("host").textContent = msg.host;
       setConn("live", "live");
+      if (msg.approvals) setApprovals(msg.approvals);
       render();
     } else if (msg.type === "card") {
       board.cards.set(msg.card.id, msg.card);
@@ -292,6 +294,8 @@ function connect() {
       scheduleRender();
     } else if (msg.type === "event") {
       setTimeout(() => flash(msg.id), 50);
+    } else if (msg.type === "approvals") {
+      setApprovals(msg.approvals);
     }
   };
   ws.onclose = () => {
@@ -438,6 +442,173 @@ async function act(kind) {
   loadPanel(id);
 }
 
+// -- "Needs you": every pending request of the fleet, oldest first ------------------------------
+
+function left(ts) {
+  if (!ts) return "no time limit";
+  const s = Math.round(ts - Date.now() / 1000);
+  if (s <= 0) return "time is up";
+  return s < 60 ? `${s}s left` : `${Math.floor(s / 60)}m ${s % 60}s left`;
+}
+
+function cardFor(a) {
+  if (a.card && board.cards.has(a.card)) return board.cards.get(a.card);
+  for (const c of board.cards.values()) if (c.host === a.host && c.session_id === a.session_id) return c;
+  return board.cards.get(a.session_id) || null;
+}
+
+function setApprovals(list) {
+  const fresh = (list || []).filter((a) => a.state === "pending")
+    .sort((x, y) => (x.created_at || 0) - (y.created_at || 0));
+  const arrived = fresh.filter((a) => !board.seenApprovals.has(a.id));
+  for (const a of fresh) board.seenApprovals.add(a.id);
+  board.approvals = fresh;
+  if (!fresh.some((a) => a.id === board.selected)) board.selected = fresh.length ? fresh[0].id : null;
+  renderNeeds();
+  if (arrived.length && board.metaLoaded) notifyArrivals(arrived);
+}
+
+function notifyArrivals(list) {
+  if (!document.getElementById("needs-notify").checked) return;
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  for (const a of list) {
+    try { new Notification(`Needs you: ${a.host}`, {body: clip(askText(a), 180), tag: a.id}); } catch (e) { /* not allowed here */ }
+  }
+}
+
+// What is asked, on one line: the command, the file, the question.
+function askText(a) {
+  const i = a.tool_input || {};
+  if (a.kind === "question") return (a.questions || []).map((q) => q.question).join(" / ");
+  return `${a.tool_name}: ${i.command || i.file_path || i.url || i.pattern || i.path || JSON.stringify(i)}`;
+}
+
+// The exact command, file path or diff, clipped; always as text.
+function askDetail(a) {
+  const i = a.tool_input || {};
+  if (a.kind === "question") return null;
+  if (typeof i.command === "string") return el("pre", {class: "ask cmd"}, clip(i.command, 2000));
+  const parts = [];
+  if (typeof i.file_path === "string") parts.push(el("div", {class: "ask path"}, i.file_path));
+  if (typeof i.old_string === "string" || typeof i.new_string === "string") {
+    parts.push(el("pre", {class: "ask diff"},
+      clip(i.old_string || "", 1200).split("\n").map((l) => el("span", {class: "del"}, `- ${l}\n`)),
+      clip(i.new_string || "", 1200).split("\n").map((l) => el("span", {class: "add"}, `+ ${l}\n`))));
+  } else if (typeof i.content === "string") {
+    parts.push(el("pre", {class: "ask diff"}, clip(i.content, 1500).split("\n").map((l) => el("span", {class: "add"}, `+ ${l}\n`))));
+  } else if (!parts.length) {
+    parts.push(el("pre", {class: "ask"}, clip(JSON.stringify(i, null, 1), 1500)));
+  }
+  return parts;
+}
+
+async function answer(a, body, node) {
+  const r = await api("POST", `/api/approvals/${encodeURIComponent(a.id)}`, body);
+  const status = node ? node.querySelector(".need-msg") : null;
+  if (r.ok) {
+    toast(`${body.decision === "deny" ? "denied" : "answered"}: ${clip(askText(a), 60)}${r.status === 202 ? " (sent to " + a.host + ")" : ""}`);
+    board.approvals = board.approvals.filter((x) => x.id !== a.id);
+    renderNeeds();
+  } else if (r.status === 409) {
+    toast(r.doc.error || "already answered");
+    board.approvals = board.approvals.filter((x) => x.id !== a.id);
+    renderNeeds();
+  } else if (status) {
+    status.className = "need-msg err";
+    status.textContent = r.doc.error || `HTTP ${r.status}`;
+  }
+}
+
+function needNode(a) {
+  const card = cardFor(a);
+  const who = [card && card.agent, card && card.task_id ? `task ${card.task_id}${card.task ? ": " + card.task : ""}` : null,
+               card ? card.label : a.session_id.slice(0, 12)].filter(Boolean).join(" · ");
+  const message = el("input", {type: "text", class: "deny-msg", maxlength: "4000", placeholder: "message for the model (deny)",
+                               "aria-label": "deny message"});
+  const node = el("article", {class: "need" + (a.id === board.selected ? " selected" : ""), tabindex: "0",
+                              data: {id: a.id, kind: a.kind}});
+  const questions = a.kind === "question" ? (a.questions || []).map((q) => {
+    const free = el("input", {type: "text", class: "free", placeholder: "or another answer", "aria-label": "another answer"});
+    return el("div", {class: "question"},
+      el("div", {class: "q"}, q.header ? el("b", {}, `${q.header}: `) : null, q.question),
+      el("div", {class: "options"},
+        (q.options || []).map((o) => el("button", {class: "option", title: o.description || "",
+          onclick: () => answer(a, {decision: "allow", answers: {[q.question]: o.label}}, node)}, o.label)),
+        free,
+        el("button", {class: "option free-send", onclick: () => {
+          if (free.value.trim()) answer(a, {decision: "allow", answers: {[q.question]: free.value.trim()}}, node);
+        }}, "Answer")));
+  }) : null;
+  const always = (a.suggestions || []).length > 0;
+  node.append(
+    el("div", {class: "need-row"},
+      el("span", {class: `chip kind ${a.kind}`}, a.kind === "gate" && a.gate ? `gate ${a.gate}` : a.kind),
+      el("span", {class: "chip host"}, a.host),
+      el("span", {class: "need-who"}, who),
+      el("span", {class: "sp"}),
+      el("span", {class: "left", data: {expires: a.expires_at || ""}}, left(a.expires_at))),
+    el("div", {class: "need-what"}, a.kind === "question" ? "asks:" : a.tool_name),
+    askDetail(a),
+    questions,
+    el("div", {class: "need-actions"},
+      a.kind !== "question" ? el("button", {class: "allow", onclick: () => answer(a, {decision: "allow"}, node)}, "Allow") : null,
+      a.kind !== "question" ? el("button", {class: "always", disabled: always ? null : true,
+        title: always ? "allow, and keep the client's own rule for next time" : "the client offered no rule to keep",
+        onclick: () => answer(a, {decision: "allow_always"}, node)}, "Always allow") : null,
+      message,
+      el("button", {class: "deny danger", onclick: () => answer(a, {decision: "deny", message: message.value.trim() || undefined}, node)}, "Deny")),
+    el("div", {class: "need-msg", role: "status"}));
+  node.addEventListener("click", () => { board.selected = a.id; markSelected(); });
+  return node;
+}
+
+function markSelected() {
+  for (const n of document.querySelectorAll(".need")) n.classList.toggle("selected", n.dataset.id === board.selected);
+}
+
+function renderNeeds() {
+  const box = document.getElementById("needs-list");
+  const section = document.getElementById("needs");
+  const active = document.activeElement;
+  const typing = active && box.contains(active) && active.tagName === "INPUT"
+    ? {id: active.closest(".need").dataset.id, cls: active.className, value: active.value} : null;
+  box.textContent = "";
+  for (const a of board.approvals) box.append(needNode(a));
+  document.getElementById("needs-n").textContent = String(board.approvals.length);
+  section.hidden = board.approvals.length === 0;
+  if (typing) {  // a refresh must not eat what someone is typing
+    const again = box.querySelector(`.need[data-id="${CSS.escape(typing.id)}"] input.${CSS.escape(typing.cls.split(" ")[0])}`);
+    if (again) { again.value = typing.value; again.focus(); }
+  }
+}
+
+function needsKeys(ev) {
+  const t = ev.target;
+  if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || !board.approvals.length) return;
+  const i = Math.max(0, board.approvals.findIndex((a) => a.id === board.selected));
+  const a = board.approvals[i];
+  const node = document.querySelector(`.need[data-id="${CSS.escape(a.id)}"]`);
+  if (ev.key === "j" || ev.key === "k") {
+    const next = board.approvals[Math.min(board.approvals.length - 1, Math.max(0, i + (ev.key === "j" ? 1 : -1)))];
+    board.selected = next.id;
+    markSelected();
+    const n = document.querySelector(`.need[data-id="${CSS.escape(next.id)}"]`);
+    if (n) n.scrollIntoView({block: "nearest"});
+  } else if (ev.key === "a" && a.kind !== "question") {
+    answer(a, {decision: "allow"}, node);
+  } else if (ev.key === "d") {
+    const msg = node ? node.querySelector(".deny-msg").value.trim() : "";
+    answer(a, {decision: "deny", message: msg || undefined}, node);
+  } else return;
+  ev.preventDefault();
+}
+
+async function loadApprovals() {
+  const r = await api("GET", "/api/approvals");
+  if (r.ok && Array.isArray(r.doc.approvals)) setApprovals(r.doc.approvals);
+}
+
 // -- start ----------------------------------------------------------------------------------
 
 async function main() {
@@ -459,7 +630,19 @@ async function main() {
   document.getElementById("p-delete").addEventListener("click", () => act("delete"));
   setInterval(() => {
     for (const n of document.querySelectorAll(".when")) n.textContent = ago(Number(n.dataset.ts) || 0);
+    for (const n of document.querySelectorAll(".need .left")) n.textContent = left(Number(n.dataset.expires) || 0);
   }, 1000);
+  document.addEventListener("keydown", needsKeys);
+  const notify = document.getElementById("needs-notify");
+  notify.checked = localStorage.getItem("needs-notify") === "1";
+  notify.addEventListener("change", async () => {
+    if (notify.checked && "Notification" in window && Notification.permission === "default") {
+      await Notification.requestPermission();
+    }
+    localStorage.setItem("needs-notify", notify.checked ? "1" : "0");
+  });
+  await loadApprovals();
+  board.metaLoaded = true;
   const m = location.hash.match(/^#\/session\/(.+)$/);
   if (m) openPanel(decodeURIComponent(m[1]));
   connect();
