@@ -88,15 +88,24 @@ def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bo
 
 
 def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
-                   epoch: str, at: float) -> fleetdb.Outcome:
+                   epoch: str, at: float, center: str = "") -> fleetdb.Outcome:
     """A subscriber writes the controls it received, and its cursor, in one transaction."""
-    out = fleetdb.Outcome(200, {"applied": [], "replies": []})
+    out = fleetdb.Outcome(200, {"applied": [], "replies": [], "results": []})
     last = 0
     for c in controls:
         last = max(last, int(c.get("seq") or 0))
         if c.get("action") == "reply":
             # Typed after the commit, by the subscriber: at most once (the cursor moves past it here).
             out.body["replies"].append((c, _reply_target(conn, c)))
+            continue
+        if c.get("kind") == "approval" and c.get("action") == "answer":
+            # Answered here, in the transaction that moves the cursor: the first answer wins.
+            from agent_hooks.server import fleet_approvals
+
+            result = fleet_approvals.answer_control(conn, c, center)
+            out.body["results"].append(result)
+            if result.get("approval"):
+                out.changed.add(result["approval"]["session_id"])
             continue
         if c.get("action") not in ("cancel", "uncancel"):
             continue  # an action this version does not know: skipped, never taken for an uncancel
@@ -315,16 +324,11 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if out.status != 202:
             return JSONResponse(body, status_code=out.status)
         # Sent down the host's long poll: wait a little for its word (typed, or why not).
-        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        hub.reply_waiters[body["seq"]] = waiter
-        hub.wake_controls()
-        try:
-            problem = await asyncio.wait_for(waiter, REPLY_WAIT_S)
-        except asyncio.TimeoutError:
+        result = await host_word(hub, body["seq"], REPLY_WAIT_S)
+        if result is None:
             body["applied"] = "sent, not confirmed yet"
             return JSONResponse(body, status_code=202)
-        finally:
-            hub.reply_waiters.pop(body["seq"], None)
+        problem = result.get("error")
         if problem:
             return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
         body["applied"] = "typed"
@@ -340,7 +344,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
             for r in results:
                 waiter = hub.reply_waiters.get(int(r["seq"]))
                 if waiter is not None and not waiter.done():
-                    waiter.set_result(str(r["error"])[:500] if r.get("error") else None)
+                    waiter.set_result(dict(r))
         except (ValueError, KeyError, TypeError) as exc:
             return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
         return JSONResponse({"ok": True})
@@ -404,6 +408,20 @@ def routes(state: ServerState) -> list[BaseRoute]:
         Route("/api/fleet/replies", reply_results, methods=["POST"]),
         Route("/api/fleet/status", fleet_status, methods=["GET"]),
     ]
+
+
+async def host_word(hub: Fleet, seq: int, wait_s: float) -> dict[str, Any] | None:
+    """Wake the long-polling hosts, then wait up to ``wait_s`` for the host to say what became of
+    control ``seq`` (POST /api/fleet/replies); None when it said nothing in time."""
+    waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    hub.reply_waiters[seq] = waiter
+    hub.wake_controls()
+    try:
+        return await asyncio.wait_for(waiter, wait_s)
+    except asyncio.TimeoutError:
+        return None
+    finally:
+        hub.reply_waiters.pop(seq, None)
 
 
 # -- the subscribing host's side -----------------------------------------------------
@@ -484,16 +502,23 @@ class Subscriber:
                 if epoch != cursor.get("epoch"):
                     cursor = {"epoch": epoch, "seq": 0}
                 if controls:
-                    out = await self.hub.write(apply_controls, controls, self.key, epoch, time.time())
+                    out = await self.hub.write(apply_controls, controls, self.key, epoch, time.time(),
+                                               str(doc.get("center") or self.base))
+                    results = list(out.body["results"])
+                    if out.body["results"]:
+                        wake_held = getattr(self.state, "wake_approvals", None)
+                        if wake_held is not None:
+                            wake_held()  # held http hooks of this host look at their rows now
                     if out.body["replies"]:
-                        results = await self.state.run_blocking(
+                        results += await self.state.run_blocking(
                             send_replies, out.body["replies"], float(self.state.config["fleet"]["reply_max_age_s"]),
                             time.time())
-                        try:  # the command center's Reply waits for this answer (a lost one: it says "sent")
+                    if results:
+                        try:  # the command center's caller waits for this word (a lost one: it says "sent")
                             await client.post(self.base + "/api/fleet/replies", json={"results": results})
                         except httpx.HTTPError as exc:
-                            log.warning("could not tell %s what became of %d reply(ies): %s", self.base,
-                                        len(results), exc)
+                            log.warning("could not tell %s what became of %d reply(ies) or answer(s): %s",
+                                        self.base, len(results), exc)
                     cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
                     self.applied += len(controls)
                     log.info("applied %d control(s) from %s", len(controls), self.base)

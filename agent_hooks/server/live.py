@@ -85,7 +85,10 @@ class Fleet:
         # look at their rows again (server/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
-        self.reply_waiters: dict[int, asyncio.Future[str | None]] = {}
+        self.reply_waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # Every pending approval request of the fleet (agent_hooks.server.fleet_approvals), as last published.
+        self.approvals: list[dict[str, Any]] = []
+        self._approvals_text = ""
         # Called on the loop with the id of every local card published (agent_hooks.server.report).
         self.local_listeners: list[Callable[[str], None]] = []
         self.epoch = ""
@@ -321,6 +324,8 @@ class Fleet:
 
     def _outcome(self, out: fleetdb.Outcome) -> None:
         self._writes += 1
+        if out.body.get("approvals_changed"):
+            self._guarded(self._approvals_diff)  # a host's requests came or went: the strip, now
         if out.transitions and self.clients:
             self._publish([{"type": "event", **t} for t in out.transitions])
         self._dirty |= out.changed
@@ -342,6 +347,22 @@ class Fleet:
         ids, self._dirty = sorted(self._dirty), set()
         built = cards.build(self.conn, self.state.config, self.own_host, time.time(), ids)
         self._diff(built, partial=True)
+        self._approvals_diff()
+
+    def _approvals_diff(self) -> None:
+        """Publish the fleet's pending requests when they changed (the board's "Needs you" strip)."""
+        import sqlite3
+
+        try:
+            from agent_hooks.server import fleet_approvals
+
+            pending = fleet_approvals.pending(self.conn, self.own_host, time.time())
+        except (ImportError, sqlite3.OperationalError):  # TEMP until the approvals core is merged
+            return
+        text = json.dumps(pending, sort_keys=True, default=str)
+        if text != self._approvals_text:
+            self._approvals_text = text
+            self._publish([{"type": "approvals", "approvals": pending}])
 
     def _tick(self, force: bool = False) -> None:
         now = time.time()
@@ -360,6 +381,7 @@ class Fleet:
             self._dirty = set()
             self._last_full = now
             self._diff(cards.build(self.conn, self.state.config, self.own_host, now), partial=False)
+            self._approvals_diff()
 
     def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
         messages = []
@@ -392,6 +414,8 @@ class Fleet:
                         listener(msg["card"]["id"])
             elif msg["type"] == "removed":
                 self.cards.pop(msg["id"], None)
+            elif msg["type"] == "approvals":
+                self.approvals = msg["approvals"]
             for client in list(self.clients):
                 if client.queue.qsize() >= QUEUE_MAX:
                     self.clients.discard(client)
@@ -412,7 +436,8 @@ class Fleet:
             event.set()
 
     def hello(self) -> dict[str, Any]:
-        return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values()))}
+        return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
+                "approvals": self.approvals}
 
 
 def fleet_of(state: ServerState) -> Fleet:

@@ -91,9 +91,15 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 
 # -- the command center's side ------------------------------------------------------------
 
-def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float) -> fleetdb.Outcome:
-    """Keep each reported session as its card's details; a session without a card gets one (running)."""
+def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
+                 requests: list[Any] | None = None) -> fleetdb.Outcome:
+    """Keep each reported session as its card's details (a session without a card gets one, running),
+    and the host's approval requests (agent_hooks.server.fleet_approvals) when the report has them."""
     out = fleetdb.Outcome(200, {"ok": True, "cards": 0})
+    if requests is not None:
+        from agent_hooks.server import fleet_approvals
+
+        out.body["approvals_changed"] = fleet_approvals.store_remote(conn, host, requests, at)
     for item in items:
         card = fleetdb.find(conn, item["session_id"], None, host)
         if card is not None and card["host"] != host:
@@ -138,7 +144,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
         except (ValueError, KeyError, TypeError) as exc:
             return JSONResponse({"error": f'expected {{"cards": [...]}}: {exc}'}, status_code=400)
         cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
-        out = await hub.write(store_report, host, cleaned, time.time())
+        requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
+        out = await hub.write(store_report, host, cleaned, time.time(), requests)
         return JSONResponse(out.body, status_code=out.status)
 
     return [Route("/api/fleet/report", report, methods=["POST"])]
@@ -159,11 +166,28 @@ class Reporter:
         self.task: asyncio.Task[None] | None = None
         self.sent = 0
         self.last_error: str | None = None
+        self.poked = False
+        self.sent_requests = ""
 
     def changed(self, card_id: str) -> None:
         """Called on the loop for every local card the hub publishes."""
         self.dirty.add(card_id)
         self.wake.set()
+
+    def poke(self) -> None:
+        """Called on the loop when anything committed to the store: approval requests may have changed."""
+        self.poked = True
+        self.wake.set()
+
+    async def _requests(self) -> tuple[list[dict[str, Any]] | None, str]:
+        """This host's approval requests to report (None on a store without them), and their JSON."""
+        try:
+            from agent_hooks.server import fleet_approvals
+
+            rows = await self.hub.submit(fleet_approvals.host_rows, time.time())
+        except (ImportError, sqlite3.OperationalError):  # TEMP until the approvals core is merged
+            return None, ""
+        return rows, json.dumps(rows, sort_keys=True, default=str)
 
     async def run(self) -> None:
         """Report until cancelled; an unexpected error is logged and the loop starts over (in full)."""
@@ -185,24 +209,29 @@ class Reporter:
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0), trust_env=False,
                                      headers=headers) as client:
             while True:
-                if not self.full and not self.dirty:
+                if not self.full and not self.dirty and not self.poked:
                     self.wake.clear()
                     await self.wake.wait()
                 await asyncio.sleep(REPORT_EVERY_S)  # a burst of changes goes in one report
                 ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
-                self.dirty = set()
+                self.dirty, self.poked = set(), False
+                requests, text = await self._requests()
+                if not ids and not full and text == self.sent_requests:
+                    continue  # a commit that changed neither a card nor a request
                 with_command = bool(self.state.config["fleet"]["report_commands"])
                 items = [from_card(self.hub.cards[i], with_command) for i in ids
                          if i in self.hub.cards and self.hub.cards[i].get("local")]
                 try:
-                    r = await client.post(self.base + "/api/fleet/report",
-                                          content=json.dumps({"full": full, "cards": items[:MAX_CARDS]}))
+                    doc: dict[str, Any] = {"full": full, "cards": items[:MAX_CARDS]}
+                    if requests is not None:
+                        doc["approvals"] = requests
+                    r = await client.post(self.base + "/api/fleet/report", content=json.dumps(doc, default=str))
                     ok = r.status_code == 200
                     problem = None if ok else f"HTTP {r.status_code}: {r.text[:200]}"
                 except httpx.HTTPError as exc:
                     ok, problem = False, f"{type(exc).__name__}: {exc}"
                 if ok:
-                    self.full, self.last_error, delay = False, None, 0.25
+                    self.full, self.last_error, delay, self.sent_requests = False, None, 0.25, text
                     self.sent += len(items)
                     continue
                 if self.last_error is None:
@@ -223,6 +252,10 @@ async def startup(state: ServerState) -> None:
     rep = Reporter(state, hub, base)
     state.reporter = rep  # type: ignore[attr-defined]
     hub.local_listeners.append(rep.changed)
+    # Any commit (a hook's request, an answer at the terminal or the CLI): requests may have changed.
+    listeners = getattr(hub, "change_listeners", None)
+    if listeners is not None:
+        listeners.append(rep.poke)
     rep.task = asyncio.create_task(rep.run())
 
 
