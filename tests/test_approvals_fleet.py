@@ -1,0 +1,118 @@
+"""Approval requests across two hosts on one machine: two stores, two servers, each with its own fleet.host.
+
+Host B's PermissionRequest hook (the installed executable) holds a request in B's store. B's server
+carries it up to A, the command center: A's GET /api/approvals lists it (with B as its host and B's
+card). An answer posted to A goes down B's long poll and is written into B's store; B's hook answers
+the client. A second answer is told "already answered" (409). A request answered at B's terminal
+leaves A's list within 1 s. A question is answered from A with an option's label.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from center_support import Center
+from helpers import EXECUTABLES, fixture_payload, run_exe
+from test_approvals import QUESTION, Held
+
+PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "session_id": "b-asks-1"}
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
+    forward = {
+        "AGENT_HOOKS__FLEET__HOST": "host-b",
+        "AGENT_HOOKS__FORWARD__ENABLED": "true",
+        "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
+        "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
+        "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+    }
+    b = Center(tmp_path / "host-b", env=forward).start()
+    hook_env = {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], "TMUX": "", "TMUX_PANE": "", **forward}
+    try:
+        yield a, b, hook_env
+    finally:
+        b.stop()
+        a.stop()
+
+
+def pending(center: Center) -> list[dict[str, Any]]:
+    r = center.http.get("/api/approvals")
+    assert r.status_code == 200, r.text
+    return r.json()["approvals"]  # type: ignore[no-any-return]
+
+
+def wait_listed(center: Center, predicate: Any, timeout: float = 5.0) -> tuple[list[dict[str, Any]], float]:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        got = pending(center)
+        if predicate(got):
+            return got, time.monotonic() - t0
+        time.sleep(0.02)
+    raise AssertionError(f"timed out; A lists {pending(center)}")
+
+
+def test_a_request_on_b_is_listed_and_answered_from_a(hosts: tuple[Center, Center, dict[str, str]]) -> None:
+    a, b, env = hosts
+    held = Held(PERMISSION, env)
+    # B lists it itself first; from then on A must list it within 1 s.
+    wait_listed(b, lambda got: len(got) == 1, timeout=10)
+    [row], took = wait_listed(a, lambda got: len(got) == 1)
+    assert took < 1.0, f"A listed B's request {took:.2f} s after B had it"
+    assert row["host"] == "host-b" and row["kind"] == "permission" and row["state"] == "pending"
+    assert row["tool_input"]["command"] == PERMISSION["tool_input"]["command"]
+    assert row["card"] and a.board_cards()[row["card"]]["host"] == "host-b"
+
+    r = a.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
+    assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
+    assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+    assert pending(a) == [] and pending(b) == []
+    [mine] = [x for x in b.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+              if x["id"] == row["id"]]
+    assert mine["answer"]["via"] == "remote" and mine["state"] == "allowed"
+
+    # A second answer, from A or from B: "already answered", never an error page.
+    late = a.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny", "message": "too late"})
+    assert late.status_code == 409 and late.json()["error"].startswith("already answered"), late.text
+    late = b.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
+    assert late.status_code == 409
+
+    # Deny with a message the model reads.
+    held = Held({**PERMISSION, "session_id": "b-asks-2"}, env)
+    [row], _ = wait_listed(a, lambda got: len(got) == 1, timeout=10)
+    r = a.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny", "message": "not on main"})
+    assert r.status_code == 200, r.text
+    decision = held.answer()["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny" and decision["message"] == "not on main"
+
+    # A question, answered from A by an option's label.
+    held = Held({**QUESTION, "session_id": "b-asks-3"}, env)
+    [row], _ = wait_listed(a, lambda got: len(got) == 1 and got[0]["kind"] == "question", timeout=10)
+    r = a.http.post(f"/api/approvals/{row['id']}",
+                    json={"decision": "allow", "answers": {"Which database should we use?": "SQLite",
+                                                           "Checks": ["lint", "tests"]}})
+    assert r.status_code == 200, r.text
+    decision = held.answer()["hookSpecificOutput"]["decision"]
+    assert decision["updatedInput"]["answers"] == {"Which database should we use?": "SQLite",
+                                                   "Which checks should run?": "lint, tests"}
+
+
+def test_answered_at_bs_terminal_leaves_as_list_within_1s(hosts: tuple[Center, Center, dict[str, str]]) -> None:
+    a, b, env = hosts
+    held = Held({**PERMISSION, "session_id": "b-terminal-1"}, {**env, "AGENT_HOOKS__APPROVALS__WAIT_S": "20"})
+    [row], _ = wait_listed(a, lambda got: len(got) == 1, timeout=10)
+    # The person at B's terminal answers: the tool runs, and its PostToolUse withdraws the request.
+    post = {**fixture_payload("PostToolUse-Bash.json"), "session_id": "b-terminal-1"}
+    t0 = time.monotonic()
+    assert run_exe(EXECUTABLES["PostToolUse"], post, env).returncode == 0
+    _, took = wait_listed(a, lambda got: got == [])
+    assert time.monotonic() - t0 < 1.0, f"A still listed it {took:.2f} s after the terminal answered"
+    assert held.answer() is None
+    r = a.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 409 and "already answered" in r.json()["error"], r.text
