@@ -186,3 +186,45 @@ def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, pag
         assert far.locator("code.cmd").inner_text() == "git push origin <main>"
     finally:
         tmux.close()
+
+
+def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> None:
+    """A held permission dialog appears in "Needs you" with its exact command (as text); a click on Allow
+    answers the waiting hook and the strip empties; with two requests, j moves and d denies."""
+    from helpers import fixture_payload
+    from test_approvals import Held
+
+    env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
+    base = fixture_payload("permission_request_bash.json", "2.1.330")
+    evil = "rm -rf build && echo '<img src=x onerror=\"window.__pwned=1\">'"
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    assert page.locator("#needs").is_hidden()
+
+    held = Held({**base, "session_id": "needs-1", "tool_input": {"command": evil}}, env)
+    item = page.locator(".need").first
+    item.wait_for(state="visible", timeout=5000)
+    assert page.inner_text(".need pre.ask.cmd") == evil
+    assert page.locator(".need img").count() == 0 and page.evaluate("window.__pwned") is None
+    assert "left" in page.inner_text(".need .left")
+    page.click(".need button.allow")
+    page.wait_for_selector("#needs", state="hidden", timeout=5000)
+    assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+
+    # Two at once, oldest first; j selects the second, d denies it with the message typed in it.
+    first = Held({**base, "session_id": "needs-2", "tool_input": {"command": "make one"}}, env)
+    page.wait_for_selector(".need", timeout=5000)
+    second = Held({**base, "session_id": "needs-3", "tool_input": {"command": "make two"}}, env)
+    page.wait_for_function("document.querySelectorAll('.need').length === 2", timeout=5000)
+    assert [t.strip() for t in page.locator(".need pre.ask.cmd").all_inner_texts()] == ["make one", "make two"]
+    page.locator(".need").nth(1).locator(".deny-msg").fill("use make three")
+    page.locator("body").click(position={"x": 5, "y": 700})
+    page.keyboard.press("j")
+    page.wait_for_selector(".need.selected >> text=make two", timeout=2000)
+    page.keyboard.press("d")
+    page.wait_for_function("document.querySelectorAll('.need').length === 1", timeout=5000)
+    decision = second.answer()["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny" and decision["message"] == "use make three"
+    page.keyboard.press("a")
+    page.wait_for_selector("#needs", state="hidden", timeout=5000)
+    assert first.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
