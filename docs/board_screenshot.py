@@ -2,7 +2,9 @@
 
 Local sessions are made by the installed hook executables (so their cards come from the store);
 other hosts' sessions arrive through /api/hooks/ingest with the X-Agent-Hooks-Host header, as our
-forwarders send them. Needs Debian's chromium.
+forwarders send them, and one host reports its sessions and a pending request as its server would
+(/api/fleet/report). Three PermissionRequest executables hold requests, so the "Needs you" strip
+shows. Needs Debian's chromium.
 
     .venv/bin/python docs/board_screenshot.py [--out docs/board.png]
 """
@@ -53,6 +55,22 @@ def main() -> int:
                                      headers={"Content-Type": "application/json", "X-Agent-Hooks-Host": host})
         urllib.request.urlopen(req, timeout=5).read()
 
+    held: list[subprocess.Popen[bytes]] = []
+
+    def ask(sid: str, extra_env: dict[str, str], tool_name: str, tool_input: dict[str, object],
+            suggestions: list[object] | None = None) -> None:
+        body = {"session_id": sid, "transcript_path": str(home / "t.jsonl"), "cwd": str(home / "repo"),
+                "hook_event_name": "PermissionRequest", "tool_name": tool_name, "tool_input": tool_input,
+                "permission_suggestions": suggestions or []}
+        proc = subprocess.Popen([str(BIN / "agent-hook-permission-request")], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**env, **extra_env, "AGENT_HOOKS__APPROVALS__WAIT_S": "120"})
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(body).encode())
+        proc.stdin.close()
+        held.append(proc)
+        time.sleep(0.4)  # oldest first: each a little later
+
     subprocess.run([str(BIN / "agent-hook"), "server", "start"], env=env, check=True, capture_output=True)
     try:
         cli("task", "create", "T-42", "-d", "Migrate the billing service to Postgres 16")
@@ -97,13 +115,34 @@ def main() -> int:
         post("/api/hooks/ingest", {"tmux_session": "agent-etl-9", "event": "exit", "metadata": "backfill done"}, "etl-01")
         post("/api/hooks/sessions", {"tmux_session": "agent-etl-nightly", "label": "Nightly ETL backfill",
                                      "agent_type": "shell", "task_id": "T-60"}, "etl-01")
+        # Requests waiting for a person: a command, an edit's diff, and (from web-02) a question.
+        ask("s-billing-1", builder, "Bash", {"command": "make migrate ENV=staging && psql -f 0042_invoices.sql"},
+            [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "make migrate:*"}],
+              "behavior": "allow", "destination": "localSettings"}])
+        ask("s-billing-2", looper, "Edit", {"file_path": "/srv/billing/config/database.yml",
+                                            "old_string": "adapter: mysql2\npool: 5",
+                                            "new_string": "adapter: postgresql\npool: 20"})
+        now = time.time()
+        post("/api/fleet/report", {"cards": [{
+            "session_id": "w-search-7", "tmux_session": "agent-search-7", "agent": "indexer", "role": "worker",
+            "task_id": "T-77", "task": "Rebuild the product search index", "own_state": "needs_input",
+            "current_tool": "AskUserQuestion", "tool_calls": 37, "waiting_on": "needs_input",
+            "waiting_detail": "AskUserQuestion", "in_tmux": True}],
+            "approvals": [{"id": "q7web02search", "session_id": "w-search-7", "kind": "question",
+                           "tool_name": "AskUserQuestion", "tool_input": "{}", "state": "pending",
+                           "created_at": now, "expires_at": now + 240, "questions": json.dumps([
+                               {"question": "Which index should serve traffic during the rebuild?", "header": "Index",
+                                "options": [{"label": "keep v3"}, {"label": "switch to v4"}]}])}]}, "web-02")
         time.sleep(1.0)
         chromium = "/usr/bin/chromium"
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--window-size=1500,860", "--virtual-time-budget=3000", f"--screenshot={args.out}",
+                        "--window-size=1500,1060", "--virtual-time-budget=3000", f"--screenshot={args.out}",
                         base + "/"], check=True, capture_output=True, timeout=60)
         print(f"wrote {args.out}")
     finally:
+        for proc in held:  # the held requests: give up waiting (the client's dialog would stay)
+            proc.terminate()
+            proc.wait(timeout=10)
         subprocess.run([str(BIN / "agent-hook"), "server", "stop"], env=env, capture_output=True)
     return 0
 

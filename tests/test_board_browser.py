@@ -207,6 +207,8 @@ def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> 
     assert page.inner_text(".need pre.ask.cmd") == evil
     assert page.locator(".need img").count() == 0 and page.evaluate("window.__pwned") is None
     assert "left" in page.inner_text(".need .left")
+    shown = page.inner_text("#needs")
+    assert "null" not in shown and "[object" not in shown, shown
     page.click(".need button.allow")
     page.wait_for_selector("#needs", state="hidden", timeout=5000)
     assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"

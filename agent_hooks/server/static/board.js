@@ -540,7 +540,8 @@ function needNode(a) {
         }}, "Answer")));
   }) : null;
   const always = (a.suggestions || []).length > 0;
-  node.append(
+  // Element.append would write an array as "[object ...]" and null as "null": flatten, keep what exists.
+  node.append(...[
     el("div", {class: "need-row"},
       el("span", {class: `chip kind ${a.kind}`}, a.kind === "gate" && a.gate ? `gate ${a.gate}` : a.kind),
       el("span", {class: "chip host"}, a.host),
@@ -557,7 +558,8 @@ function needNode(a) {
         onclick: () => answer(a, {decision: "allow_always"}, node)}, "Always allow") : null,
       message,
       el("button", {class: "deny danger", onclick: () => answer(a, {decision: "deny", message: message.value.trim() || undefined}, node)}, "Deny")),
-    el("div", {class: "need-msg", role: "status"}));
+    el("div", {class: "need-msg", role: "status"}),
+  ].flat().filter((x) => x !== null && x !== undefined && x !== false));
   node.addEventListener("click", () => { board.selected = a.id; markSelected(); });
   return node;
 }
