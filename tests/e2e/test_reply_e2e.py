@@ -1,0 +1,71 @@
+"""Reply from the board, with the real interactive client under tmux: the session is recognised from
+tmux's own variables (no launcher variable), waits for its next prompt after its first turn, and a
+reply posted to the host's server is typed into its pane; the model receives it as the next prompt."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import httpx
+import pytest
+from harness import BIN_DIR, E2E, free_port
+from model_server import last_user_text, text
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")
+def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E) -> None:
+    e2e.server.set_script([[text("First turn done.")], [text("Got your reply.")]])
+    (e2e.home / ".claude.json").write_text(json.dumps({
+        "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
+        "customApiKeyResponses": {"approved": ["test"], "rejected": []},
+        "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    port = free_port()
+    env = e2e.env({"TERM": "xterm-256color", "AGENT_HOOKS__SERVE__PORT": str(port),
+                   "AGENT_HOOKS__FORWARD__ENABLED": "false"})
+    subprocess.run([str(BIN_DIR / "agent-hook"), "server", "start"], env=env, check=True, capture_output=True,
+                   timeout=60)
+    socket = f"ah-reply-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    # A clean environment, plus what tmux gives a pane's process ($TMUX, $TMUX_PANE): nothing of ours says tmux.
+    launch = ["sh", "-c", 'exec env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" "$@"', "sh",
+              *[f"{k}={v}" for k, v in env.items()], str(e2e.claude), "--settings", str(e2e.settings_path)]
+    subprocess.run(tmux + ["new-session", "-d", "-s", "reply-me", "-x", "200", "-y", "50", "-c", str(e2e.workspace),
+                           *launch], check=True)
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False)
+    try:
+        def screen() -> str:
+            return subprocess.run(tmux + ["capture-pane", "-p", "-t", "reply-me"], capture_output=True,
+                                  text=True).stdout
+
+        def wait_for(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
+            end = time.monotonic() + timeout
+            while not (got := check()):
+                assert time.monotonic() < end, f"{what}:\n{screen()}\n{e2e.describe()}"
+                time.sleep(0.3)
+            return got
+
+        wait_for(lambda: "❯" in screen(), "the prompt never showed")
+        subprocess.run(tmux + ["send-keys", "-t", "reply-me", "-l", "do the first thing"], check=True)
+        time.sleep(0.5)
+        subprocess.run(tmux + ["send-keys", "-t", "reply-me", "Enter"], check=True)
+        [row] = wait_for(lambda: e2e.query("SELECT session_id, tmux_session, tmux_pane FROM sessions"
+                                           " WHERE state = 'awaiting'"), "the session never awaited its prompt")
+        assert row["tmux_session"] == "reply-me" and row["tmux_pane"].startswith("%"), row
+        card = wait_for(lambda: next((c for c in http.get("/api/board").json()["cards"]
+                                      if c["id"] == row["session_id"] and c["reply"]), None),
+                        "the card never offered Reply")
+        assert card["tmux_session"] == "reply-me" and card["column"] == "awaiting_review", card
+
+        r = http.post(f"/api/sessions/{row['session_id']}/reply", json={"text": "now say you got my reply"})
+        assert r.status_code == 200 and r.json()["applied"] == "here", r.text
+        wait_for(lambda: len(e2e.server.messages("main")) >= 2, "the reply never reached the model")
+        assert "now say you got my reply" in last_user_text(e2e.server.bodies()[-1]), e2e.describe()
+        wait_for(lambda: "Got your reply." in screen(), "the model's answer never showed")
+    finally:
+        http.close()
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        subprocess.run([str(BIN_DIR / "agent-hook"), "server", "stop"], env=env, capture_output=True, timeout=60)
