@@ -230,3 +230,30 @@ def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> 
     page.keyboard.press("a")
     page.wait_for_selector("#needs", state="hidden", timeout=5000)
     assert first.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+
+
+def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page: Any) -> None:
+    """With "notify me" on, a request that arrives raises one notification (the browser's Notification
+    API is recorded: headless Chromium shows none)."""
+    from helpers import fixture_payload
+    from test_approvals import Held
+
+    page.add_init_script("""
+      window.__notes = [];
+      window.Notification = function (title, options) { window.__notes.push([title, options && options.body]); };
+      window.Notification.permission = "granted";
+      window.Notification.requestPermission = async () => "granted";
+    """)
+    env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    page.check("#needs-notify")
+    base = fixture_payload("permission_request_bash.json", "2.1.330")
+    held = Held({**base, "session_id": "notify-1", "tool_input": {"command": "terraform apply"}}, env)
+    page.wait_for_function("window.__notes.length === 1", timeout=5000)
+    title, body = page.evaluate("window.__notes[0]")
+    assert title == "Needs you: here" and body == "Bash: terraform apply"
+    page.click(".need button.deny")
+    assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+    page.wait_for_selector("#needs", state="hidden", timeout=5000)
+    assert page.evaluate("window.__notes.length") == 1  # nothing new arrived

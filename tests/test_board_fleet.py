@@ -155,3 +155,21 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         tmux.wait_text(pane, "carry on")
     finally:
         center.stop()
+
+
+def test_a_remote_card_from_the_contract_alone_shows_needs_input_and_error(tmp_path: Path) -> None:
+    """A host that only forwards (no server reporting): the metadata our forwarders write still gives the
+    card its needs-input and error badges."""
+    center = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
+    try:
+        far = {"X-Agent-Hooks-Host": "far-1"}
+        sid = center.ingest({"tmux_session": "agent-ask", "event": "start"}, headers=far).json()["session"]
+        center.ingest({"tmux_session": "agent-ask", "event": "to_review", "metadata": "needs input: Bash"}, headers=far)
+        card = center.wait_card(lambda c: c["id"] == sid and c["state"] == "awaiting_review")
+        assert card["waiting_on"] == "needs_input" and card["waiting_detail"] == "Bash"
+        other = center.ingest({"tmux_session": "agent-err", "event": "start"}, headers=far).json()["session"]
+        center.ingest({"tmux_session": "agent-err", "event": "exit_error", "metadata": "error: rate_limit"}, headers=far)
+        card = center.wait_card(lambda c: c["id"] == other and c["state"] == "failed")
+        assert card["waiting_on"] == "error" and card["waiting_detail"] == "rate_limit"
+    finally:
+        center.stop()

@@ -145,6 +145,13 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         last_activity = max(last_activity, last_seen or 0)
         warned, denied = rep.get("warned") or 0, rep.get("denied") or 0
         first_prompt = first_prompt or _text(rep.get("label"), 48)
+    if not local and not rep and metadata:
+        # Nothing reported (a host without our server, or another forwarder): what the contract's metadata
+        # says. Our forwarders write "needs input: TOOL" for a dialog and "error: KIND" for a failed turn.
+        if state == contract.AWAITING_REVIEW and metadata.startswith("needs input: "):
+            waiting_on, waiting_detail = "needs_input", _text(metadata[len("needs input: "):], 200)
+        elif state == contract.FAILED and metadata.startswith("error: "):
+            waiting_on, waiting_detail = "error", _text(metadata[len("error: "):], 200)
     reply = bool(tmux_pane) and shown == "awaiting" if local else rep.get("reply") is True
     task_cancelled = t_state == "cancelled"
     cancelled = task_cancelled or (s_cancel_at is not None if local else f_cancel_at is not None)
