@@ -32,6 +32,7 @@ def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
         "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
         "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
         "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+        "AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true",  # sessions without tmux get cards on A too
     }
     b = Center(tmp_path / "host-b", env=forward).start()
     hook_env = {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], "TMUX": "", "TMUX_PANE": "", **forward}

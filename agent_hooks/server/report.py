@@ -219,8 +219,11 @@ class Reporter:
                 if not ids and not full and text == self.sent_requests:
                     continue  # a commit that changed neither a card nor a request
                 with_command = bool(self.state.config["fleet"]["report_commands"])
+                # The sessions this host forwards: in tmux, or any when forward.forward_without_tmux says so.
+                everyone = bool(self.state.config["forward"].get("forward_without_tmux"))
                 items = [from_card(self.hub.cards[i], with_command) for i in ids
-                         if i in self.hub.cards and self.hub.cards[i].get("local")]
+                         if i in self.hub.cards and self.hub.cards[i].get("local")
+                         and (everyone or self.hub.cards[i].get("tmux_session"))]
                 try:
                     doc: dict[str, Any] = {"full": full, "cards": items[:MAX_CARDS]}
                     if requests is not None:
