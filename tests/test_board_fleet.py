@@ -173,3 +173,19 @@ def test_a_remote_card_from_the_contract_alone_shows_needs_input_and_error(tmp_p
         assert card["waiting_on"] == "error" and card["waiting_detail"] == "rate_limit"
     finally:
         center.stop()
+
+
+def test_doctor_says_when_reporting_to_the_command_center_fails(
+        hosts: tuple[Center, Center, dict[str, str]], tmp_path: Path) -> None:
+    a, b, env = hosts
+    env1 = {**env, "AGENT_HOOKS_TMUX_SESSION": "agent-doc", **NO_TMUX}
+    run_hook(payload("SessionStart", "b-doctor-1", str(tmp_path), source="startup"), env1)
+    a.wait_card(lambda c: c["host"] == "host-b" and c["agent"] != "claude-code", what="B's reported card")
+    a.stop()
+    run_hook(bash("b-doctor-1", str(tmp_path), 1, "ls"), env1)  # a change B must report, to a center that is gone
+    end = time.time() + 10
+    while not (b.http.get("/api/fleet/status").json()["report"] or {}).get("last_error"):
+        assert time.time() < end, b.http.get("/api/fleet/status").json()
+        time.sleep(0.1)
+    out = agent_hook("doctor", env=env, check=False).stdout
+    assert "reporting sessions and approval requests to" in out, out

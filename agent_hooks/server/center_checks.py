@@ -62,9 +62,10 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     checks.append(Check("board", OK, f"board at {url}: {cards} session(s), as host {fleet.host_name(cfg)!r}"))
     status = _get(port, "/api/fleet/status")
     try:
-        sub = json.loads(status[1]).get("subscription") if status and status[0] == 200 else None
-    except ValueError:
-        sub = None
+        doc = json.loads(status[1]) if status and status[0] == 200 else {}
+        sub, rep = doc.get("subscription"), doc.get("report")
+    except (ValueError, AttributeError):
+        sub, rep = None, None
     if sub:
         if sub.get("connected"):
             checks.append(Check("board", OK, f"subscribed to the command center {sub['center']}"
@@ -73,4 +74,9 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
             checks.append(Check("board", WARN, f"not connected to the command center {sub['center']}:"
                                 f" {sub.get('last_error') or 'connecting'}; cancellations issued there wait",
                                 "check forward.url and the fleet token on both hosts"))
+    if rep and rep.get("last_error"):
+        checks.append(Check("board", WARN, f"reporting sessions and approval requests to {rep['center']} fails:"
+                            f" {rep['last_error']}; its board shows this host's cards bare and not its requests",
+                            "check forward.url and the fleet token; a command center without /api/fleet/report"
+                            " (not agent-hooks) answers 404: set fleet.report = false"))
     return checks

@@ -397,8 +397,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if denied is not None:
             return denied
         sub = getattr(state, "subscriber", None)
+        rep = getattr(state, "reporter", None)
         return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
-                             "subscription": sub.status() if sub is not None else None})
+                             "subscription": sub.status() if sub is not None else None,
+                             "report": rep.status() if rep is not None else None})
 
     return [
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),

@@ -169,6 +169,11 @@ class Reporter:
         self.poked = False
         self.sent_requests = ""
 
+    def status(self) -> dict[str, Any]:
+        """For /api/fleet/status and doctor: where it reports, and the last failure (None once it worked)."""
+        return {"center": self.base, "ok": self.last_error is None and not self.full, "sent": self.sent,
+                "last_error": self.last_error}
+
     def changed(self, card_id: str) -> None:
         """Called on the loop for every local card the hub publishes."""
         self.dirty.add(card_id)
