@@ -118,7 +118,7 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         stalled = state == contract.RUNNING and now - (updated_at or now) > stalled_after
     if rep.get("own_state") in OWN_STATES:
         shown = rep["own_state"]
-        stalled = stalled or shown == heartbeat.STALLED
+        stalled = shown == heartbeat.STALLED  # its host's judgement: an awaiting session is never stalled
     current_tool, tool_running, command = None, False, None
     if last_tool:
         name, _, rest = last_tool.partition("\x1f")
