@@ -535,10 +535,6 @@ def m012_approvals(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m012_board_tmux_commands(db: sqlite_utils.Database) -> None:
-
-
-@migration
 def m013_board_tmux_commands(db: sqlite_utils.Database) -> None:
     # The board: where a session runs in tmux (its pane and the tmux server's socket, from
     # $TMUX_PANE / $TMUX: a reply is typed there), the command (or file path) each tool call ran,

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import fleet
 from agent_hooks.features import approvals
 from agent_hooks.output import render
-from agent_hooks.server import access, fleetdb, peer
+from agent_hooks.server import access, fleet_approvals, fleetdb, peer
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.live import fleet_of
 
@@ -159,6 +159,8 @@ def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where:
 def routes(state: ServerState) -> list[BaseRoute]:
     hub = fleet_of(state)
     hub.change_listeners.append(lambda: wake(state))
+    # A command center's answer, applied by this host's subscription: held requests look at once.
+    state.wake_approvals = lambda: wake(state)  # type: ignore[attr-defined]
 
     async def listing(request: Request) -> Response:
         denied = access.check(state, request)
@@ -169,6 +171,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return JSONResponse({"error": f"state must be all or one of {', '.join(approvals.STATES)}"},
                                 status_code=400)
         session = request.query_params.get("session")
+        if which == approvals.PENDING and session is None:
+            # The whole fleet's, each with its board card (server/fleet_approvals.py).
+            pending = await hub.submit(fleet_approvals.pending, hub.own_host, time.time())
+            return JSONResponse({"host": hub.own_host, "approvals": pending})
         rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
         return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
 
@@ -190,6 +196,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if isinstance(body.get("by"), str) and body["by"].strip():
             by = f"{body['by'].strip()[:100]} ({by})"
         via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
+        # Another host's request: answered there, down the channel cancels use (server/fleet_approvals.py).
+        routed = await hub.write(fleet_approvals.route, request.path_params["id"], body, by, where, time.time())
+        if routed is not None:
+            return await fleet_approvals.finish(hub, routed)
         out = await hub.write(_answer, request.path_params["id"], body, by, via, where)
         if out.status == 200:
             wake(state, out.body["approval"]["id"])

@@ -180,6 +180,36 @@ def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, whe
     return fleetdb.Outcome(202, {"ok": True, "host": row["host"], "applied": "sent", "seq": seq, "id": row["id"]})
 
 
-def settle_from_host(conn: sqlite3.Connection, host: str, row: Any) -> bool:
+async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
+    """The answer to POST /api/approvals/<id> for another host's request: that host's word (200, or 409
+    "already answered"), or 202 when it said nothing within WAIT_S (the answer is on its way)."""
+    from starlette.responses import JSONResponse
+
+    from agent_hooks.server.control import host_word
+
+    body = dict(routed.body)
+    if routed.status != 202:
+        return JSONResponse(body, status_code=routed.status)
+    result = await host_word(hub, body["seq"], WAIT_S)
+    if result is None:
+        body["applied"] = "sent, not confirmed yet"
+        return JSONResponse(body, status_code=202)
+    row = result.get("approval")
+    if isinstance(row, dict):
+        await hub.write(settle_from_host, body["host"], row)  # our copy follows at once
+    status = int(result.get("status") or 502)
+    if status == 200:
+        return JSONResponse({"ok": True, "host": body["host"], "applied": "answered",
+                             "approval": approvals.public({**row, "host": body["host"]}, body["host"])
+                             if isinstance(row, dict) else None})
+    doc: dict[str, Any] = {"error": str(result.get("error") or f"host {body['host']} answered {status}"),
+                           "host": body["host"]}
+    if status == 409:
+        doc["already"] = True
+    return JSONResponse(doc, status_code=status if status in (400, 404, 409) else 502)
+
+
+def settle_from_host(conn: sqlite3.Connection, host: str, row: Any) -> fleetdb.Outcome:
     """The host's row after it answered (or refused) a routed answer: our copy follows it at once."""
-    return store_remote(conn, host, [row], time.time(), full=False) if isinstance(row, dict) else False
+    changed = store_remote(conn, host, [row], time.time(), full=False) if isinstance(row, dict) else False
+    return fleetdb.Outcome(200, {"approvals_changed": changed})

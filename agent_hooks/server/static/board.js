@@ -503,7 +503,7 @@ function askDetail(a) {
 }
 
 async function answer(a, body, node) {
-  const r = await api("POST", `/api/approvals/${encodeURIComponent(a.id)}`, body);
+  const r = await api("POST", `/api/approvals/${encodeURIComponent(a.id)}`, {...body, via: "board"});
   const status = node ? node.querySelector(".need-msg") : null;
   if (r.ok) {
     toast(`${body.decision === "deny" ? "denied" : "answered"}: ${clip(askText(a), 60)}${r.status === 202 ? " (sent to " + a.host + ")" : ""}`);
