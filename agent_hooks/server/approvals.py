@@ -31,8 +31,9 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import fleet
 from agent_hooks.features import approvals
 from agent_hooks.output import render
-from agent_hooks.server import access, fleet_approvals, fleetdb, peer
+from agent_hooks.server import access, contract, fleet_approvals, fleetdb, peer
 from agent_hooks.server.app import ServerState
+from agent_hooks.server.body import read
 from agent_hooks.server.live import fleet_of
 
 # While held, the row is read again at least this often (a commit the hub's poll missed, a clock),
@@ -41,7 +42,7 @@ from agent_hooks.server.live import fleet_of
 RECHECK_S = 2.0
 STOP_CHECK_S = 0.25
 STOPPED = "the server stopped while the request waited"
-MAX_BODY_BYTES = 256 * 1024
+MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # an answer is small: the API's one limit (server/body.py)
 
 
 def waiters(state: ServerState) -> dict[str, set[asyncio.Event]]:
@@ -182,16 +183,13 @@ def routes(state: ServerState) -> list[BaseRoute]:
         denied = access.check(state, request)
         if denied is not None:
             return denied
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return JSONResponse({"error": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            return JSONResponse({"error": "the body must be JSON: {\"decision\": \"allow\" | \"allow_always\""
-                                          " | \"deny\", \"message\", \"interrupt\", \"answers\"}"}, status_code=400)
-        if not isinstance(body, dict):
-            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        try:  # the server's one bounded reader and parser (server/body.py): 413, or 400 saying why
+            raw = await read(request.scope, request.receive, MAX_BODY_BYTES)
+            body = contract.parse_json(raw, MAX_BODY_BYTES) if raw.strip() else {}
+        except contract.BodyError as exc:
+            return JSONResponse({"error": f"{exc}; the body is {{\"decision\": \"allow\" | \"allow_always\""
+                                          " | \"deny\", \"message\", \"interrupt\", \"answers\"}"},
+                                status_code=exc.status)
         by, where = who_answered(state, request)
         if isinstance(body.get("by"), str) and body["by"].strip():
             by = f"{body['by'].strip()[:100]} ({by})"

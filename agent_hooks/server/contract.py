@@ -128,10 +128,11 @@ class Registration:
     depends_on: tuple[str, ...]
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object, or BodyError('invalid JSON ...')."""
-    if len(raw) > MAX_BODY_BYTES:
-        raise BodyError(too_large(len(raw)))
+def parse_json(raw: bytes, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """The request body as a JSON object, or BodyError('invalid JSON ...'); ``limit``: a route whose
+    bodies may be larger than the contract's (a host's report, agent_hooks.server.report)."""
+    if len(raw) > limit:
+        raise BodyError(too_large(len(raw), limit))
     try:
         doc = json.loads(raw)
     except RecursionError:

@@ -304,10 +304,11 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if denied is not None:
             return denied
         try:
-            doc = json.loads(await request.body() or b"{}")
-            text = reply.clean_text(doc.get("text") if isinstance(doc, dict) else None,
-                                    int(state.config["fleet"]["reply_max_chars"]))
-        except ValueError as exc:  # bad JSON, or reply.ReplyError
+            doc = contract.parse_json(await read(request.scope, request.receive))
+            text = reply.clean_text(doc.get("text"), int(state.config["fleet"]["reply_max_chars"]))
+        except contract.BodyError as exc:  # too large (413), not a JSON object (400)
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except reply.ReplyError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         host = request.query_params.get("host")
         if host is not None:
@@ -340,12 +341,14 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if denied is not None:
             return denied
         try:
-            results = json.loads(await request.body())["results"]
+            results = contract.parse_json(await read(request.scope, request.receive))["results"]
             for r in results:
                 waiter = hub.reply_waiters.get(int(r["seq"]))
                 if waiter is not None and not waiter.done():
                     waiter.set_result(dict(r))
-        except (ValueError, KeyError, TypeError) as exc:
+        except contract.BodyError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
         return JSONResponse({"ok": True})
 

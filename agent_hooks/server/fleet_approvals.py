@@ -61,6 +61,49 @@ def host_rows(conn: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
+def _clipped(value: Any, limit: int) -> Any:
+    """A JSON value with every string cut to ``limit`` characters (the structure kept)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
+    if isinstance(value, list):
+        return [_clipped(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _clipped(v, limit) for k, v in value.items()}
+    return value
+
+
+def fit(rows: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], bool]:
+    """The rows to report within ``room`` bytes: their inputs' strings clipped harder until they fit,
+    then as many as fit (False: not all of them, so the command center withdraws none it misses)."""
+    def sized(limit: int) -> list[dict[str, Any]]:
+        out = []
+        for row in rows:
+            row = dict(row)
+            for key in ("tool_input", "questions", "permission_suggestions"):
+                try:
+                    value = json.loads(row[key]) if row.get(key) else None
+                except ValueError:
+                    continue
+                if value is not None:
+                    row[key] = json.dumps(_clipped(value, limit), ensure_ascii=False)
+            out.append(row)
+        return out
+
+    for limit in (4000, 1000, 200):
+        shown = sized(limit)
+        if len(json.dumps(shown, default=str)) <= room:
+            return shown, True
+    kept: list[dict[str, Any]] = []
+    size = 2
+    for row in shown:
+        n = len(json.dumps(row, default=str)) + 2
+        if size + n > room:
+            return kept, False
+        kept.append(row)
+        size += n
+    return kept, True
+
+
 def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: str) -> dict[str, Any]:
     """Answer this host's request as a command center asked (inside the subscriber's transaction)."""
     seq = int(control.get("seq") or 0)

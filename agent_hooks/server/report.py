@@ -36,13 +36,17 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import __version__, fleet
 from agent_hooks.server import access, contract, fleetdb
 from agent_hooks.server.app import ServerState
+from agent_hooks.server.body import read
 from agent_hooks.server.control import subscription_target
 from agent_hooks.server.live import Fleet, fleet_of
 
 log = logging.getLogger("agent_hooks.server.report")
 REPORT_EVERY_S = 0.05
 MAX_CARDS = 500
-MAX_BODY_BYTES = 2 * 1024 * 1024
+# A report is one of the API's bounded bodies (server/body.py): a host sends its cards in batches
+# that fit, and its requests clipped to fit (fleet_approvals.fit).
+MAX_BODY_BYTES = contract.MAX_BODY_BYTES
+BATCH_BYTES = MAX_BODY_BYTES - 8 * 1024
 # What a report may say about a session, and how long each text may be (longer ones are clipped).
 TEXT_FIELDS = {"session_id": 200, "tmux_session": 200, "label": 200, "agent": 80, "role": 80, "task_id": 200,
                "task": 200, "task_state": 20, "own_state": 20, "current_tool": 60, "current_command": 300,
@@ -92,14 +96,14 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 # -- the command center's side ------------------------------------------------------------
 
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
-                 requests: list[Any] | None = None) -> fleetdb.Outcome:
+                 requests: list[Any] | None = None, requests_full: bool = True) -> fleetdb.Outcome:
     """Keep each reported session as its card's details (a session without a card gets one, running),
     and the host's approval requests (agent_hooks.server.fleet_approvals) when the report has them."""
     out = fleetdb.Outcome(200, {"ok": True, "cards": 0})
     if requests is not None:
         from agent_hooks.server import fleet_approvals
 
-        out.body["approvals_changed"] = fleet_approvals.store_remote(conn, host, requests, at)
+        out.body["approvals_changed"] = fleet_approvals.store_remote(conn, host, requests, at, requests_full)
     for item in items:
         card = fleetdb.find(conn, item["session_id"], None, host)
         if card is not None and card["host"] != host:
@@ -126,6 +130,13 @@ def routes(state: ServerState) -> list[BaseRoute]:
         denied = access.check(state, request)
         if denied is not None:
             return denied
+        try:
+            doc = contract.parse_json(await read(request.scope, request.receive))
+        except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        items = doc.get("cards")
+        if not isinstance(items, list):
+            return JSONResponse({"error": 'expected {"cards": [...], "approvals": [...]}'}, status_code=400)
         host = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
         if not host:
             return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
@@ -133,25 +144,38 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if host == hub.own_host:
             return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
                                 status_code=409)
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return JSONResponse({"error": f"a report is at most {MAX_BODY_BYTES} bytes"}, status_code=400)
-        try:
-            doc = json.loads(raw)
-            items = doc["cards"]
-            if not isinstance(items, list):
-                raise TypeError("cards must be a list")
-        except (ValueError, KeyError, TypeError) as exc:
-            return JSONResponse({"error": f'expected {{"cards": [...]}}: {exc}'}, status_code=400)
         cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
         requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
-        out = await hub.write(store_report, host, cleaned, time.time(), requests)
+        out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False)
         return JSONResponse(out.body, status_code=out.status)
 
     return [Route("/api/fleet/report", report, methods=["POST"])]
 
 
 # -- the reporting host's side ----------------------------------------------------------------
+
+def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, full: bool) -> list[bytes]:
+    """The report as bodies within BATCH_BYTES each: cards in batches, the requests (clipped to fit)
+    with the last one. An empty report is one body (it still carries the requests)."""
+    from agent_hooks.server import fleet_approvals
+
+    out: list[bytes] = []
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for item in items:
+        n = len(json.dumps(item, default=str)) + 2
+        if batch and size + n > BATCH_BYTES // 2:
+            out.append(json.dumps({"full": full, "cards": batch}, default=str).encode())
+            batch, size = [], 0
+        batch.append(item)
+        size += n
+    last: dict[str, Any] = {"full": full, "cards": batch}
+    if requests is not None:
+        room = BATCH_BYTES - len(json.dumps(last, default=str))
+        last["approvals"], last["approvals_full"] = fleet_approvals.fit(requests, room)
+    out.append(json.dumps(last, default=str).encode())
+    return out
+
 
 class Reporter:
     """Sends this host's changed local cards to the command center (full after each reconnect)."""
@@ -229,13 +253,13 @@ class Reporter:
                 items = [from_card(self.hub.cards[i], with_command) for i in ids
                          if i in self.hub.cards and self.hub.cards[i].get("local")
                          and (everyone or self.hub.cards[i].get("tmux_session"))]
+                ok, problem = True, None
                 try:
-                    doc: dict[str, Any] = {"full": full, "cards": items[:MAX_CARDS]}
-                    if requests is not None:
-                        doc["approvals"] = requests
-                    r = await client.post(self.base + "/api/fleet/report", content=json.dumps(doc, default=str))
-                    ok = r.status_code == 200
-                    problem = None if ok else f"HTTP {r.status_code}: {r.text[:200]}"
+                    for doc in batches(items[:MAX_CARDS], requests, full):
+                        r = await client.post(self.base + "/api/fleet/report", content=doc)
+                        if r.status_code != 200:
+                            ok, problem = False, f"HTTP {r.status_code}: {r.text[:200]}"
+                            break
                 except httpx.HTTPError as exc:
                     ok, problem = False, f"{type(exc).__name__}: {exc}"
                 if ok:
