@@ -189,3 +189,32 @@ def test_doctor_says_when_reporting_to_the_command_center_fails(
         time.sleep(0.1)
     out = agent_hook("doctor", env=env, check=False).stdout
     assert "reporting sessions and approval requests to" in out, out
+
+
+def test_a_large_report_goes_in_bodies_the_api_takes(tmp_path: Path) -> None:
+    """500 cards with long commands and a request with a 60 KiB command: every body is within the API's
+    limit, every card is sent, the request is clipped but whole; a real command center takes them all."""
+    from agent_hooks.server import contract, report
+
+    cards = [{"session_id": f"s-{i}", "tmux_session": f"agent-{i}", "agent": "builder",
+              "current_tool": "Bash", "current_command": "x" * 300, "own_state": "live"} for i in range(500)]
+    request = {"id": "bigreq01", "session_id": "s-1", "kind": "permission", "tool_name": "Bash",
+               "tool_input": json.dumps({"command": "y" * 60000}), "state": "pending", "created_at": time.time(),
+               "expires_at": time.time() + 60}
+    bodies = report.batches(cards, [request], True)
+    assert all(len(b) <= contract.MAX_BODY_BYTES for b in bodies), [len(b) for b in bodies]
+    docs = [json.loads(b) for b in bodies]
+    assert [c["session_id"] for d in docs for c in d["cards"]] == [c["session_id"] for c in cards]
+    last = docs[-1]
+    assert last["approvals_full"] is True and len(json.loads(last["approvals"][0]["tool_input"])["command"]) == 4000
+    center = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
+    try:
+        for body in bodies:
+            r = center.http.post("/api/fleet/report", content=body,
+                                 headers={"X-Agent-Hooks-Host": "far-2", "Content-Type": "application/json"})
+            assert r.status_code == 200, r.text
+        [listed] = center.http.get("/api/approvals").json()["approvals"]
+        assert listed["host"] == "far-2" and listed["tool_input"]["command"].startswith("yyyy")
+        assert len([c for c in center.board_cards().values() if c["host"] == "far-2"]) == 500
+    finally:
+        center.stop()
