@@ -257,3 +257,35 @@ def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page
     assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "deny"
     page.wait_for_selector("#needs", state="hidden", timeout=5000)
     assert page.evaluate("window.__notes.length") == 1  # nothing new arrived
+
+
+def test_needs_you_answers_questions_and_denies_with_stop(center: Center, page: Any) -> None:
+    """A request with two questions (one multi-select): options are chosen, "Answer" sends both; a deny
+    with "stop" ticked stops the turn."""
+    from helpers import fixture_payload
+    from test_approvals import QUESTION, Held
+
+    env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
+    page.goto(center.base + "/")
+    page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+    held = Held({**QUESTION, "session_id": "asks-two"}, env)
+    page.wait_for_selector(".need .question", timeout=5000)
+    assert page.locator(".need .question").count() == 2
+    page.click(".need .question >> nth=0 >> button.option:text-is('Postgres')")
+    page.click(".need .question >> nth=1 >> button.option:text-is('lint')")
+    page.click(".need .question >> nth=1 >> button.option:text-is('types')")
+    page.fill(".need .question >> nth=1 >> input.free", "only the fast ones")
+    page.click(".need button.answer-all")
+    page.wait_for_selector("#needs", state="hidden", timeout=5000)
+    decision = held.answer()["hookSpecificOutput"]["decision"]
+    assert decision["updatedInput"]["answers"] == {"Which database should we use?": "Postgres",
+                                                   "Which checks should run?": "lint, types, only the fast ones"}
+
+    base = fixture_payload("permission_request_bash.json", "2.1.330")
+    held = Held({**base, "session_id": "deny-stop"}, env)
+    page.wait_for_selector(".need button.deny", timeout=5000)
+    page.fill(".need .deny-msg", "stop: wrong repository")
+    page.check(".need input.interrupt")
+    page.click(".need button.deny")
+    assert held.answer()["hookSpecificOutput"]["decision"] == {
+        "behavior": "deny", "message": "stop: wrong repository", "interrupt": True}

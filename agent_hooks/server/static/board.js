@@ -525,25 +525,55 @@ function needNode(a) {
                card ? card.label : a.session_id.slice(0, 12)].filter(Boolean).join(" · ");
   const message = el("input", {type: "text", class: "deny-msg", maxlength: "4000", placeholder: "message for the model (deny)",
                                "aria-label": "deny message"});
+  const stop = el("input", {type: "checkbox", class: "interrupt", "aria-label": "stop the turn"});
   const node = el("article", {class: "need" + (a.id === board.selected ? " selected" : ""), tabindex: "0",
                               data: {id: a.id, kind: a.kind}});
-  const questions = a.kind === "question" ? (a.questions || []).map((q) => {
-    const free = el("input", {type: "text", class: "free", placeholder: "or another answer", "aria-label": "another answer"});
-    return el("div", {class: "question"},
-      el("div", {class: "q"}, q.header ? el("b", {}, `${q.header}: `) : null, q.question),
-      el("div", {class: "options"},
-        (q.options || []).map((o) => el("button", {class: "option", title: o.description || "",
-          onclick: () => answer(a, {decision: "allow", answers: {[q.question]: o.label}}, node)}, o.label)),
-        free,
-        el("button", {class: "option free-send", onclick: () => {
-          if (free.value.trim()) answer(a, {decision: "allow", answers: {[q.question]: free.value.trim()}}, node);
-        }}, "Answer")));
-  }) : null;
+  // A question: its options as buttons. One single-choice question is answered by a click; otherwise
+  // the options are chosen (several for a multi-select one) and "Answer" sends every question's at once.
+  const qs = a.kind === "question" ? (a.questions || []) : [];
+  const chosen = qs.map(() => new Set());
+  const frees = qs.map(() => el("input", {type: "text", class: "free", placeholder: "or another answer",
+                                          "aria-label": "another answer"}));
+  const oneClick = qs.length === 1 && !qs[0].multiSelect;
+  const sendAnswers = () => {
+    const answers = {};
+    qs.forEach((q, i) => {
+      const labels = [...chosen[i]];
+      if (frees[i].value.trim()) labels.push(frees[i].value.trim());
+      if (labels.length) answers[q.question] = q.multiSelect ? labels : labels[labels.length - 1];
+    });
+    if (Object.keys(answers).length < qs.length) {
+      const status = node.querySelector(".need-msg");
+      status.className = "need-msg err";
+      status.textContent = "answer every question first";
+      return;
+    }
+    answer(a, {decision: "allow", answers}, node);
+  };
+  const questions = qs.map((q, i) => el("div", {class: "question"},
+    el("div", {class: "q"}, q.header ? el("b", {}, `${q.header}: `) : null, q.question,
+      q.multiSelect ? el("span", {class: "multi"}, " (choose any)") : null),
+    el("div", {class: "options"},
+      (q.options || []).map((o) => el("button", {class: "option", title: o.description || "", onclick: (ev) => {
+        if (oneClick) { answer(a, {decision: "allow", answers: {[q.question]: o.label}}, node); return; }
+        if (!q.multiSelect) {
+          chosen[i].clear();
+          for (const b of ev.target.parentNode.querySelectorAll(".option")) b.classList.remove("chosen");
+        }
+        if (chosen[i].has(o.label)) { chosen[i].delete(o.label); ev.target.classList.remove("chosen"); }
+        else { chosen[i].add(o.label); ev.target.classList.add("chosen"); }
+      }}, o.label)),
+      frees[i],
+      oneClick ? el("button", {class: "option free-send", onclick: () => {
+        if (frees[i].value.trim()) answer(a, {decision: "allow", answers: {[q.question]: frees[i].value.trim()}}, node);
+      }}, "Answer") : null)));
+  if (qs.length && !oneClick) questions.push(el("div", {class: "options"},
+    el("button", {class: "allow answer-all", onclick: sendAnswers}, "Answer")));
   const always = (a.suggestions || []).length > 0;
   // Element.append would write an array as "[object ...]" and null as "null": flatten, keep what exists.
   node.append(...[
     el("div", {class: "need-row"},
-      el("span", {class: `chip kind ${a.kind}`}, a.kind === "gate" && a.gate ? `gate ${a.gate}` : a.kind),
+      el("span", {class: `chip kind kind-${a.kind}`}, a.kind === "gate" && a.gate ? `gate ${a.gate}` : a.kind),
       el("span", {class: "chip host"}, a.host),
       el("span", {class: "need-who"}, who),
       el("span", {class: "sp"}),
@@ -557,7 +587,9 @@ function needNode(a) {
         title: always ? "allow, and keep the client's own rule for next time" : "the client offered no rule to keep",
         onclick: () => answer(a, {decision: "allow_always"}, node)}, "Always allow") : null,
       message,
-      el("button", {class: "deny danger", onclick: () => answer(a, {decision: "deny", message: message.value.trim() || undefined}, node)}, "Deny")),
+      el("label", {class: "stop", title: "deny, and stop the agent's turn"}, stop, "stop"),
+      el("button", {class: "deny danger", onclick: () => answer(a, {decision: "deny", message: message.value.trim() || undefined,
+                                                                      interrupt: stop.checked}, node)}, "Deny")),
     el("div", {class: "need-msg", role: "status"}),
   ].flat().filter((x) => x !== null && x !== undefined && x !== false));
   node.addEventListener("click", () => { board.selected = a.id; markSelected(); });
@@ -601,7 +633,7 @@ function needsKeys(ev) {
     answer(a, {decision: "allow"}, node);
   } else if (ev.key === "d") {
     const msg = node ? node.querySelector(".deny-msg").value.trim() : "";
-    answer(a, {decision: "deny", message: msg || undefined}, node);
+    answer(a, {decision: "deny", message: msg || undefined, interrupt: node ? node.querySelector(".interrupt").checked : false}, node);
   } else return;
   ev.preventDefault();
 }
