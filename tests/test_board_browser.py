@@ -123,7 +123,7 @@ def test_a_card_says_when_the_hold_was_let_go_and_why(center: Center, page: Any,
 def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, page: Any, tmp_path: Path) -> None:
     """The session page has no "null" text; a tool call's command shows on the card and the page, as text
     (HTML in it is never parsed); a session awaiting its next prompt sits in Awaiting review though the
-    seed's map calls it completed; its Reply field types into its tmux pane; a card another host reported
+    contract's default map calls it completed; its Reply field types into its tmux pane; a card another host reported
     shows its agent, task, command and needs-input badge."""
     from helpers import run_hook
     from tmux_support import Tmux

@@ -3,7 +3,7 @@
 * A session started in tmux by hand (only $TMUX / $TMUX_PANE) is named by its tmux session: in the
   store, `session list --tmux`, `cancel --tmux` and the board.
 * A tool call keeps what it ran: the card, the session page and `session show` print it, escaped.
-* A session waiting for its next prompt is not shown as finished, though the seed's map (Stop = exit)
+* A session waiting for its next prompt is not shown as finished, though the contract's default map (Stop = exit)
   calls it completed.
 * Two hosts (two stores, two servers, each with its own fleet.host): B's card on A shows what B's own
   card shows (agent, task, current tool and command, needs input, tool calls), from what B's server
@@ -117,7 +117,7 @@ def test_remote_card_shows_what_a_local_one_does_and_reply_reaches_the_pane(
     r = a.http.post(f"/api/sessions/{card['id']}/reply", json={"text": "go on"})
     assert r.status_code == 409 and "not awaiting" in r.json()["error"], r.text
 
-    # Its turn ends: the seed's map says completed, the column says awaiting review, and Reply is offered.
+    # Its turn ends: the contract's default map says completed, the column says awaiting review, and Reply is offered.
     run_hook(payload("Stop", sid, cwd, stop_hook_active=False, last_assistant_message="done?"), env1)
     card = a.wait_card(lambda c: c["host"] == "host-b" and c["reply"], timeout=10, what="B's card awaiting")
     assert card["state"] == "completed" and card["column"] == "awaiting_review" and card["own_state"] == "awaiting"

@@ -24,7 +24,7 @@ LIVE, AWAITING, ENDED = "live", "awaiting", "ended"
 
 
 def tmux_session(env: Any) -> str | None:
-    """The tmux session name our launcher (or the seed's) set; None when neither variable is set."""
+    """The tmux session name our launcher (or OptimalOS's) set; None when neither variable is set."""
     return env.get("OPTIMALOS_SESSION_TMUX") or env.get("AGENT_HOOKS_TMUX_SESSION") or None
 
 

@@ -37,7 +37,7 @@ LEFT JOIN fleet_hosts h ON h.host = f.host AND f.host != ''
 
 
 # The column a card shows in when the contract's state calls a session finished that its host knows is
-# alive: the seed's map (Stop = "exit") moves an interactive session to `completed` after every turn,
+# alive: the contract's default map (Stop = "exit") moves an interactive session to `completed` after every turn,
 # and nothing moves it back. Our own state then decides: working, or waiting for a person or a prompt.
 FINISHED = (contract.COMPLETED, contract.FAILED)
 OWN_COLUMN = {"live": contract.RUNNING, heartbeat.STALLED: contract.RUNNING,
