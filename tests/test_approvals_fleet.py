@@ -117,3 +117,21 @@ def test_answered_at_bs_terminal_leaves_as_list_within_1s(hosts: tuple[Center, C
     assert held.answer() is None
     r = a.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 409 and "already answered" in r.json()["error"], r.text
+
+
+def test_the_cli_answers_bs_request_through_a(hosts: tuple[Center, Center, dict[str, str]]) -> None:
+    """`agent-hook approvals --server A` lists B's request; `deny ID --server A` answers it on B."""
+    from helpers import agent_hook
+
+    a, b, env = hosts
+    held = Held({**PERMISSION, "session_id": "b-cli-1"}, env)
+    [row], _ = wait_listed(a, lambda got: len(got) == 1, timeout=10)
+    cli_env = {"AGENT_HOOKS_HOME": str(a.home), "HOME": a.env["HOME"]}
+    listed = agent_hook("approvals", "--server", a.base, env=cli_env).stdout
+    assert row["id"] in listed and "host-b" in listed, listed
+    out = agent_hook("deny", row["id"], "--message", "ask the lead", "--server", a.base, env=cli_env)
+    assert "denied" in out.stdout, out.stdout
+    decision = held.answer()["hookSpecificOutput"]["decision"]
+    assert decision["behavior"] == "deny" and decision["message"] == "ask the lead"
+    late = agent_hook("approve", row["id"], "--server", a.base, env=cli_env, check=False)
+    assert late.returncode == 1 and "already answered" in late.stderr, late
