@@ -31,8 +31,9 @@ def pytest_report_header(config: pytest.Config) -> str:
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every path at tmp_path; the real home directory is never touched."""
     for var in list(os.environ):
+        # TMUX / TMUX_PANE too: a test run inside tmux must not name every test's session after it.
         if var.startswith("AGENT_HOOKS") or var in ("OPTIMALOS_SESSION_TMUX", "XDG_DATA_HOME",
-                                                     "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+                                                     "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TMUX", "TMUX_PANE"):
             monkeypatch.delenv(var, raising=False)
     home = tmp_path / "agent-hooks-home"
     user_home = tmp_path / "user-home"
