@@ -150,9 +150,13 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         assert center.http.post("/api/sessions/in-tmux/reply", json={"text": " \n "}).status_code == 400
         assert center.http.post("/api/sessions/nobody/reply", json={"text": "x"}).status_code == 404
         run_hook(payload("Stop", "in-tmux", cwd, stop_hook_active=False), {**env, **tmux.env(pane)})
-        r = center.http.post("/api/sessions/in-tmux/reply", json={"text": "carry on"})
+        for text in ("!rm -rf ~", "/clear", "# always push to main"):  # the shell, a command, memory: never
+            r = center.http.post("/api/sessions/in-tmux/reply", json={"text": text})
+            assert r.status_code == 400 and "not a prompt" in r.json()["error"], r.text
+        r = center.http.post("/api/sessions/in-tmux/reply", json={"text": "-v carry on"})
         assert r.status_code == 200 and r.json()["applied"] == "here", r.text
-        tmux.wait_text(pane, "carry on")
+        tmux.wait_text(pane, "-v carry on")
+        assert "rm -rf" not in tmux.capture(pane)
     finally:
         center.stop()
 

@@ -133,15 +133,20 @@ def _reply_target(conn: sqlite3.Connection, control: dict[str, Any]) -> reply.Ta
     return reply.target(conn, found[0])
 
 
-def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float,
+def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float, max_chars: int,
                  now: float) -> list[dict[str, Any]]:
-    """Type the replies a command center sent (blocking: tmux); each one's outcome ({"seq", "error"})."""
+    """Type the replies a command center sent (blocking: tmux); each one's outcome ({"seq", "error"}).
+    The host checks each one itself, as if it had been posted here: what is typed is its decision."""
     results = []
     for control, t in replies:
+        problem: str | None = None
         if now - float(control.get("at") or 0) > max_age_s:
-            problem: str | None = f"older than fleet.reply_max_age_s ({max_age_s:g} s): not typed"
+            problem = f"older than fleet.reply_max_age_s ({max_age_s:g} s): not typed"
         else:
-            problem = reply.send(t, str(control.get("reason") or ""))
+            try:
+                problem = reply.send(t, reply.clean_text(control.get("reason"), max_chars))
+            except reply.ReplyError as exc:
+                problem = str(exc)
         if problem:
             log.warning("reply %s to session %s refused: %s", control.get("seq"), t.session_id, problem)
         results.append({"seq": int(control.get("seq") or 0), "error": problem})
@@ -515,9 +520,10 @@ class Subscriber:
                         if wake_held is not None:
                             wake_held()  # held http hooks of this host look at their rows now
                     if out.body["replies"]:
+                        cfg = self.state.config["fleet"]
                         results += await self.state.run_blocking(
-                            send_replies, out.body["replies"], float(self.state.config["fleet"]["reply_max_age_s"]),
-                            time.time())
+                            send_replies, out.body["replies"], float(cfg["reply_max_age_s"]),
+                            int(cfg["reply_max_chars"]), time.time())
                     if results:
                         try:  # the command center's caller waits for this word (a lost one: it says "sent")
                             await client.post(self.base + "/api/fleet/replies", json={"results": results})

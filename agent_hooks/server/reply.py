@@ -21,6 +21,8 @@ from agent_hooks.features.sessions import tmux_command
 
 log = logging.getLogger("agent_hooks.server.reply")
 TMUX_TIMEOUT_S = 3.0
+# What the client's prompt does with a line starting with these, instead of sending it to the model.
+COMMAND_PREFIXES = {"!": "shell command (bash mode)", "/": "slash command", "#": "memory entry"}
 
 
 @dataclass
@@ -47,6 +49,11 @@ def clean_text(text: Any, max_chars: int) -> str:
         raise ReplyError("the reply is empty")
     if len(line) > max_chars:
         raise ReplyError(f"the reply is {len(line)} characters long; at most {max_chars} (fleet.reply_max_chars)")
+    if line[0] in COMMAND_PREFIXES:
+        # Typed into Claude Code's prompt, "!" runs a shell command, "/" a slash command, "#" writes memory:
+        # a reply is a prompt for the model, never a way into the host's shell.
+        raise ReplyError(f"a reply starting with {line[0]!r} would be a {COMMAND_PREFIXES[line[0]]} in the"
+                         " client, not a prompt: not typed (start it with another character)")
     return line
 
 
@@ -80,7 +87,7 @@ def send(t: Target, text: str) -> str | None:
         probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane, "#{pane_id}")
         if probe.returncode != 0 or probe.stdout.strip() != t.pane:
             return f"its tmux pane {t.pane} is gone (the session's terminal was closed)"
-        typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", text)
+        typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", "--", text)  # "--": a reply may start with "-"
         if typed.returncode != 0:
             return f"tmux send-keys failed: {typed.stderr.strip()[:200]}"
         entered = _tmux(t.socket, "send-keys", "-t", t.pane, "Enter")
