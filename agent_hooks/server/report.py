@@ -13,7 +13,8 @@ a change) to ``POST /api/fleet/report``:
 
 The command center keeps each as the card's ``details`` (JSON) and builds the
 remote card from it (agent_hooks.server.cards). ``full`` is sent after every
-(re)connect: the command center may have restarted. The same authorization
+(re)connect, and every ``REFRESH_S`` when nothing changed: the command center
+may have restarted with a new store. The same authorization
 as the rest of the fleet API: the owner on loopback, the fleet token
 otherwise. ``fleet.report = false`` turns it off; ``fleet.report_commands =
 false`` leaves commands out.
@@ -42,6 +43,8 @@ from agent_hooks.server.live import Fleet, fleet_of
 
 log = logging.getLogger("agent_hooks.server.report")
 REPORT_EVERY_S = 0.05
+# With nothing changing, a full report this often all the same.
+REFRESH_S = 60.0
 MAX_CARDS = 500
 # A report is one of the API's bounded bodies (server/body.py): a host sends its cards in batches
 # that fit, and its requests clipped to fit (fleet_approvals.fit).
@@ -240,7 +243,10 @@ class Reporter:
             while True:
                 if not self.full and not self.dirty and not self.poked:
                     self.wake.clear()
-                    await self.wake.wait()
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), REFRESH_S)
+                    except asyncio.TimeoutError:
+                        self.full = True  # a command center that restarted with a new store learns it all again
                 await asyncio.sleep(REPORT_EVERY_S)  # a burst of changes goes in one report
                 ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
                 self.dirty, self.poked = set(), False
