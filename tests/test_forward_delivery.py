@@ -333,7 +333,7 @@ def test_config_defaults_validate() -> None:
         "SessionStart": "start", "PostToolUse": "tool_use", "Notification": "to_review",
         "UserPromptSubmit": "prompt_ready", "Stop": "exit",
         # The waiting states (issue 19): a permission dialog, a turn ended on an API error.
-        "PermissionRequest": "to_review", "StopFailure": "exit_error",
+        "PermissionRequest": "to_review", "Elicitation": "to_review", "StopFailure": "exit_error",
     }
 
 
