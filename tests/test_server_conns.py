@@ -1,0 +1,162 @@
+"""Connections that send no request cost the server nothing for long (server/conns.py): silent
+ones and half-sent headers are closed within serve.request_timeout_s, a kept-alive connection
+between calls too, and another local user cannot hold more than serve.connections_per_uid."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import fixture_payload
+from server_support import Server, start_server
+
+
+@pytest.fixture
+def server(hooks_home: Path) -> Iterator[Server]:
+    srv = start_server(hooks_home)
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """True when the other end has closed (EOF or reset); never blocks."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except BlockingIOError:
+        return False
+
+
+def pre_tool_use(n: int) -> dict[str, object]:
+    return dict(fixture_payload("PreToolUse-Bash.json"), session_id="conn-owner", tool_use_id=f"toolu_c{n}",
+                tool_input={"command": f"echo {n}", "description": "n"})
+
+
+def test_silent_and_half_sent_connections_are_closed_while_hook_calls_answer(server: Server) -> None:
+    silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(300)]
+    half = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    half.sendall(b"POST /hooks/PreToolUse HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-")
+    # A kept-alive connection that trickles the next request's headers, a byte a second:
+    # every byte would reset uvicorn's own keep-alive timer.
+    trickle = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    trickle.request("GET", "/health")
+    assert trickle.getresponse().read()
+    began = time.monotonic()
+    # The owner's hook calls are answered all along.
+    assert server.answer(pre_tool_use(1)) is None
+    left = silent + [half, trickle.sock]
+    sent = 0
+    while left and time.monotonic() - began < 30:
+        if sent < 40 and trickle.sock in left:
+            try:
+                trickle.sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"[sent:sent + 1])
+                sent += 1
+            except OSError:
+                pass
+        left = [s for s in left if not closed_by_peer(s)]
+        time.sleep(1)
+    closed_after = time.monotonic() - began
+    assert not left, f"{len(left)} of {len(silent) + 2} connections still open after {closed_after:.0f} s"
+    assert server.answer(pre_tool_use(2)) is None
+    counts = server.status()["requests"]
+    assert counts.get("connections_timed_out", 0) >= 302, counts
+    for s in silent + [half]:
+        s.close()
+    trickle.close()
+
+
+def test_a_kept_alive_connection_serves_calls_until_idle_then_a_new_one_does(server: Server) -> None:
+    # What a client that keeps its connection between hook calls meets: calls a moment apart share
+    # one connection; after serve.request_timeout_s of quiet it is closed, and the next call connects anew.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    body = json.dumps(pre_tool_use(3)).encode()
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", "/hooks/PreToolUse", body, headers)
+    assert conn.getresponse().read() == b""
+    first = conn.sock
+    time.sleep(1)
+    conn.request("POST", "/hooks/PreToolUse", body, headers)
+    assert conn.getresponse().read() == b"" and conn.sock is first  # the same connection
+    deadline = time.monotonic() + 15
+    while not closed_by_peer(first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert closed_by_peer(first), "an idle kept-alive connection was never closed"
+    conn.close()
+    assert server.answer(pre_tool_use(4)) is None  # a new connection is served as ever
+
+
+HOLDER = r"""
+import select, socket, sys, time
+port, want = int(sys.argv[1]), int(sys.argv[2])
+held, failed = [], 0
+end = time.monotonic() + 10
+while len(held) < want and time.monotonic() < end:
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+    except OSError:
+        failed += 1
+print("opened", len(held), flush=True)
+sys.stdin.readline()  # the owner calls meanwhile
+def gone(s):
+    r, _, _ = select.select([s], [], [], 0)
+    if not r:
+        return False
+    try:
+        return s.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+print(len([s for s in held if not gone(s)]), flush=True)
+"""
+
+
+def as_nobody() -> list[str]:
+    if os.geteuid() != 0:
+        pytest.skip("running a caller as another uid needs root (setpriv)")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+
+
+def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Path) -> None:
+    prefix = as_nobody()
+    server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__CONNECTIONS_PER_UID": "20",
+                                       # long enough that no connection is closed for silence during the test
+                                       "AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": "60"})
+    holder = subprocess.Popen([*prefix, sys.executable, "-I", "-c", HOLDER, str(server.port), "400"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        opened = holder.stdout.readline().split()
+        assert opened[0] == "opened" and int(opened[1]) > 20, opened
+        # The owner's calls, while the other uid holds all it could keep open.
+        for n in range(20):
+            assert server.answer(pre_tool_use(100 + n)) is None
+        time.sleep(0.5)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        still_open = int(holder.stdout.readline())
+        assert still_open <= 20, f"another uid holds {still_open} connections; the cap is 20"
+        counts = server.status()["requests"]
+        assert counts.get("connections_refused", 0) >= int(opened[1]) - 20, counts
+    finally:
+        holder.kill()
+        holder.wait()
+        server.cli("stop", check=False)
