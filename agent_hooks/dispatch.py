@@ -216,6 +216,25 @@ def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None)
     log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
 
 
+def fails_closed(config: dict[str, Any], event: str) -> bool:
+    """True when a PreToolUse that cannot decide must deny (``guards.fail_closed``; docs/server.md)."""
+    return event == "PreToolUse" and (config.get("guards") or {}).get("fail_closed") is True
+
+
+def fail_closed_answer(config: dict[str, Any], event: str, why: str) -> str | None:
+    """The answer of a call that failed before it could decide: a deny saying why under strict
+    guards (``guards.fail_closed``, PreToolUse only), else None (fail open: the tool runs)."""
+    if not fails_closed(config, event):
+        return None
+    from agent_hooks.output import Outcome
+
+    outcome = Outcome()
+    outcome.deny(f"agent-hooks could not check this tool call ({why}), and strict guards"
+                 " (guards.fail_closed) deny what they cannot check. Try the call again; if this"
+                 " repeats, ask the user to run `agent-hook doctor`.")
+    return render(event, outcome)
+
+
 def _defer(store: Store | None, why: str, busy: bool = False) -> None:
     """Raise Deferred when ``store`` must not wait and the call has changed nothing yet: what
     comes next (a report, a spool, a retry) may wait for the store, so it happens on the pool."""
@@ -283,7 +302,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         # meet again and report there (the error log and the errors table may have to wait for the store).
         _defer(store, f"{type(exc).__name__}: {exc}", busy)
         if busy and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
-            call.text = None
+            call.text = fail_closed_answer(config, call.event, "the store was busy; the call is kept for later")
             call.done = True
             return
         if keep is not None and spool.unwritable(exc) and keep(call, exc):
@@ -291,7 +310,9 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         import traceback
 
         message = f"{type(exc).__name__}: {exc}"
+        closed = fail_closed_answer(config, call.event, f"internal error: {message}")
         report(paths, config, call, "error", message, traceback.format_exc(),
-               said=f"internal error ({message}); the agent carries on")
-        call.text = None
+               said=f"internal error ({message}); "
+                    + ("the tool call is denied (guards.fail_closed)" if closed else "the agent carries on"))
+        call.text = closed
         call.done = True

@@ -390,6 +390,11 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out.update({k: doc.get(k) for k in ("pid", "worker_pid", "version", "build", "uptime_s", "started")})
     # Workers the supervisor replaced, with their causes (server/supervisor.py writes them).
     if info.get("pid") == doc.get("pid"):
+        # The server's age is the supervisor's; the worker's own start is kept beside it.
+        out["worker_started"] = doc.get("started")
+        if isinstance(info.get("started"), (int, float)):
+            out["started"] = info["started"]
+            out["uptime_s"] = round(time.time() - info["started"], 3)
         out["restarts"] = int(info.get("restarts") or 0)
         out["last_restarts"] = list(info.get("last_restarts") or [])
     out["stale"] = doc.get("build") != out["installed_build"]
