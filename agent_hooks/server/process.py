@@ -208,9 +208,9 @@ def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], s
         # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
         # and the caller check (peer.py) would ask the kernel about a socket the caller names.
         proxy_headers=False, server_header=False,
-        # A kept-alive connection idle this long is closed (the client reconnects for its next call);
-        # conns.py closes one that has not sent a whole request in the same time.
-        timeout_keep_alive=max(1, int(guard.request_timeout_s)),
+        # conns.py closes a kept-alive connection that sends no whole request in request_timeout_s (the
+        # client reconnects for its next call); uvicorn's own timer, reset by any byte, is only a backstop.
+        timeout_keep_alive=int(guard.request_timeout_s) + 2,
         log_config=None, log_level="info", timeout_graceful_shutdown=5))
     # Held approvals (server/approvals.py) answer their clients as soon as a stop is asked for.
     state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
