@@ -104,25 +104,31 @@ def test_a_kept_alive_connection_serves_calls_until_idle_then_a_new_one_does(ser
 
 HOLDER = r"""
 import select, socket, sys, time
-port, want = int(sys.argv[1]), int(sys.argv[2])
-held, failed = [], 0
-end = time.monotonic() + 10
-while len(held) < want and time.monotonic() < end:
-    try:
-        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
-    except OSError:
-        failed += 1
-print("opened", len(held), flush=True)
-sys.stdin.readline()  # the owner calls meanwhile
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
 def gone(s):
-    r, _, _ = select.select([s], [], [], 0)
-    if not r:
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    if not p.poll(0):
         return False
     try:
         return s.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
-print(len([s for s in held if not gone(s)]), flush=True)
+# Open connections as fast as it can for the whole time, keeping every one the server leaves open
+# (another local user trying to use up the server's connections).
+held, opened = [], 0
+print("started", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        opened += 1
+    except OSError:
+        time.sleep(0.01)
+    if opened % 200 == 0:
+        held = [s for s in held if not gone(s)]
+time.sleep(0.5)
+print(opened, len([s for s in held if not gone(s)]), flush=True)
 """
 
 
@@ -140,22 +146,23 @@ def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Pa
     server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__CONNECTIONS_PER_UID": "20",
                                        # long enough that no connection is closed for silence during the test
                                        "AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": "60"})
-    holder = subprocess.Popen([*prefix, sys.executable, "-I", "-c", HOLDER, str(server.port), "400"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    holder = subprocess.Popen([*prefix, sys.executable, "-I", "-c", HOLDER, str(server.port), "6"],
+                              stdout=subprocess.PIPE, text=True, cwd="/")
     try:
-        assert holder.stdout is not None and holder.stdin is not None
-        opened = holder.stdout.readline().split()
-        assert opened[0] == "opened" and int(opened[1]) > 20, opened
-        # The owner's calls, while the other uid holds all it could keep open.
-        for n in range(20):
-            assert server.answer(pre_tool_use(100 + n)) is None
-        time.sleep(0.5)
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        still_open = int(holder.stdout.readline())
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "started"
+        time.sleep(1)
+        # The owner's calls, all while the other uid opens connections as fast as it can.
+        answered = 0
+        while holder.poll() is None and answered < 200:
+            assert server.answer(pre_tool_use(100 + answered)) is None
+            answered += 1
+        opened, still_open = (int(x) for x in holder.stdout.readline().split())
+        assert answered >= 20, answered
+        assert opened > 100, f"the other uid opened only {opened} connections"
         assert still_open <= 20, f"another uid holds {still_open} connections; the cap is 20"
         counts = server.status()["requests"]
-        assert counts.get("connections_refused", 0) >= int(opened[1]) - 20, counts
+        assert counts.get("connections_refused", 0) >= opened - 20, counts
     finally:
         holder.kill()
         holder.wait()
