@@ -49,7 +49,7 @@ class Context:
     thread); otherwise the first use opens one.
     """
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed", "replay_answer")
 
     def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
                  store: Store | None = None, gate: spool.CommitGate | None = None) -> None:
@@ -61,6 +61,7 @@ class Context:
         self._store = store
         self.gate = gate  # the write commits through it (see agent_hooks.spool)
         self.replayed = False  # True when the spool replays a call answered fail-open earlier
+        self.replay_answer: str | None = None  # "deny": it was answered with strict guards' deny instead
         if store is not None:
             store.gate = gate
 
@@ -187,7 +188,10 @@ def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, mes
 
 def save_to_spool(paths: Paths, config: dict[str, Any], env: Any, call: Call, why: str) -> bool:
     """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
-    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id)
+    # Under strict guards a spooled PreToolUse is answered deny (fail_closed_answer): its replay says so.
+    answered = "deny" if fails_closed(config, call.event) else None
+    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id,
+                         answered=answered)
     if problem is None:
         warn(f"{call.event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
         log_error(paths, call.event, "spooled", why, call.session_id, config=config)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,8 +71,14 @@ def test_a_passed_deadline_denies_under_strict_guards_and_the_call_is_kept(hooks
         blocker.close()
     assert proc.returncode == 0
     assert "deadline of 300 ms passed" in denial(proc.stdout)
-    # Denied, and not lost: the call waits in the spool like any other that missed its write.
+    # Denied, and not lost: the call waits in the spool like any other that missed its write,
+    # and its replay records what the client was told: denied, so it never ran.
     assert error_log(hooks_home)[-1]["kind"] == "spooled"
+    replay = subprocess.run([sys.executable, "-m", "agent_hooks.spool"], capture_output=True, timeout=60)
+    assert replay.returncode == 0, replay.stderr
+    rows = store_rows(hooks_home, "SELECT tool_use_id, outcome, decision, rule FROM tool_calls")
+    assert [tuple(r) for r in rows] == [(fixture_payload("PreToolUse-Bash.json")["tool_use_id"], "denied", "deny",
+                                         "fail_closed")]
 
 
 def test_bad_input_is_not_an_internal_error_and_still_fails_open(hooks_home: Path) -> None:
