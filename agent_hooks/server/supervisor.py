@@ -162,8 +162,13 @@ class Supervisor:
         # Building the app once imports what its routes import lazily (every event's handler: 70 ms).
         # Nothing starts here: threads and connections come with the lifespan, in the worker.
         app.create_app(self.paths, self.config, self.env, port=self.port)
+        # What is loaded now lives as long as the server: frozen out of the collector's way before the
+        # fork, so a worker's first full collection (hooks.startup) does not walk, and copy, all of it.
+        import gc
         import threading
 
+        gc.collect()
+        gc.freeze()
         if threading.active_count() > 1:  # a fork copies only this thread: a worker must not need another
             log.warning("%d threads run in the supervisor before the first fork", threading.active_count())
 
