@@ -139,6 +139,7 @@ class Supervisor:
                         "pause_s": pause}
                 self.restart_count += 1
                 self.restarts = (self.restarts + [note])[-RESTARTS_KEPT:]
+                self._write_info()  # before the next fork: whoever its worker answers already sees this restart
                 log.warning("worker pid %s %s after %.1f s; starting another%s", dead, note["cause"], lived,
                             f" in {pause * 1000:.0f} ms (it died quickly)" if pause else "")
                 end = time.monotonic() + pause
