@@ -158,3 +158,18 @@ def test_the_server_denies_past_its_deadline_under_strict_guards(strict_server: 
         time.sleep(0.1)
     else:
         raise AssertionError("the PreToolUse answered past its deadline was never recorded")
+
+
+def test_doctor_names_wiring_that_does_not_match_the_setting(settings: Path, hooks_home: Path) -> None:
+    agent_hook("settings", "install", "--transport", "http")  # installed before the setting changed
+    (hooks_home / "config.toml").write_text("[guards]\nfail_closed = true\n")
+    out = agent_hook("doctor", "--no-run", check=False).stdout
+    assert any(line.startswith("!") and 'lacks "onFailure": "block"' in line for line in out.splitlines()), out
+    assert "blocks those tool calls" not in out
+    down = [line for line in out.splitlines() if "server down" in line]
+    assert down and "Claude Code lets the tools through" in down[0], out
+    agent_hook("settings", "install", "--transport", "http")
+    out = agent_hook("doctor", "--no-run", check=False).stdout
+    assert 'lacks "onFailure"' not in out
+    down = [line for line in out.splitlines() if "server down" in line]
+    assert down and "Claude Code blocks those tool calls" in down[0], out
