@@ -167,3 +167,29 @@ def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Pa
         holder.kill()
         holder.wait()
         server.cli("stop", check=False)
+
+
+def test_an_upgraded_websocket_is_not_timed(hooks_home: Path) -> None:
+    # The board's live socket sends nothing for long stretches: the request timer stops at the upgrade.
+    import asyncio
+
+    import websockets
+
+    server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": "1"})
+
+    async def hold() -> bool:
+        async with websockets.connect(f"ws://127.0.0.1:{server.port}/api/live") as ws:
+            end = time.monotonic() + 4
+            while time.monotonic() < end:
+                try:
+                    await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    pass
+            return ws.state == websockets.protocol.State.OPEN
+
+    try:
+        assert asyncio.run(hold()), "the live socket was closed by the request timer"
+        # Counted out of the caller's connections at the upgrade, and never timed out.
+        assert server.status()["requests"].get("connections_timed_out", 0) == 0
+    finally:
+        server.cli("stop", check=False)
