@@ -67,10 +67,12 @@ def test_a_worker_killed_mid_session_is_replaced_and_the_next_tool_is_checked(e2
     run = e2e.run("Run three commands.", env_extra=NO_FORWARD)
     assert run.ok and run.result["result"] == "Carried on.", e2e.describe()
     assert (e2e.workspace / "three.txt").read_text() == "three\n"
-    # Every call, the ones after the kill too, went through the guards and was recorded.
+    # The calls after the kill went through the guards and were recorded. The kill's own PostToolUse
+    # follows it at once, and the client may send it on the connection it kept to the dead worker:
+    # then it is cut off like a call in flight (the row stays pending; docs/server.md says so).
     got = outcomes(e2e)
-    assert {k: got.get(k) for k in ("toolu_one", "toolu_kill", "toolu_three")} == {
-        "toolu_one": "success", "toolu_kill": "success", "toolu_three": "success"}, got
+    assert got.get("toolu_one") == "success" and got.get("toolu_three") == "success", got
+    assert got.get("toolu_kill") in ("success", "pending"), got
     st = status(e2e)
     assert st["up"] and st["restarts"] == 1 and st["last_restarts"][0]["cause"] == "killed by SIGKILL", st
 
