@@ -55,6 +55,12 @@ DEFAULTS: dict[str, Any] = {
         "role": "worker",
     },
     # Guards (features/cancellation.py, loops.py, polling.py; docs/guards.md).
+    "guards": {
+        # What a PreToolUse that cannot decide does (docs/server.md, "Strict guards"). false: the tool
+        # runs (fail open). true: it does not: the http entry is written with "onFailure": "block",
+        # and an internal error or a passed deadline in PreToolUse answers deny, saying why.
+        "fail_closed": False,
+    },
     "cancel": {
         # PreToolUse denies and UserPromptSubmit blocks in a cancelled session or task.
         "enabled": True,
@@ -398,6 +404,12 @@ DEFAULTS: dict[str, Any] = {
         # With the http transport wired, SessionStart starts the server when it does not answer
         # (and replaces a stale build). Off: only `agent-hook server start` does.
         "autostart": True,
+        # A connection must send a whole request within this many seconds of being accepted, or of
+        # its last answer (keep-alive), else it is closed (server/conns.py; a client just reconnects).
+        "request_timeout_s": 5.0,
+        # Open connections per caller other than the server's own user (another local uid, or another
+        # host's address); one more is closed at once, so nobody else can use up the server's descriptors.
+        "connections_per_uid": 64,
     },
     # A person in the loop (features/approvals.py, docs/approvals.md).
     "approvals": {
@@ -599,7 +611,8 @@ def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> 
 
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
-_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0}
+_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
+            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1}
 
 
 def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:

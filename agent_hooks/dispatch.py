@@ -49,7 +49,7 @@ class Context:
     thread); otherwise the first use opens one.
     """
 
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed")
+    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed", "replay_answer")
 
     def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
                  store: Store | None = None, gate: spool.CommitGate | None = None) -> None:
@@ -61,6 +61,7 @@ class Context:
         self._store = store
         self.gate = gate  # the write commits through it (see agent_hooks.spool)
         self.replayed = False  # True when the spool replays a call answered fail-open earlier
+        self.replay_answer: str | None = None  # "deny": it was answered with strict guards' deny instead
         if store is not None:
             store.gate = gate
 
@@ -187,7 +188,10 @@ def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, mes
 
 def save_to_spool(paths: Paths, config: dict[str, Any], env: Any, call: Call, why: str) -> bool:
     """Spool the call's payload for replay (see agent_hooks.spool); True when it is saved."""
-    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id)
+    # Under strict guards a spooled PreToolUse is answered deny (fail_closed_answer): its replay says so.
+    answered = "deny" if fails_closed(config, call.event) else None
+    problem = spool.save(paths, config, call.event, call.data or b"", call.started, env, call_id=call.call_id,
+                         answered=answered)
     if problem is None:
         warn(f"{call.event}: {why}; the call is spooled and will be recorded by the next hook or the drainer")
         log_error(paths, call.event, "spooled", why, call.session_id, config=config)
@@ -214,6 +218,25 @@ def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None)
     where = "" if event == call.event else f" (sent to the {call.event} hook)"
     warn(f"{event}{where}: {message}")
     log_error(paths, event, "unknown_event", message + where, session_id, path=paths.notice_log)
+
+
+def fails_closed(config: dict[str, Any], event: str) -> bool:
+    """True when a PreToolUse that cannot decide must deny (``guards.fail_closed``; docs/server.md)."""
+    return event == "PreToolUse" and (config.get("guards") or {}).get("fail_closed") is True
+
+
+def fail_closed_answer(config: dict[str, Any], event: str, why: str) -> str | None:
+    """The answer of a call that failed before it could decide: a deny saying why under strict
+    guards (``guards.fail_closed``, PreToolUse only), else None (fail open: the tool runs)."""
+    if not fails_closed(config, event):
+        return None
+    from agent_hooks.output import Outcome
+
+    outcome = Outcome()
+    outcome.deny(f"agent-hooks could not check this tool call ({why}), and strict guards"
+                 " (guards.fail_closed) deny what they cannot check. Try the call again; if this"
+                 " repeats, ask the user to run `agent-hook doctor`.")
+    return render(event, outcome)
 
 
 def _defer(store: Store | None, why: str, busy: bool = False) -> None:
@@ -283,7 +306,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         # meet again and report there (the error log and the errors table may have to wait for the store).
         _defer(store, f"{type(exc).__name__}: {exc}", busy)
         if busy and save_to_spool(paths, config, env, call, f"store busy ({exc})"):
-            call.text = None
+            call.text = fail_closed_answer(config, call.event, "the store was busy; the call is kept for later")
             call.done = True
             return
         if keep is not None and spool.unwritable(exc) and keep(call, exc):
@@ -291,7 +314,9 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         import traceback
 
         message = f"{type(exc).__name__}: {exc}"
+        closed = fail_closed_answer(config, call.event, f"internal error: {message}")
         report(paths, config, call, "error", message, traceback.format_exc(),
-               said=f"internal error ({message}); the agent carries on")
-        call.text = None
+               said=f"internal error ({message}); "
+                    + ("the tool call is denied (guards.fail_closed)" if closed else "the agent carries on"))
+        call.text = closed
         call.done = True

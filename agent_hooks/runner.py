@@ -22,7 +22,8 @@ import time
 
 from agent_hooks import config as config_mod
 from agent_hooks import output, spool
-from agent_hooks.dispatch import Call, Context, count_error, dispatch, log_error, report, save_to_spool
+from agent_hooks.dispatch import (Call, Context, count_error, dispatch, fail_closed_answer, log_error, report,
+                                  save_to_spool)
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
 
@@ -125,11 +126,32 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never exit 1
         import traceback
 
-        warn(f"{event}: internal error ({type(exc).__name__}: {exc}); the agent carries on")
+        closed = _fail_closed_text(env, event, f"internal error: {type(exc).__name__}: {exc}")
+        warn(f"{event}: internal error ({type(exc).__name__}: {exc}); "
+             + ("the tool call is denied (guards.fail_closed)" if closed else "the agent carries on"))
         log_error(Paths(env), event, "error", f"{type(exc).__name__}: {exc}", None, traceback.format_exc())
+        if closed:
+            try:
+                emit(closed)
+            except (OSError, ValueError):
+                pass
         if fast_exit:
             _exit_now()
         return 0
+
+
+def _fail_closed_text(env: Any, event: str, why: str) -> str | None:
+    """The deny of strict guards for a PreToolUse that failed before anything was set up (None:
+    fail open). The configuration is read again here: what failed may have been its first reading."""
+    if event != "PreToolUse":
+        return None
+    try:
+        from agent_hooks.dispatch import fail_closed_answer
+
+        config, _problems = config_mod.load_lenient(Paths(env), env)
+        return fail_closed_answer(config, event, why)
+    except Exception:  # noqa: BLE001 - cannot tell: fail open, as without strict guards
+        return None
 
 
 def _usage(event: str, handler: Handler, flag: str) -> int:
@@ -207,13 +229,20 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
         if kept == "committed" and left > 0 and result.finished.acquire(timeout=left) and call.done:
             pass  # the work is in and the answer came in time after all: give it
         else:
+            closed = fail_closed_answer(config, event, f"the deadline of {int(deadline * 1000)} ms passed")
             if kept in ("unread", "lost"):
                 unread = " before the payload was read" if kept == "unread" else ""
-                message = f"deadline of {int(deadline * 1000)} ms passed{unread}; answered fail-open"
+                answered = "denied (guards.fail_closed)" if closed else "answered fail-open"
+                message = f"deadline of {int(deadline * 1000)} ms passed{unread}; {answered}"
                 warn(f"{event}: {message}")
                 log_error(paths, event, "timeout", message, call.session_id, config=config)
                 # Counted only if the store is free at once: the answer is due now.
                 count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
+            if closed:
+                try:
+                    emit(closed)
+                except (OSError, ValueError):
+                    pass
             _exit_now()  # the worker may still hold the store: do not wait for it
     if call.hold is not None:
         call.text = _held(paths, config, call)

@@ -162,10 +162,15 @@ def _new_id() -> str:
 
 
 def save(paths: Paths, config: dict[str, Any], event: str, data: bytes, started: float, env: Any,
-         tries: int = 0, call_id: str | None = None) -> str | None:
-    """Append one owed call to the spool; returns why it could not (full, unwritable), or None."""
+         tries: int = 0, call_id: str | None = None, answered: str | None = None) -> str | None:
+    """Append one owed call to the spool; returns why it could not (full, unwritable), or None.
+
+    ``answered``: "deny" when the call was answered with a deny it could not check (strict guards,
+    ``guards.fail_closed``): the replay records it as denied, not as a call that ran."""
     entry = {"v": 1, "id": call_id or _new_id(), "event": event, "at": started, "tries": tries,
              "env": env_subset(env), "data": data.decode("utf-8", "surrogateescape")}
+    if answered:
+        entry["answered"] = answered
     line = (json.dumps(entry) + "\n").encode("ascii")  # one line: every control character escaped
     limit = int((config.get("spool") or {}).get("max_bytes", 64 * 1024 * 1024))
     try:
@@ -381,6 +386,7 @@ def _apply(store: Any, paths: Paths, config: dict[str, Any], line: bytes) -> str
     ctx = Context(payload, config, paths, env)
     ctx.started = float(entry.get("at") or time.time())
     ctx.replayed = True
+    ctx.replay_answer = entry.get("answered") if isinstance(entry.get("answered"), str) else None
     ctx._store = store
     store.gate = CommitGate(str(entry["id"]))
     try:
@@ -392,7 +398,8 @@ def _apply(store: Any, paths: Paths, config: dict[str, Any], line: bytes) -> str
         tries = int(entry.get("tries") or 0) + 1
         why = f"{type(exc).__name__}: {exc}"
         if transient(exc) and tries < MAX_TRIES:
-            problem = save(paths, config, event, data, ctx.started, env, tries, str(entry["id"]))
+            problem = save(paths, config, event, data, ctx.started, env, tries, str(entry["id"]),
+                           ctx.replay_answer)
             if problem is None:
                 return "retried"
             why += f"; spooling it again failed: {problem}"  # its taken file goes next: say so

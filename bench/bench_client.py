@@ -152,7 +152,8 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
            "AGENT_HOOKS__FORWARD__ENABLED": "false"}
     subprocess.run([str(BIN / "agent-hook"), "init"], env=env, capture_output=True, check=True)
     server_cmd(env, "start")
-    pid = int(json.loads((home / "server.json").read_text())["pid"])
+    info = json.loads((home / "server.json").read_text())
+    pid = int(info.get("worker_pid") or info["pid"])  # the process that serves (the supervisor only waits)
     rtts: list[float] = []
     lock = threading.Lock()
 

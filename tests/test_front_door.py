@@ -175,13 +175,13 @@ def test_status_and_health_tell_a_rebound_page_nothing(center: Center) -> None:
     """The third: with a rebinding Host, /status handed out the pid and the store's path."""
     port = center.port
     mine = request(port, "GET", "/status").json()
-    pid, store = str(mine["pid"]), mine["store"]
+    pid, worker, store = str(mine["pid"]), str(mine["worker_pid"]), mine["store"]
     for path in ("/status", "/health"):
         for headers in ({}, {"Origin": f"http://evil.example:{port}"}):
             answer = request(port, "GET", path, headers, host=f"evil.example:{port}")
             assert answer.status == 403, (path, answer)
             text = answer.body.decode()
-            assert pid not in text and store not in text and "rebinding" in text, text
+            assert pid not in text and worker not in text and store not in text and "rebinding" in text, text
     assert center.status()["up"]  # and `agent-hook server status` (no Origin, loopback Host) still reads it
 
 

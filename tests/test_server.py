@@ -403,7 +403,7 @@ def test_a_payload_over_the_limit_is_refused_without_being_held(hooks_home: Path
     srv = start_server(hooks_home, {"AGENT_HOOKS__RUNTIME__MAX_PAYLOAD_BYTES": "2000"})
     try:
         agent_hook("init", env=srv.env)
-        pid = int(srv.status()["pid"])
+        pid = int(srv.status()["worker_pid"])  # the process that serves
         before = peak_rss_mb(pid)
         head = json.dumps(dict(fixture_payload("PreToolUse-Bash.json"), tool_input={"command": ""})).encode()
         chunk = b"x" * (1 << 20)

@@ -115,7 +115,7 @@ def test_lone_surrogates_are_a_400_and_nothing_is_stored(center: Center) -> None
 def test_a_declared_gibibyte_is_refused_before_it_is_sent(center: Center, tmp_path: Path) -> None:
     """Only the headers go out, declaring 1 GiB: the answer comes back at once, the body unread
     (before, cancel, task cancel, register and PATCH waited for the whole body and held it)."""
-    pid = int(center.status()["pid"])
+    pid = int(center.status()["worker_pid"])  # the process that reads the bodies
     before = rss_mb(pid)
     wrong = []
     for method, path in _cases(center, tmp_path):

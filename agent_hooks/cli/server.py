@@ -75,11 +75,24 @@ def status(as_json: bool) -> None:
     errors = st.get("errors", 0)
     click.echo(f"server: up, pid {st['pid']}, http://127.0.0.1:{st['port']}, version {st['version']}"
                f" (build {st['build']}{', STALE: installed ' + st['installed_build'] if st['stale'] else ''})")
-    click.echo(f"  since {iso(st.get('started'))}, uptime {_duration(st.get('uptime_s') or 0)}")
+    click.echo(f"  since {iso(st.get('started'))}, uptime {_duration(st.get('uptime_s') or 0)};"
+               f" worker pid {st.get('worker_pid') or '-'}")
+    restarts = st.get("restarts") or 0
+    if restarts:
+        last = st.get("last_restarts") or []
+        shown = last[-5:]
+        click.echo(f"  worker restarts {restarts} (the supervisor replaced a worker that died;"
+                   f" {'the last ' + str(len(shown)) if restarts > len(shown) else 'each'} below)")
+        for r in shown:
+            click.echo(f"    {iso(r.get('at'))}  pid {r.get('pid')} {r.get('cause')} after {r.get('uptime_s')} s")
+    else:
+        click.echo("  worker restarts 0")
     click.echo(f"  requests answered {counts.get('answered', 0)} ({counts.get('inline', 0)} on the event loop,"
                f" {counts.get('deferred', 0)} handed from it to a thread), errors {errors}"
                f" (bad input or internal {counts.get('problem', 0)}, past the deadline {counts.get('timeout', 0)}),"
                f" refused {counts.get('unauthorized', 0)}")
+    click.echo(f"  connections closed: {counts.get('connections_timed_out', 0)} sent no whole request in time,"
+               f" {counts.get('connections_refused', 0)} over another caller's cap")
     click.echo(f"  answer time p50 {_ms(st.get('p50_ms'))}, p99 {_ms(st.get('p99_ms'))};"
                f" probe from here {_ms(st.get('probe_ms'))}")
     store = st.get("store_state") or {}

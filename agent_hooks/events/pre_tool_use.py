@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
-from agent_hooks.features.verdict import DENY, combine
+from agent_hooks.features.verdict import DENY, Verdict, combine
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.hashing import digest
@@ -33,8 +33,12 @@ def handle(ctx: Context) -> Outcome:
             if poll is not None:
                 psnap = polling.read_snapshot(conn, p.session_id, snap.guards_since_id, poll, ctx.started, cfg)
                 verdicts.append(polling.decide(poll, psnap, ctx.started, cfg))
-        # Replayed from the spool: the call was answered fail-open and ran unguarded.
-        top, warnings = combine([] if ctx.replayed else verdicts)
+        # Replayed from the spool: the call was answered fail-open and ran unguarded, or (strict
+        # guards, guards.fail_closed) was denied unchecked and never ran.
+        if ctx.replayed:
+            verdicts = [Verdict(DENY, "fail_closed", "denied unchecked (guards.fail_closed): the store could not"
+                                " be written in time")] if ctx.replay_answer == "deny" else []
+        top, warnings = combine(verdicts)
         denied = top.decision == DENY
         toolcalls.start(
             conn, p, ctx.started, cfg, input_hash=input_hash,

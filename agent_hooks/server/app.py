@@ -235,6 +235,9 @@ class ServerState:
         # The hot routes, answered ahead of Starlette (agent_hooks.server.fastpath).
         self.fast_exact: dict[tuple[str, str], fastpath.ASGIApp] = {}
         self.fast_prefixes: list[tuple[str, str, fastpath.ASGIApp]] = []
+        # The process that holds the socket and restarts this one (server/supervisor.py); None when
+        # the app runs unsupervised (tests that build it directly).
+        self.supervisor_pid: int | None = None
 
     def fast_route(self, path: str, fn: fastpath.ASGIApp, method: str = "POST") -> BaseRoute:
         """A raw ASGI route taken before Starlette's router (see :mod:`agent_hooks.server.fastpath`);
@@ -317,7 +320,9 @@ class ServerState:
 
     def info(self) -> dict[str, Any]:
         return {
-            "pid": os.getpid(),
+            # The server's pid is the supervisor's: the one server.json names and `stop` signals.
+            "pid": self.supervisor_pid or os.getpid(),
+            "worker_pid": os.getpid(),
             "port": self.port,
             "version": self.version,
             "build": self.build,

@@ -18,6 +18,11 @@ from agent_hooks.server import local
 
 def http_entries(files: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
     """(scope, event, url) of every http entry of ours in the settings files."""
+    return [(scope, event, url) for scope, event, url, _ in _our_http_handlers(files)]
+
+
+def _our_http_handlers(files: list[tuple[str, str]]) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(scope, event, url, the entry itself) of every http entry of ours in the settings files."""
     from agent_hooks.wiring.entries import recognise
     from agent_hooks.wiring.merge import SettingsError
     from agent_hooks.wiring.settings_file import read_settings
@@ -35,7 +40,7 @@ def http_entries(files: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
                 for handler in (group.get("hooks") or []) if isinstance(group, dict) else []:
                     ours = recognise(handler)
                     if ours is not None and ours.kind == "http":
-                        found.append((scope, event, ours.target))
+                        found.append((scope, event, ours.target, handler))
     return found
 
 
@@ -63,7 +68,8 @@ def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]
     from agent_hooks.server import process
     from agent_hooks.wiring.http import port_of
 
-    entries = http_entries(files)
+    handlers = _our_http_handlers(files)
+    entries = [(scope, event, url) for scope, event, url, _ in handlers]
     port = int(cfg["serve"]["port"])
     st = process.status(paths, cfg)
     checks: list[Check] = []
@@ -78,11 +84,22 @@ def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]
                             " those tool calls go unguarded", "agent-hook settings install --transport http"))
     else:
         checks.append(Check("server", OK, f"http transport wired for {', '.join(events)} on port {port}"))
+    # Strict guards (docs/server.md): the PreToolUse entries must carry onFailure "block", and only then.
+    strict = (cfg.get("guards") or {}).get("fail_closed") is True
+    blocking = [h.get("onFailure") == "block" for _, event, _, h in handlers if event == "PreToolUse"]
+    if blocking and any(b != strict for b in blocking):
+        said = ('lacks "onFailure": "block": tool calls still run when the server cannot be reached' if strict
+                else 'has "onFailure": "block": tool calls are blocked when the server cannot be reached')
+        checks.append(Check("server", WARN, f"guards.fail_closed is {str(strict).lower()}, but the http PreToolUse"
+                            f" entry {said} (installed before the setting changed)",
+                            "agent-hook settings install --transport http"))
     last = _last_server_error(paths)
     if not st["up"]:
         why = f" (last: {last.get('at')} {last.get('message')})" if last else ""
+        effect = ("Claude Code blocks those tool calls (onFailure: block)" if blocking and all(blocking)
+                  else "Claude Code lets the tools through")
         checks.append(Check("server", FAIL, f"server down on port {port}: until the next SessionStart restarts it,"
-                            f" {', '.join(events)} hooks do not run (Claude Code lets the tools through){why}",
+                            f" {', '.join(events)} hooks do not run ({effect}){why}",
                             "agent-hook server start; see " + local.log_file(paths)))
         return checks
     if last and last.get("ts", 0) > time.time() - 24 * 3600:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.routing import BaseRoute
 
 from agent_hooks import spool
-from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, log_error, report
+from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, fail_closed_answer, log_error, report
 from agent_hooks.handlers.hook import maybe_any
 from agent_hooks.payload import too_large
 from agent_hooks.server import fastpath, local
@@ -209,10 +209,13 @@ def routes(state: ServerState) -> list[BaseRoute]:
             # shield: on timeout the work goes on (queued or running) and commits.
             await asyncio.wait_for(asyncio.shield(future), deadline)
         except TimeoutError:
-            message = f"deadline of {int(deadline * 1000)} ms passed; answered fail-open"
+            closed = fail_closed_answer(config, call.event, f"the deadline of {int(deadline * 1000)} ms passed")
+            answered = "denied (guards.fail_closed)" if closed else "answered fail-open"
+            message = f"deadline of {int(deadline * 1000)} ms passed; {answered}"
             state.stats.count("timeout", (time.perf_counter() - started) * 1000)
             await asyncio.to_thread(_record_timeout, state, config, call, message)
-            await fastpath.send_bytes(send, 200, b"", [(b"x-agent-hooks-problem", message.encode("latin-1"))])
+            await fastpath.send_bytes(send, 200, closed.encode("utf-8") if closed else b"",
+                                      [(b"x-agent-hooks-problem", message.encode("latin-1"))])
             return
         if call.hold is not None:
             await _hold(state, call, receive)

@@ -165,13 +165,12 @@ def _log_to_file(paths: Paths, config: dict[str, Any]) -> None:
 
 def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: bool = False,
         replace: bool = False) -> None:
-    """Serve in this process until SIGTERM/SIGINT (``agent-hook server run``).
+    """Serve until SIGTERM/SIGINT (``agent-hook server run``): this process holds the lock and the
+    listening socket and supervises a worker that serves on it (:mod:`agent_hooks.server.supervisor`).
 
     ``replace``: a server of another build holding the lock is stopped first.
     """
-    import uvicorn
-
-    from agent_hooks.server.app import create_app
+    from agent_hooks.server import supervisor
 
     os.umask(0o077)
     port = int(config["serve"]["port"])
@@ -179,38 +178,43 @@ def run(paths: Paths, config: dict[str, Any], env: Mapping[str, str], log_file: 
     sock = _bind(port, listen_host(paths, config, env))
     if log_file:
         _log_to_file(paths, config)
-    def forget() -> None:
-        if (local.read_info(paths) or {}).get("pid") == os.getpid():
-            try:
-                os.unlink(local.server_file(paths))
-            except OSError:
-                pass
-
+    supervisor.raise_fd_limit()
     _note_unclean_end(paths, config)
-    app = create_app(paths, config, env, port=port, on_stop=forget)
-    state = app.state.server
-    info = {k: v for k, v in state.info().items() if k != "uptime_s"}
-    tmp = f"{local.server_file(paths)}.{os.getpid()}.tmp"
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
-        json.dump(info, f)
-    os.replace(tmp, local.server_file(paths))
-    logging.getLogger("agent_hooks.server").info("serving %s on %s:%s (pid %s, build %s); board at %s",
-                                                 paths.store, sock.getsockname()[0], port, os.getpid(), state.build,
-                                                 f"http://127.0.0.1:{port}/")
     try:
-        server = uvicorn.Server(uvicorn.Config(
-            app, loop="uvloop", http=peer.protocol_class(), lifespan="on", access_log=False,
-            # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
-            # and the caller check (peer.py) would ask the kernel about a socket the caller names.
-            proxy_headers=False, server_header=False,
-            log_config=None, log_level="info", timeout_graceful_shutdown=5))
-        # Held approvals (server/approvals.py) answer their clients as soon as a stop is asked for.
-        state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
-        server.run(sockets=[sock])
+        supervisor.Supervisor(paths, config, env, sock, port).run()
     finally:
-        forget()
         sock.close()
         os.close(lock)
+
+
+def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], sock: socket.socket, port: int,
+                 supervisor_pid: int) -> None:
+    """The worker's life: the app on the inherited listening socket until SIGTERM (or its supervisor's end)."""
+    import uvicorn
+
+    from agent_hooks.server import conns
+    from agent_hooks.server.app import create_app
+
+    app = create_app(paths, config, env, port=port)
+    state = app.state.server
+    state.supervisor_pid = supervisor_pid
+    guard = conns.ConnectionGuard(float(config["serve"]["request_timeout_s"]),
+                                  int(config["serve"]["connections_per_uid"]), count=state.stats.count)
+    logging.getLogger("agent_hooks.server").info(
+        "serving %s on %s:%s (pid %s, worker %s, build %s); board at %s", paths.store, sock.getsockname()[0], port,
+        supervisor_pid, os.getpid(), state.build, f"http://127.0.0.1:{port}/")
+    server = uvicorn.Server(uvicorn.Config(
+        app, loop="uvloop", http=conns.protocol_class(guard), lifespan="on", access_log=False,
+        # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
+        # and the caller check (peer.py) would ask the kernel about a socket the caller names.
+        proxy_headers=False, server_header=False,
+        # conns.py closes a kept-alive connection that sends no whole request in request_timeout_s (the
+        # client reconnects for its next call); uvicorn's own timer, reset by any byte, is only a backstop.
+        timeout_keep_alive=int(guard.request_timeout_s) + 2,
+        log_config=None, log_level="info", timeout_graceful_shutdown=5))
+    # Held approvals (server/approvals.py) answer their clients as soon as a stop is asked for.
+    state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
+    server.run(sockets=[sock])
 
 
 def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
@@ -383,7 +387,16 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
         out["locked"] = lock_held(paths)
         return out
     stats = fetch(port, "/status") or {}
-    out.update({k: doc.get(k) for k in ("pid", "version", "build", "uptime_s", "started")})
+    out.update({k: doc.get(k) for k in ("pid", "worker_pid", "version", "build", "uptime_s", "started")})
+    # Workers the supervisor replaced, with their causes (server/supervisor.py writes them).
+    if info.get("pid") == doc.get("pid"):
+        # The server's age is the supervisor's; the worker's own start is kept beside it.
+        out["worker_started"] = doc.get("started")
+        if isinstance(info.get("started"), (int, float)):
+            out["started"] = info["started"]
+            out["uptime_s"] = round(time.time() - info["started"], 3)
+        out["restarts"] = int(info.get("restarts") or 0)
+        out["last_restarts"] = list(info.get("last_restarts") or [])
     out["stale"] = doc.get("build") != out["installed_build"]
     out["requests"] = stats.get("counts", {})
     # Calls that failed open: bad input or an internal error, or past the deadline.

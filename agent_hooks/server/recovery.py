@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agent_hooks import spool
-from agent_hooks.dispatch import Call, count_error, log_error
+from agent_hooks.dispatch import Call, count_error, fail_closed_answer, log_error
 
 if TYPE_CHECKING:
     from agent_hooks.server.app import ServerState
@@ -148,11 +148,13 @@ class StoreWatch:
     def keep(self, call: Call, env: Any, config: dict[str, Any], exc: BaseException | None = None) -> bool:
         """Keep a hook call the store could not take: spooled for replay (the answer says so). When
         the spool refuses it too, the call is answered without a record: said once per outage,
-        counted, and named in the answer. Always True: the call is answered with no decision."""
+        counted, and named in the answer. Always True: the call is answered with no decision (a deny under strict guards)."""
         if exc is not None:
             self.failed(exc, "a hook call")
+        # Strict guards (guards.fail_closed): a PreToolUse kept this way is answered deny, and replayed as such.
+        closed = fail_closed_answer(config, call.event, "the store is not writable; the call is kept for later")
         problem = spool.save(self.state.paths, config, call.event, call.data or b"", call.started, env,
-                             call_id=call.call_id)
+                             call_id=call.call_id, answered="deny" if closed else None)
         with self.lock:
             reason = self.reason or (describe(exc) if exc is not None else "unknown")
             if problem is None:
@@ -167,7 +169,7 @@ class StoreWatch:
                     self.spool_problem = problem
                     self._say(logging.ERROR, "error", f"the spool refuses hook calls too ({problem}): calls are"
                               " answered without a record until the store is writable")
-        call.text = None
+        call.text = closed
         call.done = True
         return True
 

@@ -203,7 +203,11 @@ def our_groups(bin_dir: str, cfg: dict[str, Any], transport: str = "command") ->
             from agent_hooks.wiring import http
 
             if h.event in http.HTTP_EVENTS:
-                group["hooks"] = [http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event])]
+                entry = http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event])
+                if h.event == "PreToolUse" and (cfg.get("guards") or {}).get("fail_closed") is True:
+                    # Strict guards: a call the server cannot answer blocks the tool (docs/server.md).
+                    entry["onFailure"] = "block"
+                group["hooks"] = [entry]
                 groups[h.event] = group
                 continue
             args = f" {http.SERVE_ARG}" if h.event == "SessionStart" else ""
