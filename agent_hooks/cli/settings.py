@@ -140,8 +140,15 @@ def uninstall(settings_path: str | None, project: str | None, local: bool, as_js
 
 
 @settings.command(name="template")
-def template_cmd() -> None:
+@click.option("--plugin", is_flag=True, help="Print the plugin's .claude-plugin/hooks.json instead.")
+def template_cmd(plugin: bool) -> None:
     """Print settings.template.json: our hooks block with {{BIN}} for the executables' directory."""
+    if plugin:
+        from agent_hooks import __version__
+        from agent_hooks.wiring.plugin import render_hooks
+
+        click.echo(render_hooks(__version__), nl=False)
+        return
     click.echo(render(template()), nl=False)
 
 

@@ -1,0 +1,188 @@
+"""The Claude Code plugin: its files agree with the wiring table, and its bootstrap fails open.
+
+The hooks run as the client runs them (``sh -c COMMAND`` with ``CLAUDE_PLUGIN_DATA``
+and ``CLAUDE_PLUGIN_ROOT`` set); the bootstrap is the real script.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from agent_hooks import __version__
+from agent_hooks import config as config_mod
+from agent_hooks.wiring import plugin
+from agent_hooks.wiring.entries import our_groups
+from agent_hooks.wiring.table import HOOKS
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN_DIR = REPO / ".claude-plugin"
+
+
+def test_hooks_json_is_generated_from_the_wiring_table() -> None:
+    text = (PLUGIN_DIR / "hooks.json").read_text()
+    assert text == plugin.render_hooks(__version__), "regenerate: agent-hook settings template --plugin"
+
+
+def test_plugin_hooks_have_the_events_matchers_and_timeouts_of_settings_install() -> None:
+    doc = json.loads((PLUGIN_DIR / "hooks.json").read_text())["hooks"]
+    settings = our_groups("/venv/bin", copy.deepcopy(config_mod.DEFAULTS))
+    assert list(doc) == [h.event for h in HOOKS] == list(settings)
+    for event, group in settings.items():
+        (ours,) = doc[event]
+        assert ours.get("matcher") == group.get("matcher"), event
+        assert [h["timeout"] for h in ours["hooks"]] == [h["timeout"] for h in group["hooks"]], event
+        (entry,) = ours["hooks"]
+        exe = next(h.executable for h in HOOKS if h.event == event)
+        assert f"/bin/{exe}\"" in entry["command"] and entry["command"].endswith(plugin.PLUGIN_MARK)
+
+
+def test_versions_follow_the_package() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    manifest = json.loads((PLUGIN_DIR / "plugin.json").read_text())
+    market = json.loads((PLUGIN_DIR / "marketplace.json").read_text())
+    assert pyproject["project"]["version"] == __version__ == manifest["version"]
+    assert market["name"] == plugin.MARKETPLACE and manifest["name"] == plugin.NAME
+    (entry,) = market["plugins"]
+    assert entry["name"] == plugin.NAME and entry["version"] == __version__ and entry["source"] == "./"
+    assert manifest["hooks"] == "./" + plugin.HOOKS_FILE
+    assert os.access(REPO / "bin" / "agent-hook", os.X_OK)
+
+
+# -- the launcher and the bootstrap, run as the client runs them --------------------------------
+
+def _fake_env(data: Path, version: str, marker: Path, ready: bool = True) -> None:
+    """An environment of ``version`` whose executables record that they ran (a shell script stands in
+    for the venv's console scripts: the launcher only checks and execs them)."""
+    bin_dir = data / plugin.env_dirname(version) / "bin"
+    bin_dir.mkdir(parents=True)
+    for h in HOOKS:
+        exe = bin_dir / h.executable
+        exe.write_text(f"#!/bin/sh\necho {h.event} >>'{marker}'\n")
+        exe.chmod(0o755)
+    if ready:
+        (bin_dir.parent / plugin.READY).write_text(version + "\n")
+
+
+def _run_hook(event: str, data: Path, root: Path = REPO, version: str = __version__,
+              path: str | None = None) -> subprocess.CompletedProcess[str]:
+    doc = plugin.hooks_document(version)
+    command = doc["hooks"][event][0]["hooks"][0]["command"]
+    env = {"PATH": path or os.environ["PATH"], "HOME": str(data.parent),
+           "CLAUDE_PLUGIN_DATA": str(data), "CLAUDE_PLUGIN_ROOT": str(root)}
+    return subprocess.run(["sh", "-c", command], input="{}", capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_a_ready_environment_of_this_version_runs_the_hook(tmp_path: Path) -> None:
+    data, marker = tmp_path / "data", tmp_path / "ran"
+    _fake_env(data, __version__, marker)
+    for event in ("PreToolUse", "Stop", "SessionStart"):
+        proc = _run_hook(event, data)
+        assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    assert marker.read_text().split() == ["PreToolUse", "Stop", "SessionStart"]
+
+
+@pytest.mark.parametrize("case", ["other version", "not ready", "no data dir variable"])
+def test_without_a_ready_environment_of_this_version_every_hook_passes_at_once(tmp_path: Path, case: str) -> None:
+    data, marker = tmp_path / "data", tmp_path / "ran"
+    if case == "other version":
+        _fake_env(data, "0.0.1", marker)  # the previous version's environment: not this plugin's
+    elif case == "not ready":
+        _fake_env(data, __version__, marker, ready=False)  # mid-build: executables there, .ready not yet
+    else:
+        _fake_env(data, __version__, marker)
+    for h in HOOKS:
+        if h.event == "SessionStart":
+            continue
+        started = time.monotonic()
+        if case == "no data dir variable":
+            command = plugin.hooks_document(__version__)["hooks"][h.event][0]["hooks"][0]["command"]
+            proc = subprocess.run(["sh", "-c", command], input="{}", capture_output=True, text=True,
+                                  env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, cwd=data, timeout=30)
+        else:
+            proc = _run_hook(h.event, data)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), h.event
+        assert time.monotonic() - started < 2, "no waiting on the way through"
+    assert not marker.exists(), "no executable of another version, or of a half-built environment, ran"
+
+
+def _no_python_path(tmp_path: Path) -> str:
+    """A PATH with the shell tools the bootstrap uses and no Python, so its build fails fast."""
+    bin_dir = tmp_path / "nopython"
+    bin_dir.mkdir()
+    for tool in ("sh", "mkdir", "rm", "cat", "date", "find", "sed", "ln", "setsid", "nohup", "dirname", "sleep"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    return str(bin_dir)
+
+
+def _wait_for(path: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def test_session_start_starts_the_build_detached_and_says_so_once_to_the_person(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    path = _no_python_path(tmp_path)
+    started = time.monotonic()
+    proc = _run_hook("SessionStart", data, path=path)
+    assert time.monotonic() - started < 5
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert list(said) == ["systemMessage"], "to the person: no additionalContext for the model"
+    assert str(data / plugin.env_dirname(__version__)) in said["systemMessage"]
+    # The detached build runs without the hook; here it finds no Python and records its failure.
+    _wait_for(data / "build.failed")
+    deadline = time.monotonic() + 10
+    while (data / "build.lock").exists():
+        assert time.monotonic() < deadline, "the build's lock outlived it"
+        time.sleep(0.05)
+    assert "no Python 3.11+" in (data / "build.log").read_text()
+    assert not (data / plugin.env_dirname(__version__) / plugin.READY).exists()
+    # The other hooks still let everything through, and the next session tries again and says why.
+    assert _run_hook("Stop", data).returncode == 0
+    again = json.loads(_run_hook("SessionStart", data, path=path).stdout)["systemMessage"]
+    assert "the last build failed" in again
+
+
+def test_session_start_is_quiet_while_a_build_runs(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "build.lock").mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        (data / "build.lock" / "pid").write_text(f"{sleeper.pid}\n")
+        proc = _run_hook("SessionStart", data)
+        assert (proc.returncode, proc.stdout) == (0, ""), "the session that started the build said so"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # A lock whose build died is taken over: a new build starts, and this session says so.
+    (data / "build.lock" / "pid").write_text(f"{sleeper.pid}\n")
+    proc = _run_hook("SessionStart", data, path=_no_python_path(tmp_path))
+    assert "systemMessage" in json.loads(proc.stdout)
+    _wait_for(data / "build.failed")
+
+
+def test_the_bin_script_runs_the_ready_environment_or_says_it_is_not_built(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CLAUDE_PLUGIN_DATA": str(data)}
+    proc = subprocess.run([str(REPO / "bin" / "agent-hook"), "--version"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "not built yet" in proc.stderr
+    bin_dir = data / plugin.env_dirname(__version__) / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "agent-hook").write_text('#!/bin/sh\necho "cli $*"\n')
+    (bin_dir / "agent-hook").chmod(0o755)
+    (bin_dir.parent / plugin.READY).write_text(__version__)
+    proc = subprocess.run([str(REPO / "bin" / "agent-hook"), "doctor"], capture_output=True, text=True, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "cli doctor\n")
