@@ -186,3 +186,92 @@ def test_the_bin_script_runs_the_ready_environment_or_says_it_is_not_built(tmp_p
     (bin_dir.parent / plugin.READY).write_text(__version__)
     proc = subprocess.run([str(REPO / "bin" / "agent-hook"), "doctor"], capture_output=True, text=True, env=env)
     assert (proc.returncode, proc.stdout) == (0, "cli doctor\n")
+
+
+# -- doctor and settings install with the plugin installed ----------------------------------------
+
+BIN = Path(os.path.abspath(os.path.dirname(__import__("sys").executable)))
+
+
+def _record_plugin(home: Path, version: str = __version__, enabled: bool = True) -> Path:
+    """The client's records of a user install, as 2.1.332 writes them (installed_plugins.json,
+    enabledPlugins in the user settings); returns the plugin's data directory."""
+    base = home / ".claude"
+    (base / "plugins").mkdir(parents=True, exist_ok=True)
+    cache = base / "plugins" / "cache" / "agent-hooks" / "agent-hooks" / version
+    (base / "plugins" / "installed_plugins.json").write_text(json.dumps({"version": 2, "plugins": {
+        plugin.PLUGIN_ID: [{"scope": "user", "installPath": str(cache), "version": version}]}}))
+    settings = base / "settings.json"
+    doc = json.loads(settings.read_text()) if settings.exists() else {}
+    doc["enabledPlugins"] = {plugin.PLUGIN_ID: enabled}
+    settings.write_text(json.dumps(doc, indent=2))
+    return base / "plugins" / "data" / "agent-hooks-agent-hooks"
+
+
+def _cli(home: Path, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_", "CLAUDE_"))}
+    env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state))
+    return subprocess.run([str(BIN / "agent-hook"), *args], capture_output=True, text=True, env=env,
+                          cwd=home, timeout=120)
+
+
+def _doctor(home: Path, state: Path) -> dict[str, list[tuple[str, str]]]:
+    report = json.loads(_cli(home, state, "doctor", "--json", "--no-run").stdout)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for c in report["checks"]:
+        out.setdefault(c["area"], []).append((c["status"], c["summary"]))
+    return out
+
+
+@pytest.fixture
+def homes(tmp_path: Path) -> tuple[Path, Path]:
+    home, state = tmp_path / "home", tmp_path / "state"
+    home.mkdir()
+    state.mkdir(mode=0o700)
+    return home, state
+
+
+def test_doctor_plugin_only_built(homes: tuple[Path, Path]) -> None:
+    home, state = homes
+    data = _record_plugin(home)
+    _fake_env(data, __version__, home / "ran")
+    checks = _doctor(home, state)
+    env_dir = data / plugin.env_dirname(__version__)
+    assert checks["plugin"] == [("ok", f"plugin {plugin.PLUGIN_ID} {__version__}: environment {env_dir}, built")]
+    assert checks["settings"][-1] == ("ok", f"no hooks of ours in any settings file: the plugin {plugin.PLUGIN_ID} "
+                                            "wires them")
+    assert all(status == "ok" for status, _ in checks["settings"]), checks["settings"]
+
+
+def test_doctor_plugin_not_built_yet(homes: tuple[Path, Path]) -> None:
+    home, state = homes
+    data = _record_plugin(home)
+    _fake_env(data, "0.0.1", home / "ran")  # only the previous version's environment
+    (status, summary), = _doctor(home, state)["plugin"]
+    assert status == "warn" and "not built yet" in summary and plugin.env_dirname(__version__) in summary
+    (data / "build.failed").write_text(__version__)
+    (status, summary), = _doctor(home, state)["plugin"]
+    assert status == "fail" and "the last build failed" in summary
+
+
+def test_doctor_settings_only_knows_no_plugin(homes: tuple[Path, Path]) -> None:
+    home, state = homes
+    assert _cli(home, state, "settings", "install").returncode == 0
+    checks = _doctor(home, state)
+    assert "plugin" not in checks
+    assert all(status == "ok" for status, _ in checks["settings"]), checks["settings"]
+
+
+def test_both_wirings_are_flagged_and_settings_install_refuses(homes: tuple[Path, Path]) -> None:
+    home, state = homes
+    assert _cli(home, state, "settings", "install").returncode == 0
+    data = _record_plugin(home)
+    _fake_env(data, __version__, home / "ran")
+    twice = [s for status, s in _doctor(home, state)["plugin"] if status == "fail"]
+    assert len(twice) == 1 and "wired twice" in twice[0], twice
+    proc = _cli(home, state, "settings", "install")
+    assert proc.returncode != 0 and plugin.REMOVE_PLUGIN in proc.stderr
+    # A disabled plugin runs no hook: settings entries alone are one wiring.
+    _record_plugin(home, enabled=False)
+    assert not [s for status, s in _doctor(home, state).get("plugin", []) if status == "fail"]
+    assert _cli(home, state, "settings", "install").returncode == 0

@@ -9,6 +9,8 @@ from typing import Any
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
 from agent_hooks.wiring.entries import LAUNCHER_MARK, handler_words, mentions_ours, recognise
 from agent_hooks.wiring.merge import SettingsError
+from agent_hooks.wiring.plugin import PLUGIN_ID
+from agent_hooks.wiring.plugin import active as plugin_active
 from agent_hooks.wiring.settings_file import jsonc_extensions, read_settings
 from agent_hooks.wiring.table import EVENT_OF, HOOKS
 
@@ -128,6 +130,8 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
         if missing:
             checks.append(Check("settings", FAIL, f"not wired: {', '.join(missing)} (an entry was removed?)",
                                 "agent-hook settings install", {"missing_events": missing}))
+    elif plugin_active():
+        checks.append(Check("settings", OK, f"no hooks of ours in any settings file: the plugin {PLUGIN_ID} wires them"))
     else:
         text = "no hooks of ours in any settings file" + ("" if any_file else " (no settings file found)")
         checks.append(Check("settings", FAIL, text, "run install.sh, or agent-hook settings install"))

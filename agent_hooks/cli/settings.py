@@ -106,6 +106,13 @@ def install(settings_path: str | None, project: str | None, local: bool, bin_dir
     path = target_path(settings_path, project, local)
     bin_dir = os.path.abspath(os.path.expanduser(bin_dir)) if bin_dir else default_bin_dir()
     _check_bin(bin_dir)
+    from agent_hooks.wiring.plugin import PLUGIN_ID, REMOVE_PLUGIN, active
+
+    if active() is not None:
+        # One wiring at a time: with both, the client runs every hook of ours twice.
+        raise click.ClickException(
+            f"the Claude Code plugin {PLUGIN_ID} already wires our hooks; settings entries too would run every "
+            f"hook twice. Keep the plugin, or remove it first: {REMOVE_PLUGIN}")
     report = _apply(path, "install", bin_dir, dry_run, transport)
     _say(report, as_json)
     if transport == "http" and not dry_run and not as_json:

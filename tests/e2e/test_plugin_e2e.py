@@ -1,0 +1,111 @@
+"""The plugin under the real client: marketplace add + plugin install, no settings file of ours.
+
+The first session starts the environment's build (detached) and passes through
+unrecorded; once the build is ready, sessions are recorded; after ``claude plugin
+uninstall`` they are not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import claude_client
+import pytest
+from harness import E2E, REPO
+
+from agent_hooks import __version__
+from agent_hooks.wiring import plugin
+from model_server import text, tool_use
+
+# Plugins from the shell (`claude plugin marketplace add`, `plugin install`): observed on 2.1.332.
+PLUGIN_CLIENT_VERSION = "2.1.332"
+BUILD_TIMEOUT_S = 420
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The checkout's files (tracked and new, not ignored): what a clone holds, without .venv or caches."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = REPO / name
+        if not src.is_file():
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _plugin_client() -> Path:
+    try:
+        claude = claude_client.ensure_client(PLUGIN_CLIENT_VERSION)
+    except claude_client.InstallError as exc:
+        pytest.skip(f"plugins from the shell need Claude Code {PLUGIN_CLIENT_VERSION}: {exc}")
+    probe = subprocess.run([str(claude), "plugin", "--help"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"Claude Code at {claude} has no `plugin` command")
+    return claude
+
+
+@pytest.mark.slow
+def test_plugin_install_records_sessions_and_uninstall_stops_them(e2e: E2E, tmp_path: Path) -> None:
+    claude = _plugin_client()
+    e2e.claude = claude
+    market = tmp_path / "market"
+    _copy_checkout(market)
+    # pip in the detached build reads the same index settings as this run's pip.
+    pip_env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    env = e2e.env(pip_env)
+
+    def client(*args: str) -> str:
+        proc = subprocess.run([str(claude), *args], capture_output=True, text=True, env=env, timeout=120,
+                              cwd=e2e.workspace, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    assert "agent-hooks" in client("plugin", "marketplace", "add", str(market))
+    assert plugin.PLUGIN_ID in client("plugin", "install", plugin.PLUGIN_ID)
+    assert not (e2e.home / ".claude" / "settings.json").read_text().count("agent-hook-"), \
+        "no settings entry of ours: the plugin wires the hooks"
+    found = plugin.installed(env)
+    assert found is not None and found.enabled and found.version == __version__
+
+    # First session: the environment is not built, so every hook passes through at once.
+    e2e.server.set_script([[text("Hello.")]])
+    first = e2e.run("Say hello.", settings_flag=False, env_extra=pip_env)
+    assert first.ok, e2e.describe()
+    ready = Path(found.env_dir) / plugin.READY
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while not ready.exists():
+        assert time.monotonic() < deadline, (Path(found.data_dir) / "build.log").read_text()
+        time.sleep(1)
+    sessions = e2e.query("SELECT session_id FROM sessions") if e2e.store_path.exists() else []
+    assert first.session_id not in [s["session_id"] for s in sessions], "nothing recorded before the build"
+
+    # Built: a session is recorded, and the plugin's bin/ puts agent-hook on the Bash tool's PATH.
+    e2e.server.set_script([
+        [tool_use("Bash", {"command": "agent-hook --version", "description": "version"})],
+        [text("Done.")],
+    ])
+    second = e2e.run("Check the plugin.", settings_flag=False, env_extra=pip_env)
+    assert second.ok, e2e.describe()
+    (session,) = e2e.query("SELECT * FROM sessions WHERE session_id = ?", second.session_id)
+    calls = e2e.query("SELECT outcome FROM tool_calls")
+    assert session["state"] == "ended" and calls == [{"outcome": "success"}], \
+        (calls, e2e.server.messages("main")[-1].text[-1500:], e2e.describe())
+    events = [r["event"] for r in e2e.query("SELECT event FROM session_events WHERE session_id = ? ORDER BY id",
+                                            second.session_id)]
+    assert events == ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"], events
+    assert f"agent-hook, version {__version__}" in e2e.server.messages("main")[-1].text, "agent-hook on PATH"
+    assert e2e.errors() == []
+
+    client("plugin", "uninstall", plugin.PLUGIN_ID)
+    assert plugin.active(env) is None
+    e2e.server.set_script([[text("Bye.")]])
+    third = e2e.run("Say bye.", settings_flag=False, env_extra=pip_env)
+    assert third.ok, e2e.describe()
+    assert e2e.query("SELECT * FROM sessions WHERE session_id = ?", third.session_id) == []
+    assert e2e.store_path.exists(), "the store stays"
