@@ -275,3 +275,40 @@ def test_both_wirings_are_flagged_and_settings_install_refuses(homes: tuple[Path
     _record_plugin(home, enabled=False)
     assert not [s for status, s in _doctor(home, state).get("plugin", []) if status == "fail"]
     assert _cli(home, state, "settings", "install").returncode == 0
+
+
+def test_a_server_stops_when_its_installation_is_removed(tmp_path: Path) -> None:
+    """`claude plugin uninstall` deletes the environment and runs nothing of ours: the server notices."""
+    import socket
+    import sys
+
+    pkg = tmp_path / "site"
+    shutil.copytree(REPO / "agent_hooks", pkg / "agent_hooks", ignore=shutil.ignore_patterns("__pycache__"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_"))}
+    env.update(HOME=str(tmp_path), AGENT_HOOKS_HOME=str(state), AGENT_HOOKS__SERVE__PORT=str(port),
+               PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "agent_hooks", "server", "run"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+        time.sleep(3)
+        assert proc.poll() is None, "it serves while its installation is there"
+        shutil.rmtree(pkg)
+        assert proc.wait(timeout=20) == 0
+        assert "installation this server runs from was removed" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -214,7 +214,41 @@ def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], s
         log_config=None, log_level="info", timeout_graceful_shutdown=5))
     # Held approvals (server/approvals.py) answer their clients as soon as a stop is asked for.
     state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
+    _stop_when_uninstalled(supervisor_pid)
     server.run(sockets=[sock])
+
+
+# How often a running server looks for its own installation (seconds).
+INSTALL_WATCH_S = 2.0
+
+
+def _stop_when_uninstalled(supervisor_pid: int, every: float = INSTALL_WATCH_S) -> None:
+    """Stop the server (its supervisor, which stops this worker) once the package it runs from is deleted.
+
+    Removing the plugin (``claude plugin uninstall``) deletes its environment
+    but runs nothing of ours, and a server of a removed installation would
+    answer on with code that no longer exists on disk. So a daemon thread
+    checks, every ``every`` seconds, that this package's directory is still
+    there, and when it is not, asks the supervisor to stop as SIGTERM does
+    (the supervisor would otherwise start another worker from deleted code).
+    """
+    import agent_hooks
+
+    marker = os.path.join(os.path.dirname(os.path.abspath(agent_hooks.__file__)), "__init__.py")
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if not os.path.exists(marker):
+                logging.getLogger("agent_hooks.server").warning(
+                    "stopping: the installation this server runs from was removed (%s)", marker)
+                try:
+                    os.kill(supervisor_pid, signal.SIGTERM)
+                except OSError:
+                    pass
+                return
+
+    threading.Thread(target=watch, name="install-watch", daemon=True).start()
 
 
 def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
