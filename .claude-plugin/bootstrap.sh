@@ -91,13 +91,15 @@ build() {
         echo "no Python 3.11+ found on PATH"
     fi
     if [ "$ok" = 1 ] && [ -x "$env/bin/agent-hook" ] && "$env/bin/agent-hook" init; then
-        printf '%s\n' "$version" >"$env/.ready"
-        rm -f "$data/build.failed"
-        # A stable name for a person's link (docs/install.md): ln -s DATA/agent-hook ~/.local/bin/.
-        ln -sfn "env-$version/bin/agent-hook" "$data/agent-hook"
+        # Older versions' environments go first: no hook of this version runs them.
         for old in "$data"/env-*; do
             [ "$old" = "$env" ] || rm -rf "$old"
         done
+        rm -f "$data/build.failed"
+        # A stable name for a person's link (docs/install.md): ln -s DATA/agent-hook ~/.local/bin/.
+        ln -sfn "env-$version/bin/agent-hook" "$data/agent-hook"
+        # Last: from here on the hooks run this environment.
+        printf '%s\n' "$version" >"$env/.ready"
         echo "ready: $env"
     else
         printf '%s\n' "$version" >"$data/build.failed"

@@ -1,8 +1,9 @@
 """The plugin under the real client: marketplace add + plugin install, no settings file of ours.
 
 The first session starts the environment's build (detached) and passes through
-unrecorded; once the build is ready, sessions are recorded; after ``claude plugin
-uninstall`` they are not.
+unrecorded; once the build is ready, sessions are recorded; a new version passes
+through until its own environment is rebuilt; after ``claude plugin uninstall``
+nothing is recorded. One test (two real builds with pip, about 80 s): marked slow.
 """
 
 from __future__ import annotations
@@ -50,6 +51,28 @@ def _plugin_client() -> Path:
     return claude
 
 
+def _wait_ready(found: plugin.Installed) -> None:
+    """Until the detached build of ``found``'s version is ready."""
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while not found.built:
+        assert time.monotonic() < deadline, (Path(found.data_dir) / "build.log").read_text()
+        time.sleep(1)
+
+
+def _bump(market: Path, old: str) -> str:
+    """A new patch version in the marketplace copy: package, manifests and hooks.json, as a release does."""
+    major, minor, patch = old.split(".")
+    new = f"{major}.{minor}.{int(patch) + 1}"
+    for name in ("pyproject.toml", "agent_hooks/__init__.py", ".claude-plugin/plugin.json",
+                 ".claude-plugin/marketplace.json"):
+        path = market / name
+        text_before = path.read_text()
+        assert f'"{old}"' in text_before, name
+        path.write_text(text_before.replace(f'"{old}"', f'"{new}"'))
+    (market / plugin.HOOKS_FILE).write_text(plugin.render_hooks(new))
+    return new
+
+
 @pytest.mark.slow
 def test_plugin_install_records_sessions_and_uninstall_stops_them(e2e: E2E, tmp_path: Path) -> None:
     claude = _plugin_client()
@@ -77,11 +100,7 @@ def test_plugin_install_records_sessions_and_uninstall_stops_them(e2e: E2E, tmp_
     e2e.server.set_script([[text("Hello.")]])
     first = e2e.run("Say hello.", settings_flag=False, env_extra=pip_env)
     assert first.ok, e2e.describe()
-    ready = Path(found.env_dir) / plugin.READY
-    deadline = time.monotonic() + BUILD_TIMEOUT_S
-    while not ready.exists():
-        assert time.monotonic() < deadline, (Path(found.data_dir) / "build.log").read_text()
-        time.sleep(1)
+    _wait_ready(found)
     sessions = e2e.query("SELECT session_id FROM sessions") if e2e.store_path.exists() else []
     assert first.session_id not in [s["session_id"] for s in sessions], "nothing recorded before the build"
 
@@ -101,6 +120,24 @@ def test_plugin_install_records_sessions_and_uninstall_stops_them(e2e: E2E, tmp_
     assert events == ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"], events
     assert f"agent-hook, version {__version__}" in e2e.server.messages("main")[-1].text, "agent-hook on PATH"
     assert e2e.errors() == []
+
+    # A new version: its hooks find no ready environment of their own, pass through, and rebuild it.
+    new_version = _bump(market, __version__)
+    client("plugin", "marketplace", "update", plugin.MARKETPLACE)
+    client("plugin", "update", plugin.PLUGIN_ID)
+    updated = plugin.installed(env)
+    assert updated is not None and updated.version == new_version and not updated.built
+    e2e.server.set_script([[text("During the rebuild.")]])
+    during = e2e.run("Say hello again.", settings_flag=False, env_extra=pip_env)
+    assert during.ok, e2e.describe()
+    assert e2e.query("SELECT * FROM sessions WHERE session_id = ?", during.session_id) == [], \
+        "the old environment does not serve the new version"
+    _wait_ready(updated)
+    assert not Path(found.env_dir).exists(), "the previous version's environment is removed once the new one is ready"
+    e2e.server.set_script([[text("Rebuilt.")]])
+    rebuilt = e2e.run("Say rebuilt.", settings_flag=False, env_extra=pip_env)
+    assert rebuilt.ok and e2e.query("SELECT state FROM sessions WHERE session_id = ?", rebuilt.session_id) == \
+        [{"state": "ended"}], e2e.describe()
 
     client("plugin", "uninstall", plugin.PLUGIN_ID)
     assert plugin.active(env) is None
