@@ -6,7 +6,9 @@ for each way of wiring one executable:
 * ``direct``: the bare path (what versions before the launcher wrote; exit 127 once it is gone);
 * ``inline``: our launcher, a command string (``[ -x ]``, ``read`` of the shebang, ``exec``: builtins);
 * ``script``: a launcher script with a ``#!/bin/sh`` shebang that execs the target (one more exec);
-* ``missing``: the inline launcher when the target is gone (logs one line, exits 0).
+* ``missing``: the inline launcher when the target is gone (logs one line, exits 0);
+* ``plugin``: the Claude Code plugin's launcher (``$CLAUDE_PLUGIN_DATA/env-<version>``, its
+  ``.ready`` checked too), ready and not built yet (exits 0 at once).
 
 The target is a tiny ``#!/bin/sh`` script, so the numbers are the wiring's own
 cost, not Python's. It also times the real ``agent-hook-stop`` direct and
@@ -26,6 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from agent_hooks.wiring import plugin  # noqa: E402
 from agent_hooks.wiring.entries import launcher  # noqa: E402
 
 
@@ -65,6 +68,15 @@ def main() -> int:
         cases = [("direct", target), ("inline launcher", launcher(target, "Stop")), ("script launcher", script),
                  ("missing (inline launcher)", launcher(target + "-gone", "Stop"))]
         results = {name: timed(cmd, env, args.runs) for name, cmd in cases}
+        # The plugin's launcher: an environment of version 0.0.0 in a data directory, ready, then not built.
+        data = os.path.join(tmp, "plugin-data")
+        env_bin = os.path.join(data, plugin.env_dirname("0.0.0"), "bin")
+        os.makedirs(env_bin)
+        os.link(target, os.path.join(env_bin, "agent-hook-stop"))
+        open(os.path.join(data, plugin.env_dirname("0.0.0"), plugin.READY), "w").close()
+        plugin_env = {**env, "CLAUDE_PLUGIN_DATA": data, "CLAUDE_PLUGIN_ROOT": tmp}
+        results["plugin launcher"] = timed(plugin.launcher("agent-hook-stop", "0.0.0"), plugin_env, args.runs)
+        results["plugin, not built yet"] = timed(plugin.launcher("agent-hook-stop", "0.0.1"), plugin_env, args.runs)
         base = statistics.median(results["direct"])
         print(f"sh -c COMMAND, {args.runs} runs each, target: a #!/bin/sh script that exits 0")
         for name, ms in results.items():
