@@ -244,3 +244,31 @@ def test_what_counts_as_a_store_that_cannot_be_written(tmp_path: Path) -> None:
     assert not spool.unwritable(no_table.value) and not spool.unwritable(ValueError("x"))
     for conn in (rw, ro, other):
         conn.close()
+
+
+def test_a_worker_killed_with_calls_spooled_leaves_them_to_the_next_worker(read_only_server: Server) -> None:
+    """Calls spooled while the store could not be written, then the worker dies before its retries
+    find the store writable (it is stopped, so it cannot), and the store is writable when the next
+    worker starts: that worker's store check passes, so no outage starts and nothing replays. With
+    http hooks alone no executable starts a replayer either, so the calls stayed unrecorded for good.
+    The next worker replays what the spool owes when it starts. ("fresh": the dead worker left the
+    store's -shm read-only; the next one's first connection mapped it so, and every retry after the
+    repair was read-only too: it never recovered.)"""
+    import signal
+
+    server, home = read_only_server, read_only_server.home
+    pre = fixture_payload("PreToolUse-Bash.json")
+    for i in range(2):
+        status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_left_{i}"))
+        assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
+    assert _spooled_lines(home) == 2
+    worker = server.status()["worker_pid"]
+    os.kill(worker, signal.SIGSTOP)  # its retry thread cannot see the store writable again
+    (home / "store.db").chmod(0o600)
+    os.kill(worker, signal.SIGKILL)
+    assert _wait(lambda: server.status().get("worker_pid") not in (None, worker)), _log(home)
+    assert _wait(lambda: store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 2, 10), _log(home)
+    recorded = {r[0] for r in store_rows(home, "SELECT tool_use_id FROM tool_calls")}
+    assert recorded == {"toolu_left_0", "toolu_left_1"}, recorded
+    assert _spooled_lines(home) == 0
+    assert "replayed 2" in _log(home), _log(home)

@@ -276,6 +276,15 @@ class ServerState:
             self._local.store = store
         return store
 
+    def drop_store(self) -> None:
+        """Close this thread's connection, if it has one (the next use opens another). For a time the
+        store cannot be written: a connection SQLite opened with a read-only ``-shm`` keeps that file's
+        mapping read-only for every later connection of this process, the retries' too (recovery.py)."""
+        store = getattr(self._local, "store", None)
+        self._local.store = None
+        if store is not None:
+            close_quietly(store)
+
     def loop_store(self) -> Store | None:
         """The event loop's connection (see _LoopStore), or None while it cannot be had (the store
         is missing, behind, not in WAL mode: tried again after LOOP_STORE_RETRY_S). On the loop only."""

@@ -114,11 +114,16 @@ def routes(state: ServerState) -> list[BaseRoute]:
                 store = None
         if handler is not None and watch.down:
             # The store cannot be written (agent_hooks.server.recovery): the payload is still checked,
-            # then the call is spooled without trying the store; the retries are the watch's.
+            # then the call is spooled without trying the store; the retries are the watch's, and this
+            # thread's connection must not hold the store's -shm read-only for them (ServerState.drop_store).
+            state.drop_store()
             handler = _spooling(watch, call, env, config)
 
         def keep(c: Call, exc: BaseException) -> bool:
-            return watch.keep(c, env, config, exc)
+            kept = watch.keep(c, env, config, exc)
+            if store is not None and store is not state._loop_store:
+                state.drop_store()  # this pool thread's connection (see above)
+            return kept
 
         dispatch(call, handler, data, env, state.paths, config, store, keep)
         return call
@@ -280,6 +285,12 @@ async def startup(state: ServerState) -> None:
                 state.watch.failed(exc, "start")
             else:
                 log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
+        if state.watch.down:
+            # Opened with a read-only -shm (left so by a worker that died during an outage), this connection
+            # would keep every retry's connection read-only too, after the files are writable again.
+            state.drop_store()
+        else:
+            state.watch.replay_left()
 
     await state.run_blocking(warm)
     # Everything loaded so far lives as long as the process: out of the collector's way, so a

@@ -185,6 +185,27 @@ class StoreWatch:
                 raise
             self.failed(exc, where)
 
+    def replay_left(self) -> None:
+        """At a worker's start, with the store writable: replay what an earlier worker spooled and did
+        not replay (it died during an outage, or in the middle of a replay). Only a replay after an
+        outage empties the spool here, and with http hooks alone no executable starts a replayer."""
+        if self.down or not spool.has_work(self.state.paths):
+            return
+
+        def run() -> None:
+            try:
+                done = spool.replay(self.state.paths, self.state.config)
+            except Exception as exc:  # noqa: BLE001 - what is left stays for the next replayer
+                self._say(logging.WARNING, "store", f"replaying the spool at start failed ({describe(exc)})")
+                return
+            if done and done["taken"]:
+                with self.lock:
+                    self.replayed_total += done["replayed"]
+                failed = f", {done['failed']} could not be" if done["failed"] else ""
+                log.info("replayed %d call(s) an earlier worker spooled%s", done["replayed"], failed)
+
+        threading.Thread(target=run, name="agent-hooks-replay", daemon=True).start()
+
     def stop(self) -> None:
         """At shutdown: end the retries (what is spooled stays for the next replayer)."""
         with self.lock:
