@@ -177,7 +177,8 @@ def _held(paths: Paths, config: dict[str, Any], call: Call) -> str | None:
     """Wait for the approval the handler recorded (features/approvals.py), then the answer to give.
 
     The call's work is committed by now; the wait is on the local store only. Any failure here
-    gives the answer the call had without the wait (no decision for a permission dialog).
+    gives the answer the call had without the wait (no decision for a permission dialog), or
+    under strict guards (guards.fail_closed) a deny: a gated PreToolUse was not approved by anyone.
     """
     from agent_hooks.features import approvals
 
@@ -187,9 +188,10 @@ def _held(paths: Paths, config: dict[str, Any], call: Call) -> str | None:
     except Exception as exc:  # noqa: BLE001 - fail open: the client's own dialog or rules decide
         import traceback
 
-        log_error(paths, call.event, "error", f"waiting for an approval: {type(exc).__name__}: {exc}",
+        message = f"{type(exc).__name__}: {exc}"
+        log_error(paths, call.event, "error", f"waiting for an approval: {message}",
                   call.session_id, traceback.format_exc(), config)
-        return call.text
+        return fail_closed_answer(config, call.event, f"waiting for an approval failed: {message}") or call.text
 
 
 def _exit_now() -> None:

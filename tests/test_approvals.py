@@ -484,3 +484,57 @@ def test_a_request_no_hook_waits_on_any_more_is_not_listed_nor_answerable(hooks_
     assert late.returncode == 1 and "no longer waiting" in late.stderr
     [row] = json.loads(agent_hook("approvals", "--all", "--json").stdout)["approvals"]
     assert row["state"] == "expired"
+
+
+def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tmp_path: Path) -> None:
+    """Strict guards (guards.fail_closed) deny a PreToolUse that cannot decide. A gated call whose
+    wait failed (here: the store was put back read-only while it waited, so the gate's timeout
+    could not be written) was given the answer it had before the wait: no decision, so the gated
+    tool ran with nobody's approval. It is denied now, with the reason."""
+    from server_support import Server, free_port
+    from test_server_recovery import _log, _mode_binding_prefix, _start
+
+    prefix = _mode_binding_prefix(tmp_path)
+    _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'
+                          'match = "git push"\ntimeout_s = 3\n')
+    agent_hook("init")
+    server = Server(hooks_home, free_port())
+    try:
+        _start(server, prefix)
+        thread, got = _post_in_thread(server, PUSH)
+        _wait_for(lambda: _pending(hooks_home))
+        # The store put back from a copy, read-only: the pending row is in it, the gate's timeout cannot be written.
+        copy = tmp_path / "copy.db"
+        with sqlite3.connect(hooks_home / "store.db") as src, sqlite3.connect(copy) as dst:
+            src.backup(dst)
+        copy.chmod(0o444)
+        for name in ("store.db-wal", "store.db-shm"):
+            (hooks_home / name).unlink(missing_ok=True)
+        os.replace(copy, hooks_home / "store.db")
+        thread.join(30)
+        [(status, headers, body)] = got
+        assert status == 200, (status, body)
+        assert any("waiting for an approval" in e.get("message", "") for e in error_log(hooks_home)), _log(hooks_home)
+        out = json.loads(body)["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", body
+        assert "guards.fail_closed" in out["permissionDecisionReason"]
+    finally:
+        (hooks_home / "store.db").chmod(0o600)
+        server.cli("stop", check=False)
+
+
+def test_a_gate_whose_wait_fails_denies_under_strict_guards_in_the_command_transport(hooks_home: Path) -> None:
+    """The executables' side of the above: the wait fails (here the approvals table is gone from
+    the store while the hook polls it) and strict guards deny the gated call instead of letting it
+    run with no decision."""
+    _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'
+                          'match = "git push"\ntimeout_s = 30\n')
+    held = Held(PUSH)
+    _wait_for(lambda: _pending(hooks_home))
+    with _store(hooks_home) as conn:
+        conn.execute("DROP TABLE approvals")
+    doc = held.answer()
+    assert any("waiting for an approval" in e.get("message", "") for e in error_log(hooks_home))
+    assert doc is not None, "the gated call was let through with no decision"
+    out = doc["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and "guards.fail_closed" in out["permissionDecisionReason"], doc

@@ -232,7 +232,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 async def _hold(state: ServerState, call: Call, receive: fastpath.Receive) -> None:
     """The handler recorded an approval to wait for: hold the request (features/approvals.py).
-    Any failure gives the answer the call had without the wait (fail open, with a trace)."""
+    Any failure gives the answer the call had without the wait (fail open, with a trace), or under
+    strict guards (guards.fail_closed) a deny: a gated PreToolUse was not approved by anyone."""
     from agent_hooks.server import approvals
 
     try:
@@ -240,8 +241,12 @@ async def _hold(state: ServerState, call: Call, receive: fastpath.Receive) -> No
     except Exception as exc:  # noqa: BLE001
         import traceback
 
-        log_error(state.paths, call.event, "error", f"waiting for an approval: {type(exc).__name__}: {exc}",
+        message = f"{type(exc).__name__}: {exc}"
+        log_error(state.paths, call.event, "error", f"waiting for an approval: {message}",
                   call.session_id, traceback.format_exc(), state.config)
+        closed = fail_closed_answer(state.config, call.event, f"waiting for an approval failed: {message}")
+        if closed:
+            call.text = closed
 
 
 async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: float) -> None:
