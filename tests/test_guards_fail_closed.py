@@ -173,3 +173,31 @@ def test_doctor_names_wiring_that_does_not_match_the_setting(settings: Path, hoo
     assert 'lacks "onFailure"' not in out
     down = [line for line in out.splitlines() if "server down" in line]
     assert down and "Claude Code blocks those tool calls" in down[0], out
+
+
+def test_a_call_denied_past_the_servers_deadline_is_recorded_as_denied(strict_server: Server) -> None:
+    """The server answers deny at its deadline under strict guards, and its thread goes on to commit
+    the call. That record said what the guards decided (pending: the tool runs), though the client
+    was told deny and never ran it: the board showed it running and the loop history counted it.
+    It is recorded as the deny the client got (a spooled one is replayed as one already)."""
+    agent_hook("init", env=strict_server.env)
+    pre = dict(fixture_payload("PreToolUse-Bash.json"), tool_use_id="toolu_past_deadline")
+    blocker = sqlite3.connect(strict_server.home / "store.db", isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        status, headers, body = strict_server.post(pre)
+        time.sleep(0.5)  # the server's thread waits for the store (busy timeout 2.5 s), then commits
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert status == 200 and "deadline of 300 ms passed" in denial(body)
+    rows: list[Any] = []
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        rows = store_rows(strict_server.home, "SELECT outcome, decision, rule FROM tool_calls WHERE tool_use_id = ?",
+                          ("toolu_past_deadline",))
+        if rows and rows[0][0] != "pending":
+            break
+        time.sleep(0.1)
+    assert rows, "the call answered past the deadline was never recorded"
+    assert tuple(rows[0]) == ("denied", "deny", "fail_closed"), tuple(rows[0])

@@ -209,7 +209,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
             await _answer(state, send, call, started)
             return
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-        future = asyncio.wrap_future(state.pool.submit(work, call, data, env, config))
+        running = state.pool.submit(work, call, data, env, config)
+        future = asyncio.wrap_future(running)
         try:
             # shield: on timeout the work goes on (queued or running) and commits.
             await asyncio.wait_for(asyncio.shield(future), deadline)
@@ -218,6 +219,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
             answered = "denied (guards.fail_closed)" if closed else "answered fail-open"
             message = f"deadline of {int(deadline * 1000)} ms passed; {answered}"
             state.stats.count("timeout", (time.perf_counter() - started) * 1000)
+            if closed:
+                # The work goes on and commits what the guards decided; the client was told deny and
+                # does not run the tool: once it commits, its record says so (a spooled one is replayed as one).
+                running.add_done_callback(lambda _f: _later(state, _denied_past_deadline, state, call, data, message))
             await asyncio.to_thread(_record_timeout, state, config, call, message)
             await fastpath.send_bytes(send, 200, closed.encode("utf-8") if closed else b"",
                                       [(b"x-agent-hooks-problem", message.encode("latin-1"))])
@@ -304,6 +309,31 @@ async def startup(state: ServerState) -> None:
 
     gc.collect()
     gc.freeze()
+
+
+def _later(state: ServerState, fn: Any, *args: Any) -> None:
+    """``fn(*args)`` on the pool (a done callback may run on the event loop); not once it is shut down."""
+    try:
+        state.pool.submit(fn, *args)
+    except RuntimeError:
+        pass
+
+
+def _denied_past_deadline(state: ServerState, call: Call, data: bytes, reason: str) -> None:
+    """The PreToolUse answered deny at the deadline (strict guards) is recorded as denied, if the late
+    work committed it as let through."""
+    try:
+        doc = json.loads(data)
+        tool_use_id = doc.get("tool_use_id") if isinstance(doc, dict) else None
+        if not call.session_id or not isinstance(tool_use_id, str):
+            return
+        with state.store().write() as conn:
+            conn.execute("UPDATE tool_calls SET outcome = 'denied', decision = 'deny', rule = 'fail_closed',"
+                         " reason = ? WHERE session_id = ? AND tool_use_id = ? AND outcome = 'pending'",
+                         (reason[:2000], call.session_id, tool_use_id))
+    except Exception as exc:  # noqa: BLE001 - the timeout itself is logged and counted already
+        log_error(state.paths, call.event, "error", f"recording the deny given at the deadline: {exc}",
+                  call.session_id, config=state.config)
 
 
 def _record_timeout(state: ServerState, config: dict[str, Any], call: Call, message: str) -> None:
