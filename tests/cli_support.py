@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
+from agent_hooks.features import approvals
 from helpers import agent_hook, fixture_payload, run_exe, run_hook
 
 SESSION_A = fixture_payload("Stop.json")["session_id"]  # the fixtures' session (the "tidy notes" one)
@@ -17,6 +19,8 @@ SESSION_A = fixture_payload("Stop.json")["session_id"]  # the fixtures' session 
 _OTHER = "9" if SESSION_A[4] != "9" else "8"
 SESSION_B = SESSION_A[:4] + _OTHER * 4 + "-0000-4000-8000-000000000001"
 SESSION_C = "c0ffee00-0000-4000-8000-000000000002"
+APPROVAL_ALLOW = "ap-tier-allow"
+APPROVAL_DENY = "ap-tier-deny"
 SOUL = "\n".join(f"- soul principle {i}: keep the fleet honest and the store tidy." for i in range(12)) + "\n"
 
 
@@ -49,6 +53,11 @@ def populate(home: Path, tmp: Path) -> dict[str, Any]:
         conn.execute("INSERT INTO outbox (event_id, session_key, event, body, created_at, state, attempts, last_error)"
                      " VALUES (?, 'agent-a', 'start', ?, 1000.0, ?, 5, 'HTTP 500')",
                      (f"ev-{i}", json.dumps({"event": "start"}), state))
+    # Two permission dialogs still waiting for a person (for approve and deny).
+    for aid, command in ((APPROVAL_ALLOW, "make deploy"), (APPROVAL_DENY, "rm -rf build")):
+        made = approvals.insert(conn, session_id=SESSION_A, kind="permission", tool_name="Bash",
+                                tool_input={"command": command}, at=time.time(), wait_s=3600)
+        conn.execute("UPDATE approvals SET id = ? WHERE id = ?", (aid, made))
     conn.commit()
     conn.close()
     return {"workspace": ws, "soul": soul}

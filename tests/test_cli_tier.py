@@ -17,7 +17,7 @@ import pytest
 
 from agent_hooks.cli import cli
 from agent_hooks.cli.reference import markdown, walk
-from cli_support import SESSION_A, SESSION_C, populate
+from cli_support import APPROVAL_ALLOW, APPROVAL_DENY, SESSION_A, SESSION_C, populate
 from helpers import BIN, ROOT
 from server_support import free_port
 
@@ -63,6 +63,8 @@ CHANGE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("queue", "drain"): [],
     ("hooks", "enable"): ["command-logger"],
     ("hooks", "disable"): ["command-logger"],
+    ("approve",): [APPROVAL_ALLOW],
+    ("deny",): [APPROVAL_DENY, "--message", "not on a Friday"],
 }
 # Exit statuses other than 0 a command may give on this store with --json (doctor: nothing is wired).
 ALLOWED_EXIT = {("doctor",): {0, 1}}
