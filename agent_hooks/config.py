@@ -417,6 +417,10 @@ DEFAULTS: dict[str, Any] = {
         # from the CLI, the API or the board; then it gives no decision and the client's own dialog
         # simply stays. Our PermissionRequest entry is installed with a timeout above it.
         "wait_s": 300,
+        # Hold dialogs of sessions nobody sits at (`claude -p`, the SDK: the client says so in
+        # CLAUDE_CODE_SESSION_ATTENDED / CLAUDE_CODE_ENTRYPOINT) for wait_s too. Off: the client denies
+        # those at once, as it would without us, so an unattended fleet never stalls wait_s per call.
+        "hold_unattended": False,
         # Approval gates ([[approvals.gates]]: tool, match, timeout_s, on_timeout, name, and optionally
         # task / agent / role / host): a matching PreToolUse is held until answered or timed out.
         "gates": [],

@@ -33,7 +33,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in list(os.environ):
         # TMUX / TMUX_PANE too: a test run inside tmux must not name every test's session after it.
         if var.startswith("AGENT_HOOKS") or var in ("OPTIMALOS_SESSION_TMUX", "XDG_DATA_HOME",
-                                                     "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TMUX", "TMUX_PANE"):
+                                                     "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TMUX", "TMUX_PANE",
+                                                     # A run inside a `claude -p` session must not make every test unattended.
+                                                     "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ATTENDED"):
             monkeypatch.delenv(var, raising=False)
     home = tmp_path / "agent-hooks-home"
     user_home = tmp_path / "user-home"

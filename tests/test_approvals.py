@@ -215,6 +215,30 @@ def test_wait_zero_observes_only(hooks_home: Path) -> None:
     assert store_rows(hooks_home, "SELECT count(*) AS n FROM approvals")[0]["n"] == 0
 
 
+@pytest.mark.parametrize("said", [{"CLAUDE_CODE_SESSION_ATTENDED": "0", "CLAUDE_CODE_ENTRYPOINT": "sdk-cli"},
+                                  {"CLAUDE_CODE_ENTRYPOINT": "sdk-py"}])
+def test_a_session_nobody_sits_at_is_not_held_unless_asked(hooks_home: Path, said: dict[str, str]) -> None:
+    """`claude -p` runs PermissionRequest for calls it is about to deny (2.1.332): holding those would
+    stall an unattended run wait_s per call, so by default the hook gives no decision at once."""
+    t0 = time.monotonic()
+    proc = run_exe(EXECUTABLES["PermissionRequest"], PERMISSION, {"AGENT_HOOKS__APPROVALS__WAIT_S": "30", **said})
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert time.monotonic() - t0 < 10  # not the 30 s wait
+    assert store_rows(hooks_home, "SELECT count(*) AS n FROM approvals")[0]["n"] == 0
+    # The session still shows it asked (needs input), as with wait_s = 0.
+    assert store_rows(hooks_home, "SELECT count(*) AS n FROM session_events")[0]["n"] >= 1
+    # Asked for: a person may answer it from the board.
+    held = Held(PERMISSION, {**said, "AGENT_HOOKS__APPROVALS__HOLD_UNATTENDED": "true"})
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    agent_hook("approve", row["id"])
+    assert held.answer()["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    # The interactive client's own words: held as before.
+    held = Held(PERMISSION, {"CLAUDE_CODE_SESSION_ATTENDED": "1", "CLAUDE_CODE_ENTRYPOINT": "cli"})
+    [row] = _wait_for(lambda: _pending(hooks_home))
+    agent_hook("deny", row["id"], "-m", "no")
+    assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
 def test_a_stopped_hook_withdraws_its_request_at_once(hooks_home: Path) -> None:
     held = Held(PERMISSION)
     [row] = _wait_for(lambda: _pending(hooks_home))
@@ -369,6 +393,19 @@ def test_http_hook_is_held_and_answered_through_the_api(server: Any) -> None:
     assert _api(server, "GET", "/api/approvals")[1]["approvals"] == []
     history = _api(server, "GET", "/api/approvals?state=all")[1]["approvals"]
     assert [h["state"] for h in history] == ["denied"]
+
+
+def test_http_does_not_hold_a_session_nobody_sits_at(server: Any) -> None:
+    """Over http the client's variables arrive as headers (wiring/http.py): a `-p` session's dialog
+    is answered at once with no decision, and nothing is left pending."""
+    from agent_hooks.server.local import header_for
+
+    t0 = time.monotonic()
+    status, _, data = server.post(PERMISSION, headers={header_for("CLAUDE_CODE_SESSION_ATTENDED"): "0",
+                                                       header_for("CLAUDE_CODE_ENTRYPOINT"): "sdk-cli"}, timeout=60)
+    assert status == 200 and data == b""
+    assert time.monotonic() - t0 < 5  # not the server's 30 s wait
+    assert _api(server, "GET", "/api/approvals?state=all")[1]["approvals"] == []
 
 
 def test_http_hold_sees_a_cli_answer_and_a_closed_request(server: Any, hooks_home: Path) -> None:

@@ -135,3 +135,61 @@ def test_the_cli_answers_bs_request_through_a(hosts: tuple[Center, Center, dict[
     assert decision["behavior"] == "deny" and decision["message"] == "ask the lead"
     late = agent_hook("approve", row["id"], "--server", a.base, env=cli_env, check=False)
     assert late.returncode == 1 and "already answered" in late.stderr, late
+
+
+def test_only_the_requests_host_may_say_what_became_of_an_answer(tmp_path: Path) -> None:
+    """An answer routed to host-b waits for host-b's word (POST /api/fleet/replies). Another host
+    (host-c, with the same fleet credentials) cannot give that word: it would tell the person the
+    request was answered, and settle the command center's copy with a row of its own making."""
+    import json
+    import threading
+
+    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
+    try:
+        now = time.time()
+        row = {"id": "b0b0b0b0b0b0", "session_id": "b-asks-2", "kind": "permission", "tool_name": "Bash",
+               "tool_input": json.dumps({"command": "make deploy"}), "state": "pending", "created_at": now,
+               "expires_at": now + 300}
+        r = a.http.post("/api/fleet/report", json={"cards": [], "approvals": [row]},
+                        headers={"X-Agent-Hooks-Host": "host-b"})
+        assert r.status_code == 200, r.text
+        got: list[Any] = []
+        poster = threading.Thread(target=lambda: got.append(
+            a.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})), daemon=True)
+        poster.start()
+        controls: list[Any] = []
+        deadline = time.monotonic() + 5
+        while not controls and time.monotonic() < deadline:
+            controls = a.http.get("/api/fleet/controls", params={"host": "host-b", "after": "0", "wait": "0"}
+                                  ).json().get("controls") or []
+            time.sleep(0.05)
+        [control] = controls
+        forged = {**row, "state": "allowed", "decision": "allow", "answered_by": "nobody", "answered_at": now}
+        while poster.is_alive():  # host-c's word, again and again until the route gives up waiting
+            a.http.post("/api/fleet/replies", json={"results": [{"seq": control["seq"], "status": 200,
+                                                                 "approval": forged}]},
+                        headers={"X-Agent-Hooks-Host": "host-c"})
+            poster.join(0.2)
+        assert got[0].status_code == 202 and got[0].json()["applied"] == "sent, not confirmed yet", got[0].text
+        assert [p["id"] for p in pending(a)] == [row["id"]]
+        # host-b's own word is taken, even from a host that sends fewer columns than we keep (was a 500).
+        got.clear()
+        poster = threading.Thread(target=lambda: got.append(
+            a.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})), daemon=True)
+        poster.start()
+        later: list[Any] = []
+        deadline = time.monotonic() + 5
+        while not later and time.monotonic() < deadline:
+            later = [c for c in a.http.get("/api/fleet/controls", params={"host": "host-b", "wait": "0"}
+                     ).json().get("controls") or [] if c["seq"] > control["seq"]]
+            time.sleep(0.05)
+        word = {k: forged[k] for k in ("id", "session_id", "kind", "tool_name", "state", "created_at", "decision")}
+        while poster.is_alive():  # until the route waits for the word (it registers after writing the control)
+            a.http.post("/api/fleet/replies", json={"results": [{"seq": later[0]["seq"], "status": 200,
+                                                                 "approval": word}]},
+                        headers={"X-Agent-Hooks-Host": "host-b"})
+            poster.join(0.2)
+        assert got[0].status_code == 200 and got[0].json()["approval"]["state"] == "allowed", got[0].text
+        assert pending(a) == []
+    finally:
+        a.stop()

@@ -157,6 +157,15 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         assert r.status_code == 200 and r.json()["applied"] == "here", r.text
         tmux.wait_text(pane, "-v carry on")
         assert "rm -rf" not in tmux.capture(pane)
+        # The client was killed (no SessionEnd): its pane shows the shell again. A reply there would run.
+        shell = tmux.new("agent-gone", "sh")
+        run_hook(payload("SessionStart", "gone", cwd, source="startup"), {**env, **tmux.env(shell)})
+        run_hook(payload("Stop", "gone", cwd, stop_hook_active=False), {**env, **tmux.env(shell)})
+        marker = tmp_path / "typed-into-a-shell"
+        r = center.http.post("/api/sessions/gone/reply", json={"text": f"touch {marker}"})
+        assert r.status_code == 409 and "not the client" in r.json()["error"], r.text
+        time.sleep(0.5)
+        assert not marker.exists()
     finally:
         center.stop()
 
@@ -222,3 +231,11 @@ def test_a_large_report_goes_in_bodies_the_api_takes(tmp_path: Path) -> None:
         assert len([c for c in center.board_cards().values() if c["host"] == "far-2"]) == 500
     finally:
         center.stop()
+
+
+def test_a_reply_never_types_a_terminal_control() -> None:
+    """C1 controls (U+009B is CSI, an escape sequence's start like ESC [) and the Unicode line
+    separators become spaces, as C0 controls and newlines do."""
+    from agent_hooks.server.reply import clean_text
+
+    assert clean_text("go\x9b2J on\u2028now\u2029\x85x\x1b[1m", 100) == "go 2J on now  x [1m"

@@ -5,7 +5,9 @@ hook keeps it open for ``approvals.wait_s``: an answer from `agent-hook approve`
 / `deny`, the server's API or the board settles the dialog in the client's own
 format (allow, always allow, deny with a message, deny and stop, a question's
 answers). With no answer by then it gives no decision, and the client's own
-dialog simply stays for the person at the terminal, as before.
+dialog simply stays for the person at the terminal, as before. A session nobody
+sits at (``claude -p``, the SDK) is not held unless ``approvals.hold_unattended``
+says so: the client denies its call at once, as it would without us.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ def handle(ctx: Context) -> Outcome:
     asked = waiting.tool_asked(p)
     out = Outcome()
     # At most what our entry's timeout covers (wiring/entries.py), so the client never stops us first.
-    wait_s = min(float((ctx.config.get("approvals") or {}).get("wait_s", 0) or 0), 570.0)
+    settings = ctx.config.get("approvals") or {}
+    wait_s = min(float(settings.get("wait_s", 0) or 0), 570.0)
+    if wait_s > 0 and not settings.get("hold_unattended") and approvals.unattended(ctx.env):
+        # Nobody at this terminal (`claude -p`, the SDK): the client denies at once when we give no
+        # decision; holding would stall an unattended run wait_s per such call (docs/approvals.md).
+        wait_s = 0.0
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started)
         sessions.log_event(conn, p, ctx.started, asked)

@@ -82,6 +82,22 @@ class Hold:
         return max(0.0, self.expires_at - time.time())
 
 
+def unattended(env: dict[str, str]) -> str | None:
+    """Why nobody can answer this session's dialog at its terminal, or None (someone may).
+
+    Measured on 2.1.332: a `claude -p` run gives its hooks CLAUDE_CODE_SESSION_ATTENDED=0 and
+    CLAUDE_CODE_ENTRYPOINT=sdk-cli, and still runs PermissionRequest for a call it is about to deny
+    (WebFetch, Skill). The interactive client says ATTENDED=1 / ENTRYPOINT=cli; an older client that
+    sets neither is taken as attended.
+    """
+    if env.get("CLAUDE_CODE_SESSION_ATTENDED") == "0":
+        return "CLAUDE_CODE_SESSION_ATTENDED=0"
+    entry = env.get("CLAUDE_CODE_ENTRYPOINT") or ""
+    if entry.startswith("sdk"):
+        return f"CLAUDE_CODE_ENTRYPOINT={entry}"
+    return None
+
+
 # -- rows ------------------------------------------------------------------------------
 
 

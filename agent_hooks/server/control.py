@@ -330,7 +330,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if out.status != 202:
             return JSONResponse(body, status_code=out.status)
         # Sent down the host's long poll: wait a little for its word (typed, or why not).
-        result = await host_word(hub, body["seq"], REPLY_WAIT_S)
+        result = await host_word(hub, body["seq"], REPLY_WAIT_S, body["host"])
         if result is None:
             body["applied"] = "sent, not confirmed yet"
             return JSONResponse(body, status_code=202)
@@ -347,9 +347,12 @@ def routes(state: ServerState) -> list[BaseRoute]:
             return denied
         try:
             results = contract.parse_json(await read(request.scope, request.receive))["results"]
+            sender = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
             for r in results:
-                waiter = hub.reply_waiters.get(int(r["seq"]))
-                if waiter is not None and not waiter.done():
+                host, waiter = hub.reply_waiters.get(int(r["seq"]), (None, None))
+                # Only the host the control went to says what became of it: another host's word would
+                # tell the person a reply was typed, or settle our copy of a request with its own row.
+                if waiter is not None and not waiter.done() and sender == host:
                     waiter.set_result(dict(r))
         except contract.BodyError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
@@ -420,11 +423,11 @@ def routes(state: ServerState) -> list[BaseRoute]:
     ]
 
 
-async def host_word(hub: Fleet, seq: int, wait_s: float) -> dict[str, Any] | None:
-    """Wake the long-polling hosts, then wait up to ``wait_s`` for the host to say what became of
-    control ``seq`` (POST /api/fleet/replies); None when it said nothing in time."""
+async def host_word(hub: Fleet, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
+    """Wake the long-polling hosts, then wait up to ``wait_s`` for ``host`` (the one control ``seq``
+    went to) to say what became of it (POST /api/fleet/replies); None when it said nothing in time."""
     waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    hub.reply_waiters[seq] = waiter
+    hub.reply_waiters[seq] = (host, waiter)
     hub.wake_controls()
     try:
         return await asyncio.wait_for(waiter, wait_s)

@@ -233,7 +233,7 @@ async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
     body = dict(routed.body)
     if routed.status != 202:
         return JSONResponse(body, status_code=routed.status)
-    result = await host_word(hub, body["seq"], WAIT_S)
+    result = await host_word(hub, body["seq"], WAIT_S, body["host"])
     if result is None:
         body["applied"] = "sent, not confirmed yet"
         return JSONResponse(body, status_code=202)
@@ -243,7 +243,9 @@ async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
     status = int(result.get("status") or 502)
     if status == 200:
         return JSONResponse({"ok": True, "host": body["host"], "applied": "answered",
-                             "approval": approvals.public({**row, "host": body["host"]}, body["host"])
+                             # Every column (a host of another version may send fewer): never a 500.
+                             "approval": approvals.public({**dict.fromkeys(approvals.COLUMNS), **row,
+                                                           "host": body["host"]}, body["host"])
                              if isinstance(row, dict) else None})
     doc: dict[str, Any] = {"error": str(result.get("error") or f"host {body['host']} answered {status}"),
                            "host": body["host"]}

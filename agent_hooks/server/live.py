@@ -85,7 +85,8 @@ class Fleet:
         # look at their rows again (server/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
-        self.reply_waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        # seq -> (the host the control went to, the future its word resolves)
+        self.reply_waiters: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         # Every pending approval request of the fleet (agent_hooks.server.fleet_approvals), as last published.
         self.approvals: list[dict[str, Any]] = []
         self._approvals_text = ""

@@ -35,6 +35,9 @@ SESSION_ENV: tuple[str, ...] = (
     "AGENT_HOOKS_ROLE",
     "AGENT_HOOKS_NESTED",
     "CLAUDE_CONFIG_DIR",
+    # Set by the client itself: whether anyone sits at its terminal (features/approvals.unattended).
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SESSION_ATTENDED",
 )
 HEADER_PREFIX = "x-agent-hooks-env-"
 

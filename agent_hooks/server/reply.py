@@ -4,9 +4,10 @@ Only the host a session runs on can reach its terminal. The board's Reply goes
 to that host's server: here directly, or from a command center down the
 channel cancels use (a ``reply`` control). Either way the host checks, from
 its own store, that the session is awaiting its next prompt and runs in a tmux
-pane (recorded from ``$TMUX_PANE`` / ``$TMUX``), that the pane is still there,
-and then runs ``tmux send-keys -l TEXT`` and ``tmux send-keys Enter``. Each
-refusal says why.
+pane (recorded from ``$TMUX_PANE`` / ``$TMUX``), that the pane is still there
+and runs no shell, clears what was left in the prompt (``C-u``, ``BSpace``: out
+of the client's shell mode), and then runs ``tmux send-keys -l TEXT`` and
+``tmux send-keys Enter``. Each refusal says why.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +23,21 @@ from agent_hooks.features.sessions import tmux_command
 
 log = logging.getLogger("agent_hooks.server.reply")
 TMUX_TIMEOUT_S = 3.0
+# Between the keys that clear what was left in the prompt, and before the reply (see send).
+CLEAR_PAUSE_S = 0.25
 # What the client's prompt does with a line starting with these, instead of sending it to the model.
 COMMAND_PREFIXES = {"!": "shell command (bash mode)", "/": "slash command", "#": "memory entry"}
+# What a pane runs once its client is gone (killed, so no SessionEnd left the session "awaiting"):
+# a reply typed there, and its Enter, would be a command line for that shell.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "busybox",
+                    "nu", "xonsh", "elvish", "pwsh", "screen", "tmux", "login", "su", "sudo", "ssh"})
+
+
+def _control(ch: str) -> bool:
+    """C0 and C1 controls, DEL, and the Unicode line and paragraph separators: never typed as they are
+    (a C1 CSI, U+009B, begins a terminal escape sequence like ESC [ does)."""
+    o = ord(ch)
+    return o < 32 or 127 <= o <= 159 or o in (0x2028, 0x2029)
 
 
 @dataclass
@@ -44,7 +59,7 @@ def clean_text(text: Any, max_chars: int) -> str:
     would submit half of it), not empty, at most ``max_chars``."""
     if not isinstance(text, str):
         raise ReplyError('the body must be {"text": "..."} with a string')
-    line = "".join(" " if (ord(ch) < 32 or ord(ch) == 127) else ch for ch in text).strip()
+    line = "".join(" " if _control(ch) else ch for ch in text).strip()
     if not line:
         raise ReplyError("the reply is empty")
     if len(line) > max_chars:
@@ -84,9 +99,22 @@ def send(t: Target, text: str) -> str | None:
     if t.refused or not t.pane:
         return t.refused or "no tmux pane"
     try:
-        probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane, "#{pane_id}")
-        if probe.returncode != 0 or probe.stdout.strip() != t.pane:
+        probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane, "#{pane_id}\t#{pane_current_command}")
+        pane, _, running = probe.stdout.strip().partition("\t")
+        if probe.returncode != 0 or pane != t.pane:
             return f"its tmux pane {t.pane} is gone (the session's terminal was closed)"
+        if running.rsplit("/", 1)[-1].lstrip("-") in SHELLS:
+            return (f"its tmux pane {t.pane} runs {running} now, not the client (it exited without saying so):"
+                    " a reply there would be a command line, so it is not typed")
+        # First leave whatever the person at the terminal left in the prompt: a "!" there put the client in
+        # shell mode, and the reply with its Enter would run as a shell command (measured, 2.1.332).
+        # C-u clears the line, BSpace on an empty line leaves shell mode (and does nothing otherwise).
+        # The client must take each key before the next: sent together, 2.1.197 stayed in shell mode.
+        for key in ("C-u", "BSpace"):
+            cleared = _tmux(t.socket, "send-keys", "-t", t.pane, key)
+            if cleared.returncode != 0:
+                return f"tmux send-keys failed: {cleared.stderr.strip()[:200]}"
+            time.sleep(CLEAR_PAUSE_S)
         typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", "--", text)  # "--": a reply may start with "-"
         if typed.returncode != 0:
             return f"tmux send-keys failed: {typed.stderr.strip()[:200]}"

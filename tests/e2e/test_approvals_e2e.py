@@ -262,3 +262,24 @@ def test_a_gate_denied_and_stopped_ends_the_turn(e2e: E2E) -> None:
     assert len(e2e.server.messages("main")) == 1, e2e.describe()  # no further turn after the stop
     [row] = e2e.query("SELECT state, interrupt FROM approvals")
     assert row == {"state": "denied", "interrupt": 1}
+
+
+@pytest.mark.parametrize("transport", ["command", "http"], indirect=True)
+def test_a_one_shot_session_is_not_held_on_a_dialog_nobody_can_answer(e2e: E2E) -> None:
+    """2.1.332 runs PermissionRequest in `claude -p` for a call it is about to deny (a WebFetch not
+    allowed). Held for wait_s, an unattended run stalled that long per call; now the hook sees the
+    client's CLAUDE_CODE_SESSION_ATTENDED=0 and lets the client deny at once."""
+    try:
+        e2e.claude = claude_client.ensure_client(INTERACTIVE_VERSION)
+    except claude_client.InstallError as exc:
+        pytest.skip(f"PermissionRequest in -p was measured on Claude Code {INTERACTIVE_VERSION}: {exc}")
+    (e2e.agent_home / "config.toml").write_text("[approvals]\nwait_s = 25\n")
+    e2e.settings = install_settings(e2e.settings_path, e2e.env(), transport=e2e.transport)
+    e2e.server.set_script([[tool_use("WebFetch", {"url": "http://127.0.0.1:9/", "prompt": "read it"})],
+                           [text("done")]])
+    run = e2e.run("fetch it", allowed_tools=("Read",))
+    assert run.ok, e2e.describe()
+    assert [d["tool_name"] for d in run.result["permission_denials"]] == ["WebFetch"], run.stdout
+    assert run.seconds < 15, f"held {run.seconds:.1f} s on a dialog nobody can answer"
+    assert e2e.query("SELECT state FROM approvals") == []
+    assert e2e.query("SELECT count(*) AS n FROM session_events WHERE event = 'PermissionRequest'") == [{"n": 1}]

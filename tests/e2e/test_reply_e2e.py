@@ -17,7 +17,10 @@ from model_server import last_user_text, text
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")
-def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E) -> None:
+# What a person may have left in the prompt: nothing, or "!" (the client's shell mode) and half a command.
+# Typed after that, the reply and its Enter ran as a shell command on the host (measured, 2.1.332).
+@pytest.mark.parametrize("left_at_terminal", ["", "!rm -rf nothing"])
+def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E, left_at_terminal: str) -> None:
     e2e.server.set_script([[text("First turn done.")], [text("Got your reply.")]])
     (e2e.home / ".claude.json").write_text(json.dumps({
         "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
@@ -60,10 +63,16 @@ def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E) -> None:
                         "the card never offered Reply")
         assert card["tmux_session"] == "reply-me" and card["column"] == "awaiting_review", card
 
-        r = http.post(f"/api/sessions/{row['session_id']}/reply", json={"text": "now say you got my reply"})
+        if left_at_terminal:
+            subprocess.run(tmux + ["send-keys", "-t", "reply-me", "-l", left_at_terminal], check=True)
+            wait_for(lambda: "rm -rf nothing" in screen(), "the half-typed command never showed")
+        reply = "now say you got my reply" if not left_at_terminal else "touch typed-into-the-shell"
+        r = http.post(f"/api/sessions/{row['session_id']}/reply", json={"text": reply})
         assert r.status_code == 200 and r.json()["applied"] == "here", r.text
         wait_for(lambda: len(e2e.server.messages("main")) >= 2, "the reply never reached the model")
-        assert "now say you got my reply" in last_user_text(e2e.server.bodies()[-1]), e2e.describe()
+        assert reply in last_user_text(e2e.server.bodies()[-1]), e2e.describe()
+        assert "rm -rf" not in last_user_text(e2e.server.bodies()[-1])  # what was left was cleared, not sent
+        assert not (e2e.workspace / "typed-into-the-shell").exists()
         wait_for(lambda: "Got your reply." in screen(), "the model's answer never showed")
     finally:
         http.close()
