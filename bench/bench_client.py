@@ -42,7 +42,9 @@ judged on), then all in lockstep, then back to back.
     .venv/bin/python bench/bench_client.py --no-client [--sessions 20] [--pairs 50]   # the server only
 
 ``--setups`` adds ``command-nothing`` (``true`` as a command hook on Pre + Post,
-the floor of any command hook) or leaves setups out.
+the floor of any command hook) and ``http-session`` (the http transport with
+UserPromptSubmit, Stop and SessionEnd posted to the server too: not what install
+writes, but what moving them would save), or leaves setups out.
 
 Targets: http <= 2x http-nothing and <= 1/5 of command per tool call;
 server p99 <= 5 ms under 20 concurrent sessions. The machine's load average is
@@ -79,13 +81,17 @@ from model_server import ModelServer, text, tool_use  # noqa: E402
 
 import agent_hooks  # noqa: E402
 from agent_hooks import config as config_mod  # noqa: E402
-from agent_hooks.wiring.entries import our_groups  # noqa: E402
+from agent_hooks.wiring.entries import our_groups, timeouts  # noqa: E402
+from agent_hooks.wiring.http import http_entry  # noqa: E402
 
 # Our executables: a fresh regular install by default (see install_regular), or --bin.
 BIN = Path(sys.executable).parent
 SETUPS = ("none", "http-nothing", "command", "http")
-# More setups for --setups: a do-nothing command hook on Pre + Post (the floor of any command hook).
-EXTRA_SETUPS = ("command-nothing",)
+# More setups for --setups: a do-nothing command hook on Pre + Post (the floor of any command hook),
+# and the http transport with UserPromptSubmit, Stop and SessionEnd posted too (not what install writes:
+# what moving them would save).
+EXTRA_SETUPS = ("command-nothing", "http-session")
+SESSION_EVENTS_OVER_HTTP = ("UserPromptSubmit", "Stop", "SessionEnd")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 
 
@@ -117,6 +123,10 @@ def settings_for(setup: str, nothing_port: int, our_port: int) -> dict[str, Any]
     cfg = config_mod.defaults()
     cfg["serve"]["port"] = our_port
     groups = our_groups(str(BIN), cfg, "command" if setup == "command" else "http")
+    if setup == "http-session":
+        secs = timeouts(cfg)
+        for event in SESSION_EVENTS_OVER_HTTP:
+            groups[event] = {"hooks": [http_entry(event, our_port, secs[event])]}
     return {"hooks": {e: [group] for e, group in groups.items()}}  # every hook, as settings install writes
 
 
@@ -274,7 +284,7 @@ def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], 
     wrapper = root / "timed-hook"
     wrapper.write_text(TIMED)
     wrapper.chmod(0o700)
-    for setup in ("command", "http"):
+    for setup in ("command", "http", "http-session"):
         if setup not in settings:
             continue
         log = root / f"per-hook-{setup}.log"
