@@ -25,7 +25,6 @@ import time
 
 from agent_hooks import spool
 from agent_hooks.context import Context
-from agent_hooks.log import log_error
 from agent_hooks.output import render, warn
 from agent_hooks.payload import PayloadError, UnknownEvent, parse
 from agent_hooks.store import record_error
@@ -42,6 +41,17 @@ if TYPE_CHECKING:
 
 # Context and log_error live in their own modules, below the spool; the server and tests import them from here.
 __all__ = ["Call", "Context", "Deferred", "count_error", "dispatch", "log_error", "report", "save_to_spool"]
+
+
+def log_error(*args: Any, **kwargs: Any) -> None:
+    """:func:`agent_hooks.log.log_error`, imported on first use: a call with nothing to log (every
+    call, nearly) never loads the module, so moving it out of here cost the hook path nothing."""
+    try:
+        from agent_hooks.log import log_error as write
+    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
+        return
+    write(*args, **kwargs)
+
 
 if TYPE_CHECKING:
     Handler = Callable[[Context], "Outcome | None"]

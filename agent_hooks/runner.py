@@ -23,8 +23,8 @@ import time
 from agent_hooks import config as config_mod
 from agent_hooks import output, spool
 from agent_hooks.context import Context
-from agent_hooks.dispatch import Call, count_error, dispatch, fail_closed_answer, report, save_to_spool
-from agent_hooks.log import log_error
+from agent_hooks.dispatch import (Call, count_error, dispatch, fail_closed_answer, log_error, report,
+                                  save_to_spool)
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
 
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
     from agent_hooks.dispatch import Handler
 
-# Context and log_error live in context.py and log.py; event modules and tests import them from here.
+# Context and log_error live in context.py and log.py (log_error through dispatch, loaded on first use);
+# event modules and tests import them from here.
 __all__ = ["Context", "count_error", "load_config", "log_error", "run"]
 
 

@@ -22,8 +22,9 @@ against the floor and against PreToolUse in a fresh session. Same target.
 ``--against BIN`` (a before/after check of a change on the hook path) runs
 this checkout's PreToolUse and PostToolUse and those of another checkout's
 venv (its ``bin`` directory: a clone of main, say), interleaved call by call,
-each on its own store, and prints both with the spread (median, quartiles) and
-the median of the paired differences. A shared machine is noisy: use many runs.
+each on its own store, and prints wall and CPU time (user + system) with the
+spread (median, quartiles) and the median of the paired differences. A shared
+machine is noisy: use many runs, and read the CPU rows, which load moves less.
 """
 
 from __future__ import annotations
@@ -149,13 +150,29 @@ def measure_guards(env: dict[str, str], runs: int) -> dict[str, float]:
 def spread(xs: list[float]) -> str:
     """median [p25-p75] in ms."""
     q = statistics.quantiles(xs, n=4)
-    return f"{statistics.median(xs) * 1000:7.2f} ms [{q[0] * 1000:6.2f}-{q[2] * 1000:6.2f}]"
+    return f"{statistics.median(xs) * 1000:7.2f} ms [{q[0] * 1000:6.2f} to {q[2] * 1000:6.2f}]"
+
+
+def run_cpu(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def measure_against(env: dict[str, str], other_env: dict[str, str], other_bin: Path, runs: int) -> None:
-    """This checkout's PreToolUse/PostToolUse against another's, interleaved call by call."""
+    """This checkout's PreToolUse/PostToolUse against another's, interleaved call by call: wall time,
+    and CPU time (user + system), which a loaded machine moves far less than wall time."""
     trees = {"this": (BIN, env), "other": (other_bin, other_env)}
-    times: dict[tuple[str, str], list[float]] = {(t, h): [] for t in trees for h in ("pre", "post")}
+    times: dict[tuple[str, str, str], list[float]] = {
+        (t, h, k): [] for t in trees for h in ("pre", "post") for k in ("wall", "cpu")}
     sessions = {t: str(uuid.uuid4()) for t in trees}
     for i in range(-3, runs):  # three warm-up calls each: store creation, page cache
         order = list(trees) if i % 2 else list(trees)[::-1]  # neither tree always goes first
@@ -163,16 +180,19 @@ def measure_against(env: dict[str, str], other_env: dict[str, str], other_bin: P
             bin_dir, tree_env = trees[tree]
             a, b = payloads(sessions[tree], 10_000_000 + i)
             for hook, argv, data in (("pre", "agent-hook-pre-tool-use", a), ("post", "agent-hook-post-tool-use", b)):
-                wall = run_once([str(bin_dir / argv)], data, tree_env)[0]
+                wall, cpu = run_cpu([str(bin_dir / argv)], data, tree_env)
                 if i >= 0:
-                    times[(tree, hook)].append(wall)
-    print(f"\n[against] {runs} calls each, interleaved; this = {BIN}, other = {other_bin}")
+                    times[(tree, hook, "wall")].append(wall)
+                    times[(tree, hook, "cpu")].append(cpu)
+    print(f"\n[against] {runs} calls each, interleaved; this = {BIN}, other = {other_bin};"
+          f" load average {os.getloadavg()[0]:.1f}")
     for hook in ("pre", "post"):
-        this, other = times[("this", hook)], times[("other", hook)]
-        diffs = [(x - y) * 1000 for x, y in zip(this, other)]
-        q = statistics.quantiles(diffs, n=4)
-        print(f"  {hook:4}  this {spread(this)}   other {spread(other)}   "
-              f"this - other: median {statistics.median(diffs):+6.2f} ms [{q[0]:+6.2f}-{q[2]:+6.2f}]")
+        for kind in ("wall", "cpu"):
+            this, other = times[("this", hook, kind)], times[("other", hook, kind)]
+            diffs = [(x - y) * 1000 for x, y in zip(this, other)]
+            q = statistics.quantiles(diffs, n=4)
+            print(f"  {hook:4} {kind:4}  this {spread(this)}   other {spread(other)}   "
+                  f"this - other: median {statistics.median(diffs):+6.2f} ms [{q[0]:+6.2f} to {q[2]:+6.2f}]")
 
 
 def seed(store: str, rows: int, sessions: int = 200) -> None:
