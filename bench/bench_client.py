@@ -28,7 +28,9 @@ Setups, each wired as a user would wire it:
 
 Each figure is the median over the rounds with the min and max beside it. A
 tool-call cycle (one model request to the next) less that of "none" is printed as
-a cross-check of the per-call figure. The executables measured are a fresh
+a cross-check of the per-call figure, and the same slope over CPU time (user +
+system of the client, the hooks it waited for, and the setup's http server),
+which a loaded machine moves far less than wall time. The executables measured are a fresh
 regular install of this checkout, as install.sh makes one (an editable install's
 import hook costs each hook process ~6 ms of CPU a user does not pay), or
 ``--bin DIR``. The configuration is the defaults (forwarding included)
@@ -59,6 +61,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shlex
 import shutil
 import socket
@@ -145,12 +148,19 @@ def install_regular(root: Path) -> Path:
 class Run:
     """One session: its wall time, and where the model requests fell in it (time.monotonic)."""
 
-    __slots__ = ("wall", "head", "cycles")
+    __slots__ = ("wall", "head", "cycles", "cpu")
 
-    def __init__(self, wall: float, head: float, cycles: list[float]) -> None:
+    def __init__(self, wall: float, head: float, cycles: list[float], cpu: float) -> None:
         self.wall = wall  # the client's start to its exit
+        # CPU seconds (user + system) of the client and every process it waited for (its hooks), plus
+        # what the setup's http server spent meanwhile: a loaded machine moves it far less than wall time.
+        self.cpu = cpu
         self.head = head  # start to the first model request: start-up, SessionStart, UserPromptSubmit
         self.cycles = cycles  # model request to model request: one tool call with its hooks each
+
+
+# The pid of each setup's http server, whose CPU counts in its runs (set in main).
+SERVER_PIDS: dict[str, int] = {}
 
 
 def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int, env: dict[str, str],
@@ -163,15 +173,22 @@ def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int
     cmd = [str(claude), "-p", "Run the steps.", "--settings", str(settings_path), "--allowedTools", "Bash",
            "--output-format", "json"]
     seen = len(model.requests)
+    server = SERVER_PIDS.get(setup)
+    server_cpu = cpu_seconds(server) if server else 0.0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
     end = time.monotonic()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the client, and the hooks it waited for
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if server:
+        cpu += cpu_seconds(server) - server_cpu
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     if proc.returncode != 0 or result.get("result") != "Done." or model.remaining:
         raise SystemExit(f"{setup}: run failed (rc {proc.returncode}): {proc.stdout[-300:]} {proc.stderr[-300:]}")
     arrivals = sorted(r.at for r in model.requests[seen:] if r.kind == "main")
-    return Run(end - start, arrivals[0] - start, [b - a for a, b in zip(arrivals, arrivals[1:])])
+    return Run(end - start, arrivals[0] - start, [b - a for a, b in zip(arrivals, arrivals[1:])], cpu)
 
 
 def span(values: list[float]) -> str:
@@ -192,7 +209,7 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
         for setup, n in (order if r % 2 == 0 else order[::-1]):  # neither setup nor length always first
             runs[(setup, n)].append(one_run(claude, model, root, setup, n, env, settings[setup],
                                             f"r{r}_{setups.index(setup)}_{n}"))
-    keys = ("per_call", "above", "fixed", "head", "rest", "cycle")
+    keys = ("per_call", "above", "fixed", "head", "rest", "cycle", "cpu_call", "cpu_fixed")
     out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in keys} for s in setups}
     for r in range(rounds):
         fig: dict[str, dict[str, float]] = {}
@@ -203,7 +220,9 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
             per_call = ((b.wall - b.head) - (a.wall - a.head)) / (long - short)
             fig[s] = {"per_call": per_call, "head": (a.head + b.head) / 2,
                       "rest": (a.wall - a.head) - short * per_call,
-                      "cycle": statistics.median(a.cycles + b.cycles)}
+                      "cycle": statistics.median(a.cycles + b.cycles),
+                      "cpu_call": (b.cpu - a.cpu) / (long - short)}
+            fig[s]["cpu_fixed"] = a.cpu - short * fig[s]["cpu_call"]
         for s in setups:
             f, none = fig[s], fig["none"]
             out[s]["per_call"].append(f["per_call"] * 1000)
@@ -212,18 +231,25 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
             out[s]["rest"].append((f["rest"] - none["rest"]) * 1000)
             out[s]["fixed"].append(out[s]["head"][-1] + out[s]["rest"][-1])
             out[s]["cycle"].append((f["cycle"] - none["cycle"]) * 1000)
+            out[s]["cpu_call"].append((f["cpu_call"] - none["cpu_call"]) * 1000)
+            out[s]["cpu_fixed"].append((f["cpu_fixed"] - none["cpu_fixed"]) * 1000)
     print(f"\nClaude Code {version}: {rounds} rounds, each every setup at {short} and {long} Bash calls, interleaved;"
           f" all figures ms, median [min to max] over the rounds")
-    columns = (("per tool call", "per_call"), ("above none", "above"), ("fixed per session", "fixed"),
-               ("= before 1st request", "head"), ("+ from it on", "rest"), ("cycle above none", "cycle"))
-    print(f"{'setup':15}" + "".join(f" {title:>24}" for title, _ in columns))
-    for s in setups:
-        print(f"{s:15}" + "".join(f" {span(out[s][key]):>24}" for _, key in columns))
+    tables = (
+        (("per tool call", "per_call"), ("above none", "above"), ("fixed per session", "fixed"),
+         ("= before 1st request", "head"), ("+ from it on", "rest")),
+        (("cycle above none", "cycle"), ("CPU per call", "cpu_call"), ("CPU per session", "cpu_fixed")),
+    )
+    for columns in tables:
+        print(f"{'setup':15}" + "".join(f" {title:>26}" for title, _ in columns))
+        for s in setups:
+            print(f"{s:15}" + "".join(f" {span(out[s][key]):>26}" for _, key in columns))
     print("per tool call: the slope between the two lengths, timed from the first model request to the exit."
           " fixed per session, less that of none: before the first model request (the client's start-up,"
           " SessionStart, UserPromptSubmit) plus, from it on, what the short session cost beyond its calls"
           " (Stop, SessionEnd, and anything per session that slows the calls). cycle: one model request to the"
-          " next, a cross-check of the per-call figure.")
+          " next, a cross-check of the per-call figure. CPU: user + system time of the client, the hooks it"
+          " waited for and the setup's http server, by the same slope, above none.")
     if not {"http-nothing", "command", "http"} <= set(setups):
         return out
     nothing, cmd, ours = (statistics.median(out[s]["above"]) for s in ("http-nothing", "command", "http"))
@@ -310,6 +336,10 @@ def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], 
                 print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
         else:
             print("  no detached process of ours alive after the sessions")
+
+
+def our_server_pid(home: Path) -> int:
+    return int(json.loads((home / "server.json").read_text())["pid"])
 
 
 def server_cmd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -464,6 +494,8 @@ def main() -> int:
             subprocess.run([str(BIN / "agent-hook"), "init"], env=our_env, capture_output=True, check=True)
             server_cmd(our_env, "start")
             wait_port(nothing_port)
+            SERVER_PIDS.update({"http-nothing": procs[0].pid, "http": our_server_pid(home),
+                                "http-session": our_server_pid(home)})
             user_home = root / "home"
             user_home.mkdir()
             settings = {}
