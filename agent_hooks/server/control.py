@@ -421,17 +421,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 
 async def host_word(hub: Fleet, seq: int, wait_s: float) -> dict[str, Any] | None:
-    """Wake the long-polling hosts, then wait up to ``wait_s`` for the host to say what became of
-    control ``seq`` (POST /api/fleet/replies); None when it said nothing in time."""
-    waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    hub.reply_waiters[seq] = waiter
-    hub.wake_controls()
-    try:
-        return await asyncio.wait_for(waiter, wait_s)
-    except asyncio.TimeoutError:
-        return None
-    finally:
-        hub.reply_waiters.pop(seq, None)
+    """:meth:`Fleet.host_word`: what the host said of control ``seq`` within ``wait_s`` (None: nothing)."""
+    return await hub.host_word(seq, wait_s)
 
 
 # -- the subscribing host's side -----------------------------------------------------
