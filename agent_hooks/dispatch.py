@@ -20,15 +20,14 @@ Standard library only: the executables import this on every tool call.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from agent_hooks import spool
+from agent_hooks.context import Context
 from agent_hooks.output import render, warn
-from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.payload import Payload, PayloadError, UnknownEvent, parse
-from agent_hooks.store import Store, record_error
+from agent_hooks.payload import PayloadError, UnknownEvent, parse
+from agent_hooks.store import record_error
 
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
@@ -37,44 +36,21 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_hooks.output import Outcome
+    from agent_hooks.paths import Paths
+    from agent_hooks.store import Store
 
-MAX_LOG_BYTES = 1024 * 1024
-MAX_LINE_CHARS = 2000
+# Context and log_error live in their own modules, below the spool; the server and tests import them from here.
+__all__ = ["Call", "Context", "Deferred", "count_error", "dispatch", "log_error", "report", "save_to_spool"]
 
 
-class Context:
-    """What a handler works with: the payload, configuration, store and environment.
-
-    ``store`` may be handed in (the server keeps one connection per worker
-    thread); otherwise the first use opens one.
-    """
-
-    __slots__ = ("payload", "config", "paths", "env", "started", "_store", "gate", "replayed", "replay_answer")
-
-    def __init__(self, payload: Payload, config: dict[str, Any], paths: Paths, env: Any,
-                 store: Store | None = None, gate: spool.CommitGate | None = None) -> None:
-        self.payload = payload
-        self.config = config
-        self.paths = paths
-        self.env = env
-        self.started = time.time()
-        self._store = store
-        self.gate = gate  # the write commits through it (see agent_hooks.spool)
-        self.replayed = False  # True when the spool replays a call answered fail-open earlier
-        self.replay_answer: str | None = None  # "deny": it was answered with strict guards' deny instead
-        if store is not None:
-            store.gate = gate
-
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self.paths.store, self.config["runtime"]["busy_timeout_ms"])
-            self._store.gate = self.gate
-        return self._store
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
+def log_error(*args: Any, **kwargs: Any) -> None:
+    """:func:`agent_hooks.log.log_error`, imported on first use: a call with nothing to log (every
+    call, nearly) never loads the module, so moving it out of here cost the hook path nothing."""
+    try:
+        from agent_hooks.log import log_error as write
+    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
+        return
+    write(*args, **kwargs)
 
 
 if TYPE_CHECKING:
@@ -118,52 +94,6 @@ class Deferred(Exception):
     def __init__(self, why: str, busy: bool = False) -> None:
         super().__init__(why)
         self.busy = busy
-
-
-def log_error(paths: Paths, event: str, kind: str, message: str, session_id: str | None = None,
-              trace: str | None = None, config: dict[str, Any] | None = None, path: str | None = None) -> None:
-    """Append one JSON line to the error log (or ``path``), rotated before it would pass ``errors.max_log_bytes``.
-
-    The message and traceback are clipped first, so one line cannot outgrow the
-    rotation (a 3 MB line once sat past the 1 MiB mark). Never raises.
-    """
-    try:
-        limits = (config or {}).get("errors") or {}
-        max_bytes = int(limits.get("max_log_bytes", MAX_LOG_BYTES))
-        max_chars = int(limits.get("max_line_chars", MAX_LINE_CHARS))
-        ensure_dir(paths.log_dir)
-        path = path or paths.error_log
-        entry = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "ts": time.time(),
-            "event": str(event)[:100],
-            "kind": kind,
-            "session_id": None if session_id is None else str(session_id)[:256],
-            "message": _clip(message, max_chars),
-            "pid": os.getpid(),
-        }
-        if trace:
-            entry["traceback"] = _clip(trace, 4 * max_chars, keep_end=True)
-        line = json.dumps(entry) + "\n"  # ASCII: a lone surrogate cannot fail the write
-        try:
-            if os.path.getsize(path) + len(line) > max_bytes:
-                os.replace(path, path + ".1")
-        except OSError:
-            pass
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(line)
-    except Exception:  # noqa: BLE001 - the log is the last resort; it must not raise
-        pass
-
-
-def _clip(text: object, limit: int, keep_end: bool = False) -> str:
-    """At most ``limit`` chars; a traceback keeps its end, where the error is."""
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    note = f"[… {len(text) - limit} chars clipped]"
-    return note + text[-limit:] if keep_end else text[:limit] + note
 
 
 def count_error(paths: Paths, config: dict[str, Any], event: str, kind: str, message: str,

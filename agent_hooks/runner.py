@@ -22,7 +22,8 @@ import time
 
 from agent_hooks import config as config_mod
 from agent_hooks import output, spool
-from agent_hooks.dispatch import (Call, Context, count_error, dispatch, fail_closed_answer, log_error, report,
+from agent_hooks.context import Context
+from agent_hooks.dispatch import (Call, count_error, dispatch, fail_closed_answer, log_error, report,
                                   save_to_spool)
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 
     from agent_hooks.dispatch import Handler
 
-# Context and log_error moved to dispatch; features and workers import them from here.
+# Context and log_error live in context.py and log.py (log_error through dispatch, loaded on first use);
+# event modules and tests import them from here.
 __all__ = ["Context", "count_error", "load_config", "log_error", "run"]
 
 

@@ -369,8 +369,9 @@ def _apply(store: Any, paths: Paths, config: dict[str, Any], line: bytes) -> str
     """Run one spooled call's handler; 'replayed', 'duplicates', 'retried' or 'failed'."""
     import importlib
 
+    from agent_hooks.context import Context
+    from agent_hooks.log import log_error
     from agent_hooks.payload import PayloadError, parse
-    from agent_hooks.runner import Context, log_error
 
     try:
         entry = json.loads(line)
@@ -424,7 +425,7 @@ def _rollback(store: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m agent_hooks.spool``: replay the spool (what a hook starts, detached)."""
     from agent_hooks import config as config_mod
-    from agent_hooks.runner import log_error
+    from agent_hooks.log import log_error
 
     os.umask(0o077)
     paths = Paths(os.environ)

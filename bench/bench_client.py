@@ -1,28 +1,56 @@
-"""What a tool call costs under each transport, measured through the real Claude Code client.
+"""What hooks cost a session, measured through the real Claude Code client the way a user pays.
 
-Drives the real client (tests/e2e: scripted model on loopback, offline) through
-20 Bash tool calls, in interleaved runs of four setups, each wiring PreToolUse
-and PostToolUse only (the two hooks every tool call waits for):
+A session's hook cost has two parts: a fixed part (SessionStart, UserPromptSubmit,
+Stop, SessionEnd, and whatever they start) and a part per tool call (PreToolUse
+and PostToolUse, which every tool call waits for). Whole-run times mix the two,
+and a per-call figure taken from them hides the per-session hooks in it. So
+each setup runs a short and a long session (``--short`` and ``--long`` Bash
+calls, default 5 and 35) of the real client (tests/e2e: scripted model on
+loopback, offline), in rounds that interleave every setup and both lengths,
+and the slope between the two gives, from the same runs:
+
+  per tool call      the slope: (long - short) / (long calls - short calls), each session
+                     timed from its first model request to the client's exit, so that the
+                     client's start-up (which varies by more than a session's hooks) stays out
+  fixed per session  less that of "none": before the first model request (the start-up,
+                     SessionStart, UserPromptSubmit), plus from it on what the short session
+                     cost beyond short calls x per tool call (Stop, SessionEnd, and anything
+                     started once per session that slows the calls)
+
+Setups, each wired as a user would wire it:
 
   none           no hooks at all
-  http-nothing   an http hook to a do-nothing Starlette/uvicorn server (the floor of an http hook)
-  command        our executables (agent-hook-pre-tool-use / -post-tool-use) as command hooks
-  http           our http transport: the resident server (agent-hook server), same handlers
+  http-nothing   an http hook on PreToolUse + PostToolUse to a do-nothing Starlette/uvicorn
+                 server: the floor of any http hook (it has no per-session hooks)
+  command        `agent-hook settings install`: every hook of ours as a command hook
+  http           `agent-hook settings install --transport http`: the tool-call hooks
+                 posted to the resident server (started before the runs), the rest commands
 
-and prints each setup's overhead per tool call against "none": the median
-tool-call cycle (from one model request to the next, which spans one tool call
-and its two hooks) less that of "none". The whole run's time is printed too,
-but it carries the client's start-up (0.7-1.3 s here, varying by more than 20
-tool calls' worth of hooks), so it is not what the targets are judged on.
-Then the server's own answer time (p50/p99, as its /status reports it)
-under 20 concurrent sessions sending PreToolUse/PostToolUse pairs: independent
-sessions (what the target is judged on), then all in lockstep, then back to back.
+Each figure is the median over the rounds with the min and max beside it. A
+tool-call cycle (one model request to the next) less that of "none" is printed as
+a cross-check of the per-call figure, and the same slope over CPU time (user +
+system of the client, the hooks it waited for, and the setup's http server),
+which a loaded machine moves far less than wall time. The executables measured are a fresh
+regular install of this checkout, as install.sh makes one (an editable install's
+import hook costs each hook process ~6 ms of CPU a user does not pay), or
+``--bin DIR``. The configuration is the defaults (forwarding included)
+unless ``--no-forward``. Then, unless ``--no-concurrency``, the server's own
+answer time (p50/p99, as its /status reports it) under 20 concurrent sessions
+sending PreToolUse/PostToolUse pairs: independent sessions (what the target is
+judged on), then all in lockstep, then back to back.
 
-    AGENT_HOOKS_CLAUDE_CACHE=/path/to/claude-cache AGENT_HOOKS_CLAUDE_VERSION=2.1.330 \\
-        .venv/bin/python bench/bench_client.py [--runs 5] [--calls 20] [--sessions 20] [--pairs 50]
+    AGENT_HOOKS_CLAUDE_CACHE=/path/to/claude-cache \\
+        .venv/bin/python bench/bench_client.py [--versions 2.1.197,latest] [--rounds 5] [--short 5] [--long 35]
+    .venv/bin/python bench/bench_client.py --no-client [--sessions 20] [--pairs 50]   # the server only
 
-Targets (issue 14): http <= 2x http-nothing and <= 1/5 of command per tool call;
-server p99 <= 5 ms under 20 concurrent sessions.
+``--setups`` adds ``command-nothing`` (``true`` as a command hook on Pre + Post,
+the floor of any command hook) and ``http-session`` (the http transport with
+UserPromptSubmit, Stop and SessionEnd posted to the server too: not what install
+writes, but what moving them would save), or leaves setups out.
+
+Targets: http <= 2x http-nothing and <= 1/5 of command per tool call;
+server p99 <= 5 ms under 20 concurrent sessions. The machine's load average is
+printed before and after: on a shared machine the figures move with it.
 """
 
 from __future__ import annotations
@@ -31,7 +59,10 @@ import argparse
 import http.client
 import json
 import os
+import platform
 import random
+import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -51,11 +82,19 @@ import claude_client  # noqa: E402
 from bench_server_stack import SERVER as NOTHING_SERVER  # noqa: E402
 from model_server import ModelServer, text, tool_use  # noqa: E402
 
+import agent_hooks  # noqa: E402
 from agent_hooks import config as config_mod  # noqa: E402
-from agent_hooks.wiring.entries import our_groups  # noqa: E402
+from agent_hooks.wiring.entries import our_groups, timeouts  # noqa: E402
+from agent_hooks.wiring.http import http_entry  # noqa: E402
 
+# Our executables: a fresh regular install by default (see install_regular), or --bin.
 BIN = Path(sys.executable).parent
 SETUPS = ("none", "http-nothing", "command", "http")
+# More setups for --setups: a do-nothing command hook on Pre + Post (the floor of any command hook),
+# and the http transport with UserPromptSubmit, Stop and SessionEnd posted too (not what install writes:
+# what moving them would save).
+EXTRA_SETUPS = ("command-nothing", "http-session")
+SESSION_EVENTS_OVER_HTTP = ("UserPromptSubmit", "Stop", "SessionEnd")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 
 
@@ -77,40 +116,230 @@ def wait_port(port: int, timeout: float = 15) -> None:
 
 
 def settings_for(setup: str, nothing_port: int, our_port: int) -> dict[str, Any]:
+    """The settings a user of ``setup`` has: nothing, a do-nothing http hook, or ours as installed."""
     if setup == "none":
         return {}
-    if setup == "http-nothing":
-        entry = {"type": "http", "url": f"http://127.0.0.1:{nothing_port}/hook", "timeout": 10}
+    if setup in ("http-nothing", "command-nothing"):
+        entry = ({"type": "http", "url": f"http://127.0.0.1:{nothing_port}/hook", "timeout": 10}
+                 if setup == "http-nothing" else {"type": "command", "command": "true", "timeout": 10})
         return {"hooks": {e: [{"matcher": "*", "hooks": [entry]}] for e in TOOL_EVENTS}}
     cfg = config_mod.defaults()
     cfg["serve"]["port"] = our_port
     groups = our_groups(str(BIN), cfg, "command" if setup == "command" else "http")
-    return {"hooks": {e: [groups[e]] for e in TOOL_EVENTS}}
+    if setup == "http-session":
+        secs = timeouts(cfg)
+        for event in SESSION_EVENTS_OVER_HTTP:
+            groups[event] = {"hooks": [http_entry(event, our_port, secs[event])]}
+    return {"hooks": {e: [group] for e, group in groups.items()}}  # every hook, as settings install writes
+
+
+def install_regular(root: Path) -> Path:
+    """A regular (not editable) install of this checkout in a new venv, as install.sh makes one:
+    an editable install's import hook costs every hook process ~6 ms of CPU that users do not pay."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           str(ROOT)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"pip install {ROOT} failed (use --bin to measure an existing install):\n{proc.stderr[-2000:]}")
+    return venv / "bin"
+
+
+class Run:
+    """One session: its wall time, and where the model requests fell in it (time.monotonic)."""
+
+    __slots__ = ("wall", "head", "cycles", "cpu")
+
+    def __init__(self, wall: float, head: float, cycles: list[float], cpu: float) -> None:
+        self.wall = wall  # the client's start to its exit
+        # CPU seconds (user + system) of the client and every process it waited for (its hooks), plus
+        # what the setup's http server spent meanwhile: a loaded machine moves it far less than wall time.
+        self.cpu = cpu
+        self.head = head  # start to the first model request: start-up, SessionStart, UserPromptSubmit
+        self.cycles = cycles  # model request to model request: one tool call with its hooks each
+
+
+# The pid of each setup's http server, whose CPU counts in its runs (set in main).
+SERVER_PIDS: dict[str, int] = {}
 
 
 def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int, env: dict[str, str],
-            settings: dict[str, Any], cycles: list[float] | None = None) -> float:
+            settings_path: Path, tag: str) -> Run:
     workspace = root / "ws"
     workspace.mkdir(exist_ok=True)
     turns: list[Any] = [[tool_use("Bash", {"command": f"echo {i}", "description": f"step {i}"},
-                                  id=f"toolu_{setup.replace('-', '_')}_{i:02d}")] for i in range(calls)]
+                                  id=f"toolu_{tag}_{i:02d}")] for i in range(calls)]
     model.set_script(turns + [[text("Done.")]])
-    path = root / f"settings-{setup}.json"
-    path.write_text(json.dumps(settings))
-    cmd = [str(claude), "-p", "Run the steps.", "--settings", str(path), "--allowedTools", "Bash",
+    cmd = [str(claude), "-p", "Run the steps.", "--settings", str(settings_path), "--allowedTools", "Bash",
            "--output-format", "json"]
     seen = len(model.requests)
-    start = time.perf_counter()
+    server = SERVER_PIDS.get(setup)
+    server_cpu = cpu_seconds(server) if server else 0.0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
     proc = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
-    took = time.perf_counter() - start
-    if cycles is not None:  # model request to model request: one tool call each, the client's start left out
-        arrivals = sorted(r.at for r in model.requests[seen:] if r.kind == "main")
-        cycles.extend(b - a for a, b in zip(arrivals, arrivals[1:]))
+    end = time.monotonic()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the client, and the hooks it waited for
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if server:
+        cpu += cpu_seconds(server) - server_cpu
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     if proc.returncode != 0 or result.get("result") != "Done." or model.remaining:
         raise SystemExit(f"{setup}: run failed (rc {proc.returncode}): {proc.stdout[-300:]} {proc.stderr[-300:]}")
-    return took
+    arrivals = sorted(r.at for r in model.requests[seen:] if r.kind == "main")
+    return Run(end - start, arrivals[0] - start, [b - a for a, b in zip(arrivals, arrivals[1:])], cpu)
+
+
+def span(values: list[float]) -> str:
+    """median [min-max], in ms."""
+    return f"{statistics.median(values):.1f} [{min(values):.1f} to {max(values):.1f}]"
+
+
+def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, env: dict[str, str],
+                  settings: dict[str, Path], rounds: int, short: int, long: int) -> dict[str, dict[str, list[float]]]:
+    """Interleaved rounds of every setup at both lengths; per setup, per round (ms): the slope's
+    per-call and fixed figures (fixed less that of "none"), and the head, tail and cycle less "none"'s."""
+    setups = tuple(settings)
+    for setup in setups:  # warm-up: disk caches, the server's first connections, the store's creation
+        one_run(claude, model, root, setup, 2, env, settings[setup], f"warm_{setups.index(setup)}")
+    runs: dict[tuple[str, int], list[Run]] = {(s, n): [] for s in setups for n in (short, long)}
+    for r in range(rounds):
+        order = [(s, n) for s in setups for n in ((short, long) if r % 2 == 0 else (long, short))]
+        for setup, n in (order if r % 2 == 0 else order[::-1]):  # neither setup nor length always first
+            runs[(setup, n)].append(one_run(claude, model, root, setup, n, env, settings[setup],
+                                            f"r{r}_{setups.index(setup)}_{n}"))
+    keys = ("per_call", "above", "fixed", "head", "rest", "cycle", "cpu_call", "cpu_fixed")
+    out: dict[str, dict[str, list[float]]] = {s: {k: [] for k in keys} for s in setups}
+    for r in range(rounds):
+        fig: dict[str, dict[str, float]] = {}
+        for s in setups:
+            a, b = runs[(s, short)][r], runs[(s, long)][r]
+            # The slope is taken from the first model request on: the client's start-up, which varies
+            # by more than all the hooks of a session, stays out of it; the head is added back apart.
+            per_call = ((b.wall - b.head) - (a.wall - a.head)) / (long - short)
+            fig[s] = {"per_call": per_call, "head": (a.head + b.head) / 2,
+                      "rest": (a.wall - a.head) - short * per_call,
+                      "cycle": statistics.median(a.cycles + b.cycles),
+                      "cpu_call": (b.cpu - a.cpu) / (long - short)}
+            fig[s]["cpu_fixed"] = a.cpu - short * fig[s]["cpu_call"]
+        for s in setups:
+            f, none = fig[s], fig["none"]
+            out[s]["per_call"].append(f["per_call"] * 1000)
+            out[s]["above"].append((f["per_call"] - none["per_call"]) * 1000)
+            out[s]["head"].append((f["head"] - none["head"]) * 1000)
+            out[s]["rest"].append((f["rest"] - none["rest"]) * 1000)
+            out[s]["fixed"].append(out[s]["head"][-1] + out[s]["rest"][-1])
+            out[s]["cycle"].append((f["cycle"] - none["cycle"]) * 1000)
+            out[s]["cpu_call"].append((f["cpu_call"] - none["cpu_call"]) * 1000)
+            out[s]["cpu_fixed"].append((f["cpu_fixed"] - none["cpu_fixed"]) * 1000)
+    print(f"\nClaude Code {version}: {rounds} rounds, each every setup at {short} and {long} Bash calls, interleaved;"
+          f" all figures ms, median [min to max] over the rounds")
+    tables = (
+        (("per tool call", "per_call"), ("above none", "above"), ("fixed per session", "fixed"),
+         ("= before 1st request", "head"), ("+ from it on", "rest")),
+        (("cycle above none", "cycle"), ("CPU per call", "cpu_call"), ("CPU per session", "cpu_fixed")),
+    )
+    for columns in tables:
+        print(f"{'setup':15}" + "".join(f" {title:>26}" for title, _ in columns))
+        for s in setups:
+            print(f"{s:15}" + "".join(f" {span(out[s][key]):>26}" for _, key in columns))
+    print("per tool call: the slope between the two lengths, timed from the first model request to the exit."
+          " fixed per session, less that of none: before the first model request (the client's start-up,"
+          " SessionStart, UserPromptSubmit) plus, from it on, what the short session cost beyond its calls"
+          " (Stop, SessionEnd, and anything per session that slows the calls). cycle: one model request to the"
+          " next, a cross-check of the per-call figure. CPU: user + system time of the client, the hooks it"
+          " waited for and the setup's http server, by the same slope, above none.")
+    if not {"http-nothing", "command", "http"} <= set(setups):
+        return out
+    nothing, cmd, ours = (statistics.median(out[s]["above"]) for s in ("http-nothing", "command", "http"))
+    if nothing > 0 and cmd > 0:
+        print(f"ours over http: {ours:.1f} ms per tool call above none = {ours / nothing:.2f}x the do-nothing http"
+              f" hook (target <= 2x), {ours / cmd:.3f} of our command transport (target <= 0.2)")
+    else:
+        print("(per-call overheads too small to compare in this run)")
+    return out
+
+
+TIMED = """#!/bin/sh
+# bench_client --per-hook: run one hook, and log its event and wall time (ns) when it ends.
+s=$(date +%s%N)
+"$@"
+rc=$?
+echo "$HOOK_EVENT $s $(date +%s%N)" >> "$HOOK_LOG"
+exit $rc
+"""
+
+
+def timed_settings(settings: dict[str, Any], wrapper: Path, log: Path) -> dict[str, Any]:
+    """The same settings, every command hook of ours run through ``wrapper`` (which logs its time)."""
+    out = json.loads(json.dumps(settings))
+    for event, groups in out.get("hooks", {}).items():
+        for group in groups:
+            for h in group["hooks"]:
+                if h.get("type") == "command" and "agent-hook-" in h.get("command", ""):
+                    h["command"] = (f"HOOK_EVENT={event} HOOK_LOG={shlex.quote(str(log))} "
+                                    f"{shlex.quote(str(wrapper))} sh -c {shlex.quote(h['command'])}")
+    return out
+
+
+def detached(home: Path) -> dict[str, float]:
+    """Our detached processes of this store now: ``python -m agent_hooks.X`` -> CPU seconds so far."""
+    found: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"-m" not in cmd or not cmd[cmd.index(b"-m") + 1].startswith(b"agent_hooks."):
+                continue
+            if f"AGENT_HOOKS_HOME={home}".encode() not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+            module = cmd[cmd.index(b"-m") + 1].decode()
+            if module == "agent_hooks.server":
+                continue  # the http transport's server: resident by design, measured apart
+            found[module] = found.get(module, 0.0) + cpu_seconds(int(pid))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], settings: dict[str, Path],
+             sessions: int, calls: int, home: Path) -> None:
+    """Where a session's fixed cost goes: each hook's wall time inside real sessions (run through a
+    timing wrapper, so these sessions are not the measured ones), and the detached processes of ours
+    (drainer, spool replayer, summarizer, cleanup) alive after them, with their CPU."""
+    wrapper = root / "timed-hook"
+    wrapper.write_text(TIMED)
+    wrapper.chmod(0o700)
+    for setup in ("command", "http", "http-session"):
+        if setup not in settings:
+            continue
+        log = root / f"per-hook-{setup}.log"
+        path = root / f"settings-timed-{setup}.json"
+        path.write_text(json.dumps(timed_settings(json.loads(settings[setup].read_text()), wrapper, log)))
+        took: dict[str, list[float]] = {}
+        workers: dict[str, list[float]] = {}
+        for n in range(sessions):
+            log.unlink(missing_ok=True)
+            one_run(claude, model, root, setup, calls, env, path, f"hook_{setup}_{n}")
+            for line in log.read_text().splitlines():
+                event, start, end = line.split()
+                took.setdefault(event, []).append((int(end) - int(start)) / 1e6)
+            for module, cpu in detached(home).items():
+                workers.setdefault(module, []).append(cpu * 1000)
+        print(f"\n[{setup}: each command hook's wall time in {sessions} sessions of {calls} calls, ms, median"
+              f" [min to max]; through a timing wrapper (two `date` runs more per hook)]")
+        for event, xs in sorted(took.items(), key=lambda kv: -statistics.median(kv[1])):
+            per = len(xs) / sessions
+            print(f"  {event:18} {span(xs):>24}   x {per:g} per session")
+        if workers:
+            for module, xs in workers.items():
+                print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
+        else:
+            print("  no detached process of ours alive after the sessions")
+
+
+def our_server_pid(home: Path) -> int:
+    return int(json.loads((home / "server.json").read_text())["pid"])
 
 
 def server_cmd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -212,72 +441,90 @@ def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, th
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5, help="interleaved runs per setup")
-    ap.add_argument("--calls", type=int, default=20, help="tool calls per run")
+    ap.add_argument("--versions", default="",
+                    help="comma-separated client versions ('latest' allowed); default: AGENT_HOOKS_CLAUDE_VERSION,"
+                         " else the pinned one")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every setup at both lengths)")
+    ap.add_argument("--short", type=int, default=5, help="tool calls in the short session")
+    ap.add_argument("--long", type=int, default=35, help="tool calls in the long session")
+    ap.add_argument("--no-forward", action="store_true", help="forwarding off, whatever the defaults say")
+    ap.add_argument("--bin", type=Path, help="measure the executables in this directory (e.g. .venv/bin) instead of"
+                    " a fresh regular install of this checkout")
+    ap.add_argument("--setups", default=",".join(SETUPS),
+                    help=f"comma-separated, from {', '.join(SETUPS + EXTRA_SETUPS)}; 'none' is always measured")
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--pairs", type=int, default=50, help="Pre+Post pairs per session in the concurrency part")
     ap.add_argument("--tool-ms", type=float, default=50, help="pause between a session's Pre and Post")
     ap.add_argument("--think-ms", type=float, default=200, help="pause before a session's next call")
+    ap.add_argument("--per-hook", type=int, default=0, metavar="N",
+                    help="then N more short sessions per transport, each command hook timed (where the fixed cost goes)")
     ap.add_argument("--no-client", action="store_true", help="only the concurrency part")
+    ap.add_argument("--no-concurrency", action="store_true", help="only the client part")
     args = ap.parse_args()
+    if args.long <= args.short:
+        ap.error("--long must be more than --short")
+    setups = ("none", *[s for s in args.setups.split(",") if s and s != "none"])
+    unknown = set(setups) - set(SETUPS + EXTRA_SETUPS)
+    if unknown:
+        ap.error(f"unknown setups: {', '.join(sorted(unknown))}")
+    global BIN
     root = Path(tempfile.mkdtemp(prefix="agent-hooks-bench-client-"))
     procs: list[subprocess.Popen[bytes]] = []
     our_env: dict[str, str] = {}
     try:
+        if args.bin:
+            BIN = args.bin.resolve()
+        else:
+            print("installing this checkout (a regular install, as install.sh makes one) ...", flush=True)
+            BIN = install_regular(root)
         if not args.no_client:
-            claude = claude_client.ensure_client()
-            print(f"Claude Code {claude_client.version()}, {args.calls} Bash calls per run, {args.runs} interleaved"
-                  f" runs per setup; hooks on {' + '.join(TOOL_EVENTS)} only")
+            versions = [claude_client.resolve(v.strip()) for v in args.versions.split(",") if v.strip()] \
+                or [claude_client.version()]
+            clients = {v: claude_client.ensure_client(v) for v in versions}
+            print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()};"
+                  f" load average {os.getloadavg()[0]:.1f} at the start; Python {sys.version.split()[0]};"
+                  f" agent-hooks {agent_hooks.__version__} from {BIN}")
             nothing_port, our_port = free_port(), free_port()
             procs.append(subprocess.Popen([sys.executable, "-c", NOTHING_SERVER, "starlette-httptools",
                                            str(nothing_port)]))
             home = root / "agent-hooks"
+            forward = {"AGENT_HOOKS__FORWARD__ENABLED": "false"} if args.no_forward else {}
             our_env = {**os.environ, "AGENT_HOOKS_HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(our_port),
-                       "AGENT_HOOKS__FORWARD__ENABLED": "false"}
+                       **forward}
             subprocess.run([str(BIN / "agent-hook"), "init"], env=our_env, capture_output=True, check=True)
             server_cmd(our_env, "start")
             wait_port(nothing_port)
+            SERVER_PIDS.update({"http-nothing": procs[0].pid, "http": our_server_pid(home),
+                                "http-session": our_server_pid(home)})
             user_home = root / "home"
             user_home.mkdir()
+            settings = {}
+            for setup in setups:
+                settings[setup] = root / f"settings-{setup}.json"
+                settings[setup].write_text(json.dumps(settings_for(setup, nothing_port, our_port)))
+            fwd_default = config_mod.defaults()["forward"]["enabled"]
+            print(f"forwarding {'off (--no-forward)' if args.no_forward else 'as the defaults have it: '}"
+                  f"{'' if args.no_forward else ('on, nothing listening' if fwd_default else 'off')};"
+                  f" hooks: none | *-nothing on {' + '.join(TOOL_EVENTS)} | command, http: every hook of ours")
             with ModelServer() as model:
                 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(user_home),
                        "TMPDIR": str(root), "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": model.url,
                        "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "NO_PROXY": "127.0.0.1,localhost",
-                       "AGENT_HOOKS_HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(our_port),
-                       "AGENT_HOOKS__FORWARD__ENABLED": "false"}
-                settings = {s: settings_for(s, nothing_port, our_port) for s in SETUPS}
-                for setup in SETUPS:  # warm-up (disk caches, the server's first connections)
-                    one_run(claude, model, root, setup, 2, env, settings[setup])
-                times: dict[str, list[float]] = {s: [] for s in SETUPS}
-                cycles: dict[str, list[float]] = {s: [] for s in SETUPS}
-                for r in range(args.runs):
-                    for setup in (SETUPS if r % 2 == 0 else tuple(reversed(SETUPS))):
-                        times[setup].append(one_run(claude, model, root, setup, args.calls, env, settings[setup],
-                                                    cycles[setup]))
-            base = statistics.median(times["none"])
-            by_run = {s: (statistics.median(times[s]) - base) / args.calls * 1000 for s in SETUPS}
-            base_cycle = statistics.median(cycles["none"])
-            per = {s: (statistics.median(cycles[s]) - base_cycle) * 1000 for s in SETUPS}
-            print(f"\n{'setup':14} {'median run s':>13} {'median tool-call cycle':>23} {'overhead per tool call':>23}"
-                  f" {'(by run time)':>14}")
-            for s in SETUPS:
-                print(f"{s:14} {statistics.median(times[s]):13.2f} {statistics.median(cycles[s]) * 1000:20.1f} ms"
-                      f" {per[s]:20.1f} ms {by_run[s]:11.1f} ms")
-            print("(a cycle: from one model request to the next, i.e. one tool call with its hooks; the overhead is"
-                  " the setup's median cycle less that of no hooks. The run-time column divides whole runs,"
-                  " client start-up included, by the calls: the same quantity, with the start-up's noise)")
-            nothing, cmd, ours = per["http-nothing"], per["command"], per["http"]
-            print(f"\nours over http: {ours:.1f} ms per tool call = {ours / nothing:.2f}x the do-nothing http hook"
-                  f" (target <= 2x), {ours / cmd:.3f} of our command transport (target <= 0.2)"
-                  if nothing > 0 and cmd > 0 else "\n(overheads too small to compare on this run)")
+                       "AGENT_HOOKS_HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(our_port), **forward}
+                for version, claude in clients.items():
+                    client_rounds(claude, version, model, root, env, settings, args.rounds, args.short, args.long)
+                    if args.per_hook:
+                        per_hook(claude, model, root, env, settings, args.per_hook, args.short, home)
             st = json.loads(server_cmd(our_env, "status", "--json").stdout)
-            print(f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(f"\nload average {os.getloadavg()[0]:.1f} at the end of the client runs")
             print(f"our server during the client runs: {st['requests'].get('answered', 0)} answers,"
                   f" p50 {st['p50_ms']} ms, p99 {st['p99_ms']} ms")
-        concurrent_sessions(root, args.sessions, args.pairs, args.tool_ms / 1000, args.think_ms / 1000)
-        concurrent_sessions(root, args.sessions, args.pairs, args.tool_ms / 1000, args.think_ms / 1000, lockstep=True)
-        concurrent_sessions(root, args.sessions, args.pairs, 0, 0)
+        if not args.no_concurrency:
+            concurrent_sessions(root, args.sessions, args.pairs, args.tool_ms / 1000, args.think_ms / 1000)
+            concurrent_sessions(root, args.sessions, args.pairs, args.tool_ms / 1000, args.think_ms / 1000,
+                                lockstep=True)
+            concurrent_sessions(root, args.sessions, args.pairs, 0, 0)
     finally:
         if our_env:
             subprocess.run([str(BIN / "agent-hook"), "server", "stop"], env=our_env, capture_output=True)

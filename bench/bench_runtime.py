@@ -9,6 +9,7 @@ the store.
 
     .venv/bin/python bench/bench_runtime.py [--runs 60] [--rows 1000000]
     .venv/bin/python bench/bench_runtime.py --guards [--runs 60]
+    .venv/bin/python bench/bench_runtime.py --against OTHER/.venv/bin [--runs 200]
 
 Targets (issue 2): hook median <= 1.25x floor; <= 1.1x that with 1M rows;
 peak RSS <= 25 MiB.
@@ -17,6 +18,13 @@ peak RSS <= 25 MiB.
 work: a session whose loop window is full (40 calls, polls among them), each
 measured call a poll (`gh run view N`: the polling rule's two reads run too),
 against the floor and against PreToolUse in a fresh session. Same target.
+
+``--against BIN`` (a before/after check of a change on the hook path) runs
+this checkout's PreToolUse and PostToolUse and those of another checkout's
+venv (its ``bin`` directory: a clone of main, say), interleaved call by call,
+each on its own store, and prints wall and CPU time (user + system) with the
+spread (median, quartiles) and the median of the paired differences. A shared
+machine is noisy: use many runs, and read the CPU rows, which load moves less.
 """
 
 from __future__ import annotations
@@ -139,6 +147,54 @@ def measure_guards(env: dict[str, str], runs: int) -> dict[str, float]:
     return {"floor": f, "full": g, "fresh": n}
 
 
+def spread(xs: list[float]) -> str:
+    """median [p25-p75] in ms."""
+    q = statistics.quantiles(xs, n=4)
+    return f"{statistics.median(xs) * 1000:7.2f} ms [{q[0] * 1000:6.2f} to {q[2] * 1000:6.2f}]"
+
+
+def run_cpu(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def measure_against(env: dict[str, str], other_env: dict[str, str], other_bin: Path, runs: int) -> None:
+    """This checkout's PreToolUse/PostToolUse against another's, interleaved call by call: wall time,
+    and CPU time (user + system), which a loaded machine moves far less than wall time."""
+    trees = {"this": (BIN, env), "other": (other_bin, other_env)}
+    times: dict[tuple[str, str, str], list[float]] = {
+        (t, h, k): [] for t in trees for h in ("pre", "post") for k in ("wall", "cpu")}
+    sessions = {t: str(uuid.uuid4()) for t in trees}
+    for i in range(-3, runs):  # three warm-up calls each: store creation, page cache
+        order = list(trees) if i % 2 else list(trees)[::-1]  # neither tree always goes first
+        for tree in order:
+            bin_dir, tree_env = trees[tree]
+            a, b = payloads(sessions[tree], 10_000_000 + i)
+            for hook, argv, data in (("pre", "agent-hook-pre-tool-use", a), ("post", "agent-hook-post-tool-use", b)):
+                wall, cpu = run_cpu([str(bin_dir / argv)], data, tree_env)
+                if i >= 0:
+                    times[(tree, hook, "wall")].append(wall)
+                    times[(tree, hook, "cpu")].append(cpu)
+    print(f"\n[against] {runs} calls each, interleaved; this = {BIN}, other = {other_bin};"
+          f" load average {os.getloadavg()[0]:.1f}")
+    for hook in ("pre", "post"):
+        for kind in ("wall", "cpu"):
+            this, other = times[("this", hook, kind)], times[("other", hook, kind)]
+            diffs = [(x - y) * 1000 for x, y in zip(this, other)]
+            q = statistics.quantiles(diffs, n=4)
+            print(f"  {hook:4} {kind:4}  this {spread(this)}   other {spread(other)}   "
+                  f"this - other: median {statistics.median(diffs):+6.2f} ms [{q[0]:+6.2f} to {q[2]:+6.2f}]")
+
+
 def seed(store: str, rows: int, sessions: int = 200) -> None:
     """Fill the store with ``rows`` finished tool calls spread over ``sessions`` sessions."""
     conn = sqlite3.connect(store)
@@ -164,6 +220,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--guards", action="store_true", help="Only the guards mode (PreToolUse, full window).")
+    ap.add_argument("--against", type=Path, metavar="BIN",
+                    help="Only a before/after: another checkout's venv bin directory, interleaved with this one.")
     args = ap.parse_args()
     # A regular install ships .pyc files; an editable one under PYTHONDONTWRITEBYTECODE
     # would recompile every module on every call, which is not what users run.
@@ -176,6 +234,19 @@ def main() -> None:
         subprocess.run([str(BIN / "agent-hook"), "init"], env=env, check=True, stdout=subprocess.DEVNULL)
         if args.guards:
             measure_guards(env, args.runs)
+            return
+        if args.against:
+            other_bin = args.against.resolve()
+            # Its own bytecode too (run from / so that `-c` does not find this checkout's package),
+            # and its own store (its schema may differ).
+            other_dir = subprocess.run([str(other_bin / "python"), "-c",
+                                        "import agent_hooks, os; print(os.path.dirname(agent_hooks.__file__))"],
+                                       check=True, capture_output=True, text=True, cwd="/").stdout.strip()
+            subprocess.run([str(other_bin / "python"), "-m", "compileall", "-q", other_dir], check=True)
+            other_env = {**env, "AGENT_HOOKS_HOME": os.path.join(home, "other")}
+            subprocess.run([str(other_bin / "agent-hook"), "init"], env=other_env, check=True,
+                           stdout=subprocess.DEVNULL)
+            measure_against(env, other_env, other_bin, args.runs)
             return
         empty = measure(env, args.runs, "empty store")
         t = time.perf_counter()

@@ -48,8 +48,8 @@ class Check:
 class Context:
     """What checks share: where things are, and what earlier checks found.
 
-    ``cfg`` is the configuration the hooks run on (set by the config area
-    before any other check asks); ``conn`` is an open store connection when
+    ``cfg`` is the configuration the hooks run on (loaded leniently on first
+    use, as the hooks load it); ``conn`` is an open store connection when
     the store check found it usable (schema current), else None; ``wired``
     is event -> the commands of ours the settings files run.
     """
@@ -67,9 +67,11 @@ class Context:
     @property
     def cfg(self) -> dict[str, Any]:
         if self._cfg is None:
-            from agent_hooks.checks.config import effective
+            # Loaded here, not by the config area (checks/config.py imports this package: no circle);
+            # that area checks the file itself when its turn comes.
+            from agent_hooks import config as config_mod
 
-            self._cfg = effective(self)
+            self._cfg, _problems = config_mod.load_lenient(self.paths, os.environ)
         return self._cfg
 
     def close(self) -> None:

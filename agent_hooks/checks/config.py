@@ -15,18 +15,11 @@ WHY = ("it names commands the hooks run for you (cleanup.commands, summary.summa
        "and where events are sent (forward.url)")
 
 
-def effective(ctx: Context) -> dict[str, Any]:
-    """The configuration the hooks run on; its lines wait for the config check."""
-    checks, cfg = check_config(ctx.paths)
-    ctx.facts["config_checks"] = checks
-    return cfg
-
-
 @check("config", order=40)
 def config(ctx: Context) -> list[Check]:
-    """The lines :func:`effective` found."""
-    ctx.cfg  # noqa: B018 - loads it when no earlier check needed it
-    return list(ctx.facts.get("config_checks") or [])
+    """The configuration file and variables (what the hooks run on is ``ctx.cfg``)."""
+    checks, _cfg = check_config(ctx.paths)
+    return checks
 
 
 def check_config(p: Paths) -> tuple[list[Check], dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""session list / show / reset-guards, and the guard fields `status --json` adds per session."""
+"""session list / show / reset-guards (the guard fields per session are in cli/guards.py)."""
 
 from __future__ import annotations
 
@@ -10,43 +10,14 @@ from typing import Any
 import click
 
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, paths, writing
+from agent_hooks.cli.guards import guard_fields
 from agent_hooks.cli.ids import SESSIONS, resolve
+from agent_hooks.cli.status import collect
 from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import persist as persist_mod
 
 CALL_COLUMNS = ("id", "tool_use_id", "tool_name", "decision", "rule", "reason", "outcome", "poll_rule",
                 "input_hash", "output_hash", "error", "duration_ms", "started_at", "ended_at", "command")
-
-
-def guard_fields(conn: sqlite3.Connection, session_id: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per session: task, cancellation, warned/denied totals, last decision, last guard verdict.
-
-    One read of the session rows (PreToolUse keeps the totals there); the last
-    warn/deny is a primary-key lookup.
-    """
-    fields: dict[str, dict[str, Any]] = {}
-    where, args = ("WHERE s.session_id = ?", (session_id,)) if session_id else ("", ())
-    for (sid, task_id, s_at, s_reason, t_state, t_reason, t_at, warned, denied, last, g_decision, g_rule,
-         g_reason, g_tool, g_at) in conn.execute(
-        "SELECT s.session_id, s.task_id, s.cancelled_at, s.cancel_reason, t.state, t.cancel_reason, t.cancelled_at,"
-        " s.guard_warned, s.guard_denied, s.last_decision, c.decision, c.rule, c.reason, c.tool_name, c.started_at"
-        " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id LEFT JOIN tool_calls c ON c.id = s.last_guard_id "
-        + where, args
-    ):
-        task_cancelled = t_state == "cancelled"
-        fields[sid] = {
-            "task_id": task_id,
-            "cancelled": s_at is not None or task_cancelled,
-            "cancelled_by": "task" if task_cancelled else ("session" if s_at is not None else None),
-            "cancel_reason": t_reason if task_cancelled else s_reason,
-            "cancelled_at": iso(t_at if task_cancelled else s_at),
-            "warned": int(warned or 0),
-            "denied": int(denied or 0),
-            "last_decision": last,
-            "last_guard": None if g_decision is None else {
-                "decision": g_decision, "rule": g_rule, "reason": g_reason, "tool_name": g_tool, "at": iso(g_at)},
-        }
-    return fields
 
 
 def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str, Any] | None:
@@ -105,8 +76,6 @@ STATES = ("live", "awaiting", "stalled", "ended")
 def list_cmd(state: tuple[str, ...], agent: str | None, task_id: str | None, tmux: str | None, cancelled: bool,
              limit: int, as_json: bool) -> None:
     """List sessions, most recent activity first, filtered by state, agent, task, tmux session."""
-    from agent_hooks.cli.status import collect
-
     sessions = [
         s for s in collect()["sessions"]
         if (not state or s["state"] in state) and (agent is None or s["agent"] == agent)

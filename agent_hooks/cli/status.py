@@ -16,7 +16,7 @@ from agent_hooks.cli.common import (
     paths,
     plural,
 )
-from agent_hooks.cli.sessions import guard_fields
+from agent_hooks.cli.guards import guard_fields
 from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import heartbeat, subagents
 from agent_hooks.features import persist as persist_mod

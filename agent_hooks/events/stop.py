@@ -73,7 +73,7 @@ def _transcript_if_held(ctx: Context) -> tuple[persist.TranscriptState | None, s
     except Exception as exc:  # noqa: BLE001 - persistence must never block, nor cost Stop its record
         import traceback
 
-        from agent_hooks.runner import log_error
+        from agent_hooks.log import log_error
 
         message = f"persist: {type(exc).__name__}: {exc}"
         log_error(ctx.paths, EVENT, "error", message, ctx.payload.session_id, traceback.format_exc())

@@ -71,7 +71,7 @@ def run_all(conn: Any, session_id: str, cwd: str | None, env: Any, config: dict[
 
 
 def _work(session_id: str, env: Any, paths: Any, config: dict[str, Any]) -> int:
-    from agent_hooks.runner import log_error
+    from agent_hooks.log import log_error
     from agent_hooks.store import Store
 
     store = Store(paths.store, int(config["runtime"]["busy_timeout_ms"]))

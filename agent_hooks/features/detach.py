@@ -56,8 +56,8 @@ def worker_main(argv: list[str] | None, module: str, kind: str, event: str,
     config)`` returns the exit code.
     """
     from agent_hooks import config as config_mod
+    from agent_hooks.log import log_error
     from agent_hooks.paths import Paths
-    from agent_hooks.runner import log_error
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

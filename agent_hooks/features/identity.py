@@ -300,7 +300,7 @@ def final_sync(conn: sqlite3.Connection, ctx: "Context", end: bool = False) -> N
     ).fetchall()
     swapped = workspace_check.problem(conn, p.session_id) if rows else None
     if swapped is not None:
-        from agent_hooks.runner import log_error
+        from agent_hooks.log import log_error
         from agent_hooks.store import record_error
 
         log_error(ctx.paths, p.event, "workspace", swapped[0], p.session_id, swapped[1], ctx.config)

@@ -32,7 +32,7 @@ def isolated(conn: sqlite3.Connection, ctx: "Context", name: str, fn: Callable[.
             raise
         import traceback
 
-        from agent_hooks.runner import log_error
+        from agent_hooks.log import log_error
         from agent_hooks.store import record_error
 
         message = f"{name}: {type(exc).__name__}: {exc}"

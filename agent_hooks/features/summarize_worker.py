@@ -15,8 +15,8 @@ import os
 from typing import Any
 
 from agent_hooks.features import detach, summary, transcript
+from agent_hooks.log import log_error
 from agent_hooks.paths import Paths
-from agent_hooks.runner import log_error
 from agent_hooks.store import Store
 
 EVENT = "SummaryWorker"

@@ -48,8 +48,8 @@ from agent_hooks import __version__, fleet
 from agent_hooks.config import load_lenient
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
+from agent_hooks.log import log_error
 from agent_hooks.paths import Paths, ensure_dir
-from agent_hooks.runner import log_error
 from agent_hooks.store import Store
 
 OK, TRANSIENT, PERMANENT, UNREACHABLE = "ok", "transient", "permanent", "unreachable"

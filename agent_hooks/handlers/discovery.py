@@ -21,10 +21,10 @@ import re
 import stat
 
 from agent_hooks.handlers import API_VERSION
-# The source list is in registry.py (every hook call needs it; this module only rebuilds).
-from agent_hooks.handlers.registry import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
-                                           WORKSPACE, WORKSPACE_SUBDIR, Source, is_trusted, managed_dir,
-                                           platform, sources, stamp, workspace_dir)
+# The source list is in sources.py (every hook call needs it; this module only rebuilds).
+from agent_hooks.handlers.sources import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
+                                          WORKSPACE, WORKSPACE_SUBDIR, Source, is_trusted, managed_dir,
+                                          platform, sources, stamp, workspace_dir)
 
 # Annotations only.
 TYPE_CHECKING = False

@@ -3,7 +3,7 @@
 Requirements as OpenClaw's hook loader gives them (``os``; every one of ``bins`` on PATH, at
 least one of ``anyBins``; the ``env`` variables set; the ``config`` paths
 truthy; ``always`` skips these), then whom it applies to (``agents``,
-``roles``), then whether the operator turned it on (registry.switched_on, which
+``roles``), then whether the operator turned it on (switches.switched_on, which
 the hook path needs for every handler). ``hooks list -v`` prints the reasons.
 The hook path imports this module only for a handler with something to check
 (registry.conditional).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from agent_hooks.handlers.registry import entry_of, switched_on
+from agent_hooks.handlers.switches import entry_of, switched_on
 
 # Annotations only.
 TYPE_CHECKING = False

@@ -51,7 +51,7 @@ def run_due(ctx: Context, event: str) -> Merged | None:
     except Exception as exc:  # noqa: BLE001 - user handlers must never cost the hook its answer
         import traceback
 
-        from agent_hooks.runner import log_error
+        from agent_hooks.log import log_error
 
         message = f"handlers: {type(exc).__name__}: {exc}"
         log_error(ctx.paths, event, "error", message, ctx.payload.session_id, traceback.format_exc())

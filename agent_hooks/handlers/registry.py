@@ -8,8 +8,12 @@ So a long-lived process (the http transport) sees an edit, an install or a
 removal on its next call, and the command transport pays a few stat calls.
 
 The sources themselves (bundled < extra dirs < managed < workspace, lowest
-precedence first) are listed here rather than in discovery.py because every
-call needs them, and discovery.py is imported only to rebuild.
+precedence first) are listed in sources.py and the operator's on/off switch
+is in switches.py: every call needs them, and so do discovery.py (imported
+only to rebuild; PyYAML) and eligibility.py (only for a handler with
+something to check). Arrows point down: the registry imports discovery,
+eligibility, sources and switches; discovery and eligibility import sources
+and switches; none of them imports the registry.
 """
 
 from __future__ import annotations
@@ -18,103 +22,23 @@ import marshal
 import os
 import sys
 
+# Names kept here for the callers that import them from the registry (cli/hooks.py, run.py, tests).
+from agent_hooks.handlers.sources import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
+                                          WORKSPACE, WORKSPACE_SUBDIR, Source, current_sources, is_trusted,
+                                          managed_dir, platform, sources, stamp, workspace_dir, workspace_of)
+from agent_hooks.handlers.switches import entry_of, switched_on
+
 # Annotations only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-BUNDLED, EXTRA, MANAGED, WORKSPACE = "bundled", "extra", "managed", "workspace"
-PRECEDENCE = (BUNDLED, EXTRA, MANAGED, WORKSPACE)  # lowest first
-WORKSPACE_SUBDIR = os.path.join(".agent-hooks", "hooks")
-BUNDLED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bundled")
-
 CACHE_VERSION = 4  # 3: marshal instead of JSON; 4: matchers with nested repeats refused (discovery)
 # The cache file's first bytes: anything else there (a damaged or foreign file) is never unmarshalled.
 CACHE_MAGIC = b"agent-hooks handlers %d %s\n" % (CACHE_VERSION, sys.implementation.cache_tag.encode())
 # path of a cache file -> (its stamp, its parsed content): a long-lived process skips the unmarshal.
 _MEMO: dict[str, tuple[Any, dict[str, Any]]] = {}
-
-
-class Source:
-    """One place handlers are found: its kind and its directory (as configured)."""
-
-    __slots__ = ("kind", "path", "trusted")
-
-    def __init__(self, kind: str, path: str, trusted: bool = True) -> None:
-        self.kind = kind
-        self.path = path
-        self.trusted = trusted  # False: an untrusted workspace (listed, never run, shadows nothing)
-
-    def as_list(self) -> list[Any]:
-        return [self.kind, self.path, self.trusted]
-
-
-def managed_dir(config_dir: str) -> str:
-    """``<config dir>/hooks``: where ``hooks install`` and ``hooks new`` put handlers."""
-    return os.path.join(config_dir, "hooks")
-
-
-def workspace_dir(workspace: str) -> str:
-    return os.path.join(workspace, WORKSPACE_SUBDIR)
-
-
-def is_trusted(workspace: str, trusted: list[Any]) -> bool:
-    """True when the resolved ``workspace`` is one the operator listed in ``handlers.trusted_workspaces``."""
-    real = os.path.realpath(workspace)
-    return any(isinstance(t, str) and t and os.path.realpath(os.path.expanduser(t)) == real for t in trusted)
-
-
-def sources(hcfg: dict[str, Any], config_dir: str, workspace: str | None, include_bundled: bool = True,
-            include_untrusted: bool = False) -> list[Source]:
-    """The sources to scan, lowest precedence first (see module docstring)."""
-    out = [Source(BUNDLED, BUNDLED_DIR)] if include_bundled else []
-    for d in hcfg.get("extra_dirs") or []:
-        if isinstance(d, str) and d:
-            out.append(Source(EXTRA, os.path.abspath(os.path.expanduser(d))))
-    out.append(Source(MANAGED, managed_dir(config_dir)))
-    if workspace:
-        trusted = is_trusted(workspace, hcfg.get("trusted_workspaces") or [])
-        if trusted or include_untrusted:
-            out.append(Source(WORKSPACE, workspace_dir(workspace), trusted))
-    return out
-
-
-def stamp(path: str) -> list[int] | None:
-    """What must stay the same for a compiled registry to stay valid: inode, mtime, size, and
-    mode and owner (a chmod o+w or a chown refuses the handler at once; None: absent)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid]
-
-
-def platform() -> str:
-    """The OS name HOOK.md's ``os`` is compared with: linux, darwin, win32."""
-    return sys.platform
-
-
-def workspace_of(env: Mapping[str, str], cwd: str | None) -> str | None:
-    """The session's workspace: $CLAUDE_PROJECT_DIR (the project root), else the payload's cwd."""
-    ws = env.get("CLAUDE_PROJECT_DIR") or cwd or None
-    return ws if ws and os.path.isabs(ws) else None
-
-
-def current_sources(config: Mapping[str, Any], config_dir: str, workspace: str | None,
-                    hot: bool = False) -> list[Source]:
-    """The sources for this call. ``hot`` (the hook path) leaves out what cannot run: bundled
-    handlers when none is enabled in the config (all are off by default), untrusted workspaces."""
-    hcfg = config["handlers"]
-    include_bundled = True
-    if hot:
-        entries = hcfg.get("entries") or {}
-        include_bundled = isinstance(entries, dict) and any(
-            isinstance(e, dict) and e.get("enabled") is True for e in entries.values())
-        if workspace and not hcfg.get("trusted_workspaces"):
-            workspace = None  # skip even the realpath: nothing in a workspace can run
-    return sources(hcfg, config_dir, workspace, include_bundled=include_bundled,
-                             include_untrusted=not hot)
 
 
 def _cache_path(state_dir: str, srcs: list[Source]) -> str:
@@ -180,32 +104,6 @@ def compile_sources(srcs: list[Source], state_dir: str, force: bool = False) -> 
     return handlers, True
 
 
-def entry_of(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The handler's own settings, ``handlers.entries.<name>`` ({} when none)."""
-    entries = config.get("handlers", {}).get("entries") or {}
-    entry = entries.get(name) if isinstance(entries, dict) else None
-    return entry if isinstance(entry, dict) else {}
-
-
-def switched_on(h: dict[str, Any], entry: dict[str, Any]) -> str | None:
-    """None when the handler is on; else why it is off. The operator's config beats HOOK.md,
-    and a workspace handler needs the operator's word twice: a trusted workspace and enabled = true."""
-    name = h["name"]
-    configured = entry.get("enabled")
-    if h["source"] == "workspace":
-        if not h.get("trusted"):
-            return (f"workspace handlers are off until the operator trusts this workspace:"
-                    f" agent-hook hooks enable {name} (run in the workspace)")
-        if configured is not True:
-            return f"a workspace handler is off until the operator enables it: agent-hook hooks enable {name}"
-        return None
-    if configured is False:
-        return f"disabled in the config (handlers.entries.{name}.enabled = false): agent-hook hooks enable {name}"
-    if configured is not True and not h["enabled"]:
-        return f"off by default (HOOK.md enabled: false): agent-hook hooks enable {name}"
-    return None
-
-
 def conditional(h: dict[str, Any]) -> bool:
     """Whether the handler has requirements or an audience to check (eligibility.py); most have none,
     and the hook path then needs only its on/off switch."""
@@ -263,8 +161,8 @@ def due(config: Mapping[str, Any], config_dir: str, state_dir: str, env: Mapping
     handlers, _ = compile_sources(srcs, state_dir)
     ready = _switched_on_for(config, handlers, event, tool_name)
     if any(conditional(h) for h in ready):
-        from agent_hooks.handlers import eligibility
         from agent_hooks.features.sessions import agent_name, role
+        from agent_hooks.handlers import eligibility
 
         agent, who = agent_name(env, config), role(env, config)
         plat = platform()

@@ -259,7 +259,7 @@ def utf8(text: str) -> str:
 # -- the run ---------------------------------------------------------------------------------
 
 def _fail(ctx: Context, event: str, name: str, message: str) -> None:
-    from agent_hooks.runner import log_error
+    from agent_hooks.log import log_error
     from agent_hooks.store import record_error
 
     text = f"handler {name}: {message}"

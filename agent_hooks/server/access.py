@@ -32,7 +32,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
@@ -40,7 +40,9 @@ from starlette.responses import JSONResponse
 
 from agent_hooks import fleet
 from agent_hooks.server import peer
-from agent_hooks.server.app import ServerState
+
+if TYPE_CHECKING:  # annotations only: app.py imports this module to build the front door
+    from agent_hooks.server.app import ServerState
 
 COOKIE = "agent_hooks_fleet"
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}

@@ -34,7 +34,7 @@ from agent_hooks import __version__, spool
 from agent_hooks import config as config_mod
 from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
-from agent_hooks.server import fastpath, local, peer
+from agent_hooks.server import access, fastpath, local, peer
 from agent_hooks.server.recovery import StoreUnavailable, StoreWatch
 from agent_hooks.store import Store, StoreError, Transaction
 
@@ -393,7 +393,6 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StoreUnavailable: store_unavailable})
     app.state.server = state
-    from agent_hooks.server import access  # it imports this module (ServerState)
 
     def door(scope: fastpath.Scope) -> str | None:
         problem = access.front_door(state, scope)

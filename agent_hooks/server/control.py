@@ -424,17 +424,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 
 async def host_word(hub: Fleet, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
-    """Wake the long-polling hosts, then wait up to ``wait_s`` for ``host`` (the one control ``seq``
-    went to) to say what became of it (POST /api/fleet/replies); None when it said nothing in time."""
-    waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    hub.reply_waiters[seq] = (host, waiter)
-    hub.wake_controls()
-    try:
-        return await asyncio.wait_for(waiter, wait_s)
-    except asyncio.TimeoutError:
-        return None
-    finally:
-        hub.reply_waiters.pop(seq, None)
+    """:meth:`Fleet.host_word`: what ``host`` said of control ``seq`` within ``wait_s`` (None: nothing)."""
+    return await hub.host_word(seq, wait_s, host)
 
 
 # -- the subscribing host's side -----------------------------------------------------

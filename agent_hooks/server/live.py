@@ -436,6 +436,21 @@ class Fleet:
         for event in list(self.control_waiters):
             event.set()
 
+    async def host_word(self, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
+        """Wake the long-polling hosts, then wait up to ``wait_s`` for ``host`` (the one control ``seq``
+        went to) to say what became of it (POST /api/fleet/replies); None when it said nothing in time.
+        A method here, so that control.py and fleet_approvals.py, which import each other's
+        neighbours, need not import it."""
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.reply_waiters[seq] = (host, waiter)
+        self.wake_controls()
+        try:
+            return await asyncio.wait_for(waiter, wait_s)
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            self.reply_waiters.pop(seq, None)
+
     def hello(self) -> dict[str, Any]:
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
                 "approvals": self.approvals}

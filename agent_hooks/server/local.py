@@ -6,9 +6,9 @@ build id. Starlette and uvicorn are never imported here.
 
 from __future__ import annotations
 
+import _socket
 import json
 import os
-import socket
 
 from agent_hooks import __version__
 from agent_hooks.paths import Paths
@@ -89,11 +89,17 @@ def read_info(paths: Paths) -> dict[str, Any] | None:
 
 def answers(port: int, timeout: float = 0.2) -> bool:
     """True when something accepts a connection on the loopback port."""
+    # The C module, not socket.py: SessionStart probes once per session, and socket.py's own
+    # imports (selectors, array) cost it ~3 ms of CPU; HOST is a literal address, nothing to resolve.
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
-        socket.create_connection((HOST, port), timeout=timeout).close()
+        sock.settimeout(timeout)
+        sock.connect((HOST, port))
         return True
     except OSError:
         return False
+    finally:
+        sock.close()
 
 
 def build_id() -> str:

@@ -263,8 +263,6 @@ class StoreWatch:
 
     def _probe(self) -> None:
         """One try on a new connection: a small write that commits. Raises while the store cannot be written."""
-        from agent_hooks.server.app import close_quietly
-
         repair_sidecars(self.state.paths.store)
         store = self.state.open_store()
         try:
@@ -272,7 +270,11 @@ class StoreWatch:
                 conn.execute("INSERT INTO meta (key, value) VALUES ('server.store_written_at', ?)"
                              " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(time.time()),))
         finally:
-            close_quietly(store)
+            # Closed here rather than by app.close_quietly: app.py imports this module.
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - a connection to a file that is gone
+                pass
 
     def _say(self, level: int, kind: str, message: str) -> None:
         log.log(level, "%s", message)

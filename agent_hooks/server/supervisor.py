@@ -156,7 +156,7 @@ class Supervisor:
         import uvicorn.protocols.http.httptools_impl  # noqa: F401
         import uvicorn.protocols.websockets.auto  # noqa: F401
 
-        from agent_hooks.server import app, conns  # noqa: F401
+        from agent_hooks.server import app, conns, worker  # noqa: F401
 
         for name in app.ROUTE_MODULES:
             importlib.import_module(name)
@@ -192,9 +192,9 @@ class Supervisor:
             _die_with_parent()
             if os.getppid() != self.pid:  # the supervisor died before the request above
                 os._exit(0)
-            from agent_hooks.server import process
+            from agent_hooks.server import worker
 
-            process.serve_worker(self.paths, self.config, self.env, self.sock, self.port, self.pid)
+            worker.serve_worker(self.paths, self.config, self.env, self.sock, self.port, self.pid)
             code = 0
         except BaseException:  # noqa: BLE001 - a worker never returns into the supervisor's loop
             import traceback
