@@ -421,6 +421,28 @@ DEFAULTS: dict[str, Any] = {
         # task / agent / role / host): a matching PreToolUse is held until answered or timed out.
         "gates": [],
     },
+    "cost": {
+        # What sessions cost (features/cost.py, docs/cost.md): PostToolUse, Stop and SubagentStop
+        # price the transcript's new assistant lines from the offset they last reached.
+        "enabled": True,
+        # Prices in USD per million tokens that win over the shipped data set, by model name
+        # (exact, else the longest prefix): {"claude-x" = {input_mtok, output_mtok, cache_write_mtok,
+        # cache_write_1h_mtok, cache_read_mtok}}. A model priced by neither is shown as unpriced.
+        "prices": {},
+        # Bytes of a transcript read per hook call at most; a larger backlog is caught up over calls.
+        "max_read_bytes": 8 * 1024 * 1024,
+    },
+    "budgets": {
+        # Spending guards (features/budget.py): 0 means none. A task's budget is set by
+        # `task create --budget-usd` / `task budget`. PreToolUse denies once one is spent.
+        "session_usd": 0.0,
+        # Today's spend (local days) of this host, all agents together.
+        "daily_usd": 0.0,
+        # Per agent: {"name" = {daily_usd = X}}.
+        "agents": {},
+        # At this share of a budget the agent is told, once per budget, what is left.
+        "notice_pct": 80.0,
+    },
     "handlers": {
         # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
         "enabled": True,

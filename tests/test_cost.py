@@ -1,0 +1,179 @@
+"""What sessions cost, through the installed executables: real transcripts, read incrementally,
+de-duplicated, subagents under their parent, unknown models unpriced. Expected dollars come from
+genai-prices itself (the data set the shipped prices are extracted from), not from our code."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import FIXTURES_ROOT, agent_hook, run_hook, store_rows
+
+genai_prices = pytest.importorskip("genai_prices")
+
+SAMPLE = FIXTURES_ROOT / "claude-code-2.1.332" / "transcript-sample.jsonl"
+
+
+def tpath(sid: str) -> Path:
+    return Path(os.environ["HOME"]) / ".claude" / "projects" / "-work" / f"{sid}.jsonl"
+
+
+def payload(event: str, sid: str, home: Path, path: Path | None = None, **extra: Any) -> dict[str, Any]:
+    return {"session_id": sid, "hook_event_name": event, "cwd": str(home.parent),
+            "transcript_path": str(path or tpath(sid)), **extra}
+
+
+def post_tool(sid: str, home: Path, env: dict[str, str] | None = None) -> None:
+    proc = run_hook(payload("PostToolUse", sid, home, tool_name="Bash", tool_input={"command": "ls"},
+                            tool_use_id="t1", tool_response={"stdout": ""}), env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b"", proc.stderr
+
+
+def expected_usd(lines: list[dict[str, Any]]) -> float:
+    """What genai-prices charges for the lines' assistant usage, each message id + request id once."""
+    seen: set[str] = set()
+    total = 0.0
+    for e in lines:
+        msg = e.get("message") if e.get("type") == "assistant" else None
+        if not isinstance(msg, dict) or "usage" not in msg:
+            continue
+        key = f"{msg['id']}:{e['requestId']}"
+        if key in seen:
+            continue
+        seen.add(key)
+        extracted = genai_prices.extract_usage({"model": msg["model"], "usage": msg["usage"]}, provider_id="anthropic")
+        when = datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00"))
+        total += float(genai_prices.calc_price(extracted.usage, msg["model"], provider_id="anthropic",
+                                               genai_request_timestamp=when).total_price)
+    return total
+
+
+def sample_lines() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+
+
+def assistant(mid: str, rid: str, model: str = "claude-sonnet-4-5", at: str = "2026-11-25T10:00:00.000Z",
+              **usage: Any) -> dict[str, Any]:
+    u = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    u.update(usage)
+    return {"type": "assistant", "requestId": rid, "timestamp": at, "uuid": f"u-{mid}-{rid}",
+            "message": {"id": mid, "model": model, "role": "assistant", "content": [], "usage": u}}
+
+
+def write(path: Path, lines: list[dict[str, Any]], mode: str = "w", tail: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open(mode) as fh:
+        fh.write("".join(json.dumps(x) + "\n" for x in lines) + tail)
+
+
+def session_cost(home: Path, sid: str) -> tuple[float, int]:
+    row = store_rows(home, "SELECT cost_usd, cost_unpriced FROM sessions WHERE session_id = ?", (sid,))[0]
+    return row["cost_usd"], row["cost_unpriced"]
+
+
+def test_a_real_transcript_costs_what_the_data_set_says(hooks_home: Path):
+    tpath("S1").parent.mkdir(parents=True)
+    shutil.copy(SAMPLE, tpath("S1"))
+    post_tool("S1", hooks_home)
+    usd, unpriced = session_cost(hooks_home, "S1")
+    want = expected_usd(sample_lines())
+    assert want > 0 and usd == pytest.approx(want, rel=1e-9)
+    assert unpriced == 0
+    # Read once: a second call finds nothing new and adds nothing.
+    post_tool("S1", hooks_home)
+    assert session_cost(hooks_home, "S1")[0] == pytest.approx(want, rel=1e-9)
+    offset = store_rows(hooks_home, "SELECT offset FROM cost_offsets")[0]["offset"]
+    assert offset == SAMPLE.stat().st_size
+
+
+def test_incremental_reads_skip_duplicates_and_wait_for_a_half_written_line(hooks_home: Path):
+    a = assistant("msg_1", "req_1", input_tokens=1200, output_tokens=300, cache_creation_input_tokens=5000,
+                  cache_read_input_tokens=40000,
+                  cache_creation={"ephemeral_5m_input_tokens": 2000, "ephemeral_1h_input_tokens": 3000})
+    b = assistant("msg_2", "req_2", input_tokens=10, output_tokens=900, cache_read_input_tokens=45000)
+    c = assistant("msg_3", "req_3", input_tokens=7, output_tokens=50)
+    write(tpath("S2"), [a])
+    post_tool("S2", hooks_home)
+    assert session_cost(hooks_home, "S2")[0] == pytest.approx(expected_usd([a]), rel=1e-9)
+    # The same message streamed twice (same ids), then b, then c cut mid-line.
+    half = json.dumps(c)
+    write(tpath("S2"), [a, b], mode="a", tail=half[:40])
+    post_tool("S2", hooks_home)
+    assert session_cost(hooks_home, "S2")[0] == pytest.approx(expected_usd([a, b]), rel=1e-9)
+    with tpath("S2").open("a") as fh:
+        fh.write(half[40:] + "\n")
+    post_tool("S2", hooks_home)
+    assert session_cost(hooks_home, "S2")[0] == pytest.approx(expected_usd([a, b, c]), rel=1e-9)
+    assert len(store_rows(hooks_home, "SELECT key FROM cost_messages WHERE session_id = 'S2'")) == 3
+
+
+def test_an_unknown_model_is_unpriced_not_free(hooks_home: Path):
+    write(tpath("S3"), [assistant("m1", "r1", model="gpt-4o", input_tokens=100, output_tokens=10),
+                        assistant("m2", "r2", input_tokens=100, output_tokens=10)])
+    post_tool("S3", hooks_home)
+    usd, unpriced = session_cost(hooks_home, "S3")
+    assert unpriced == 1
+    assert usd == pytest.approx(expected_usd([assistant("m2", "r2", input_tokens=100, output_tokens=10)]))
+    row = store_rows(hooks_home, "SELECT usd FROM cost_messages WHERE model = 'gpt-4o'")[0]
+    assert row["usd"] is None
+
+
+def test_a_subagent_transcript_counts_under_its_parent(hooks_home: Path):
+    main = [assistant("m1", "r1", input_tokens=100, output_tokens=10)]
+    sub = [assistant("s1", "rs1", model="claude-haiku-4-5", input_tokens=3000, output_tokens=700),
+           assistant("s2", "rs2", model="claude-haiku-4-5", input_tokens=10, output_tokens=70,
+                     cache_read_input_tokens=3000)]
+    write(tpath("S4"), main)
+    sub_path = tpath("S4").parent / "S4" / "subagents" / "agent-a1.jsonl"
+    write(sub_path, sub)
+    post_tool("S4", hooks_home)
+    proc = run_hook(payload("SubagentStop", "S4", hooks_home, agent_id="a1", agent_type="Explore",
+                            agent_transcript_path=str(sub_path), last_assistant_message="done",
+                            stop_hook_active=False))
+    assert proc.returncode == 0, proc.stderr
+    assert session_cost(hooks_home, "S4")[0] == pytest.approx(expected_usd(main + sub), rel=1e-9)
+    rows = store_rows(hooks_home, "SELECT agent_id FROM cost_messages WHERE session_id = 'S4' ORDER BY key")
+    assert [r["agent_id"] for r in rows] == [None, "a1", "a1"]
+
+
+def test_a_fork_does_not_count_its_parents_lines_again(hooks_home: Path):
+    parent = [assistant("m1", "r1", input_tokens=500, output_tokens=50),
+              assistant("m2", "r2", input_tokens=600, output_tokens=60)]
+    write(tpath("P"), parent)
+    post_tool("P", hooks_home)
+    own = [assistant("m3", "r3", input_tokens=700, output_tokens=70)]
+    write(tpath("F"), parent + own)  # a forked session's transcript starts with its parent's lines
+    post_tool("F", hooks_home)
+    assert session_cost(hooks_home, "P")[0] == pytest.approx(expected_usd(parent), rel=1e-9)
+    assert session_cost(hooks_home, "F")[0] == pytest.approx(expected_usd(own), rel=1e-9)
+
+
+def test_a_transcript_outside_the_client_dirs_is_not_read(hooks_home: Path, tmp_path: Path):
+    outside = tmp_path / "elsewhere" / "S6.jsonl"
+    write(outside, [assistant("m1", "r1", input_tokens=500, output_tokens=50)])
+    post_tool_payload = payload("PostToolUse", "S6", hooks_home, path=outside, tool_name="Bash",
+                                tool_input={"command": "ls"}, tool_use_id="t1", tool_response={})
+    assert run_hook(post_tool_payload).returncode == 0
+    assert session_cost(hooks_home, "S6") == (0.0, 0)
+    assert store_rows(hooks_home, "SELECT * FROM cost_offsets") == []
+
+
+def test_stop_counts_the_turn(hooks_home: Path):
+    lines = [assistant("m1", "r1", model="claude-opus-4-8", input_tokens=5, output_tokens=400,
+                       cache_read_input_tokens=20000, speed="fast")]
+    write(tpath("S7"), lines)
+    proc = run_hook(payload("Stop", "S7", hooks_home, stop_hook_active=False, last_assistant_message="ok"))
+    assert proc.returncode == 0, proc.stderr
+    extracted = genai_prices.extract_usage({"model": "claude-opus-4-8", "usage": lines[0]["message"]["usage"]},
+                                           provider_id="anthropic")
+    fast = float(genai_prices.calc_price(extracted.usage, "claude-opus-4-8", provider_id="anthropic",
+                                         price_context={"speed": "fast"}).total_price)
+    assert session_cost(hooks_home, "S7")[0] == pytest.approx(fast, rel=1e-9)
+    assert fast > expected_usd(lines)  # fast mode costs more than standard
