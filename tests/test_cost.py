@@ -177,3 +177,62 @@ def test_stop_counts_the_turn(hooks_home: Path):
                                          price_context={"speed": "fast"}).total_price)
     assert session_cost(hooks_home, "S7")[0] == pytest.approx(fast, rel=1e-9)
     assert fast > expected_usd(lines)  # fast mode costs more than standard
+
+
+def test_cost_command_sums_by_session_task_agent_and_day(hooks_home: Path):
+    s1 = [assistant("a1", "r1", input_tokens=1000, output_tokens=200, cache_read_input_tokens=30000,
+                    at="2026-11-24T12:00:00.000Z"),
+          assistant("a2", "r2", model="claude-haiku-4-5", input_tokens=50, output_tokens=20,
+                    at="2026-11-25T12:00:00.000Z")]
+    s2 = [assistant("b1", "q1", input_tokens=4000, output_tokens=100, cache_creation_input_tokens=9000,
+                    at="2026-11-25T13:00:00.000Z"),
+          assistant("b2", "q2", model="mystery-model", input_tokens=5, output_tokens=5, at="2026-11-25T13:01:00.000Z")]
+    write(tpath("C1"), s1)
+    write(tpath("C2"), s2)
+    agent_hook("task", "create", "T-9")
+    post_tool("C1", hooks_home, {"AGENT_HOOKS_AGENT": "alice", "AGENT_HOOKS_TASK_ID": "T-9"})
+    post_tool("C2", hooks_home, {"AGENT_HOOKS_AGENT": "bob"})
+
+    one = json.loads(agent_hook("cost", "--session", "C1", "--json").stdout)
+    assert one["usd"] == pytest.approx(expected_usd(s1), rel=1e-9)
+    assert one["input_tokens"] == 1050 and one["output_tokens"] == 220 and one["cache_read_input_tokens"] == 30000
+    assert set(one["by_model"]) == {"claude-sonnet-4-5", "claude-haiku-4-5"} and one["unpriced_models"] == []
+    assert one["by_model"]["claude-haiku-4-5"]["usd"] == pytest.approx(expected_usd(s1[1:]), rel=1e-9)
+    assert json.loads(agent_hook("cost", "--task", "T-9", "--json").stdout)["usd"] == pytest.approx(one["usd"])
+    bob = json.loads(agent_hook("cost", "--agent", "bob", "--json").stdout)
+    assert bob["usd"] == pytest.approx(expected_usd(s2[:1]), rel=1e-9)
+    assert bob["unpriced_models"] == ["mystery-model"] and bob["by_model"]["mystery-model"]["usd"] is None
+    everything = json.loads(agent_hook("cost", "--json").stdout)
+    assert everything["usd"] == pytest.approx(expected_usd(s1 + s2[:1]), rel=1e-9)
+    since = json.loads(agent_hook("cost", "--since", "2026-11-25", "--json").stdout)
+    assert since["usd"] == pytest.approx(expected_usd(s1[1:] + s2[:1]), rel=1e-9)
+    # The text table says unpriced, never $0, for the model without a price.
+    text = agent_hook("cost", "--agent", "bob").stdout
+    line = next(x for x in text.splitlines() if x.startswith("mystery-model"))
+    assert "unpriced" in line and "$0" not in line
+    assert "+ unpriced" in next(x for x in text.splitlines() if x.startswith("total"))
+
+    days = json.loads(agent_hook("cost", "daily", "--json").stdout)
+    by_day = {d["date"]: d["usd"] for d in days}
+    local = {datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d")
+             for e in s1 + s2}
+    assert set(by_day) == local
+    assert sum(by_day.values()) == pytest.approx(everything["usd"], rel=1e-9)
+    sessions = json.loads(agent_hook("cost", "sessions", "--json").stdout)
+    assert [s["session_id"] for s in sessions] == ["C1", "C2"]
+    assert sessions[0]["agent"] == "alice" and sessions[0]["task_id"] == "T-9"
+    assert sessions[1]["unpriced_models"] == ["mystery-model"]
+    # Running totals the budget guard reads agree with the messages.
+    task = store_rows(hooks_home, "SELECT spent_usd FROM tasks WHERE task_id = 'T-9'")
+    daily_rows = {(r["day"], r["agent"]): r["usd"] for r in store_rows(hooks_home, "SELECT * FROM cost_daily")}
+    assert sum(v for (d, a), v in daily_rows.items() if a == "") == pytest.approx(everything["usd"], rel=1e-9)
+    assert sum(v for (d, a), v in daily_rows.items() if a == "bob") == pytest.approx(bob["usd"], rel=1e-9)
+    assert task[0]["spent_usd"] == pytest.approx(one["usd"], rel=1e-9)
+
+
+def test_cost_with_an_unknown_session_is_not_found(hooks_home: Path):
+    write(tpath("C3"), [assistant("a1", "r1", input_tokens=10, output_tokens=2)])
+    post_tool("C3", hooks_home)
+    proc = agent_hook("cost", "--session", "nope", check=False)
+    assert proc.returncode == 3 and "no session 'nope'" in proc.stderr
+    assert agent_hook("cost", "--since", "yesterday", check=False).returncode == 2
