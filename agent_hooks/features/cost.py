@@ -223,3 +223,12 @@ def session_usd(conn: sqlite3.Connection, session_id: str) -> tuple[float, int]:
     row = conn.execute("SELECT coalesce(cost_usd, 0), coalesce(cost_unpriced, 0) FROM sessions WHERE session_id = ?",
                        (session_id,)).fetchone()
     return (float(row[0]), int(row[1])) if row else (0.0, 0)
+
+
+def refresh_task_spent(conn: sqlite3.Connection, task_id: str) -> float:
+    """Recount a task's running total from its sessions' messages (a budget set or a session
+    assigned after the spending); returns it."""
+    row = conn.execute("SELECT coalesce(sum(m.usd), 0) FROM cost_messages m JOIN sessions s"
+                       " ON s.session_id = m.session_id WHERE s.task_id = ?", (task_id,)).fetchone()
+    conn.execute("UPDATE tasks SET spent_usd = ? WHERE task_id = ?", (float(row[0]), task_id))
+    return float(row[0])
