@@ -236,3 +236,17 @@ def test_cost_with_an_unknown_session_is_not_found(hooks_home: Path):
     proc = agent_hook("cost", "--session", "nope", check=False)
     assert proc.returncode == 3 and "no session 'nope'" in proc.stderr
     assert agent_hook("cost", "--since", "yesterday", check=False).returncode == 2
+
+
+def test_timestamps_are_read_as_datetime_reads_them():
+    """The hook path parses the client's UTC stamps by arithmetic (no datetime import): same answer."""
+    from datetime import timedelta, timezone
+
+    from agent_hooks.features.cost import _epoch
+
+    t = datetime(1999, 12, 30, 23, 59, 58, 999000, tzinfo=timezone.utc)
+    for _ in range(3000):
+        t += timedelta(days=3, hours=7, minutes=13, seconds=17, milliseconds=9)
+        stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+        assert _epoch(stamp, -1.0) == pytest.approx(t.timestamp(), abs=1e-6), stamp
+    assert _epoch("not a time", -1.0) == -1.0 and _epoch(None, -1.0) == -1.0

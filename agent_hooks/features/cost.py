@@ -40,13 +40,23 @@ class Batch:
 
 
 def _epoch(stamp: Any, fallback: float) -> float:
-    if isinstance(stamp, str):
-        from datetime import datetime
-
+    """Epoch seconds of the client's UTC stamps ('2026-11-25T17:20:15.627Z'), by arithmetic:
+    importing datetime would cost every PostToolUse about a millisecond."""
+    if isinstance(stamp, str) and len(stamp) >= 19 and stamp[4] == "-" and stamp[10] == "T":
         try:
-            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            y, mo, d = int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10])
+            h, mi, sec = int(stamp[11:13]), int(stamp[14:16]), float(stamp[17:].rstrip("Z").split("+")[0] or 0)
         except ValueError:
-            pass
+            return fallback
+        if stamp.endswith("Z") or stamp.endswith("+00:00") or len(stamp) <= 23:
+            # Days from the civil date (Howard Hinnant's algorithm), proleptic Gregorian.
+            y -= mo <= 2
+            era = y // 400
+            yoe = y - era * 400
+            doy = (153 * (mo + (-3 if mo > 2 else 9)) + 2) // 5 + d - 1
+            doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+            days = era * 146097 + doe - 719468
+            return days * 86400 + h * 3600 + mi * 60 + sec
     return fallback
 
 
