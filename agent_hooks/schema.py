@@ -580,6 +580,9 @@ def m014_cost(db: sqlite_utils.Database) -> None:
     for name in ("budget_usd", "spent_usd"):
         if name not in db["tasks"].columns_dict:
             db["tasks"].add_column(name, float)
+    # The command center: each card's running cost, as its host's forwarded events carry it.
+    if "fleet_sessions" in db.table_names() and "cost_usd" not in db["fleet_sessions"].columns_dict:
+        db["fleet_sessions"].add_column("cost_usd", float)
     # Spend per local day: agent "" is the whole host.
     db["cost_daily"].create({"day": str, "agent": str, "usd": float}, pk=("day", "agent"),
                             not_null=["usd"], if_not_exists=True)

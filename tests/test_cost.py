@@ -250,3 +250,38 @@ def test_timestamps_are_read_as_datetime_reads_them():
         stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
         assert _epoch(stamp, -1.0) == pytest.approx(t.timestamp(), abs=1e-6), stamp
     assert _epoch("not a time", -1.0) == -1.0 and _epoch(None, -1.0) == -1.0
+
+
+def test_forwarded_events_carry_the_running_cost(hooks_home: Path):
+    lines = [assistant("m1", "r1", input_tokens=1000, output_tokens=500)]
+    write(tpath("F1"), lines)
+    env = {"AGENT_HOOKS__FORWARD__ENABLED": "true", "AGENT_HOOKS__FORWARD__AUTOSTART": "false",
+           "AGENT_HOOKS__FORWARD__URL": "http://127.0.0.1:9/api/hooks/ingest", "AGENT_HOOKS_TMUX_SESSION": "agent-f1"}
+    post_tool("F1", hooks_home, env)
+    bodies = [json.loads(r["body"]) for r in store_rows(hooks_home, "SELECT body FROM outbox ORDER BY rowid")]
+    assert bodies and bodies[-1]["event"] == "tool_use"
+    assert bodies[-1]["cost_usd"] == pytest.approx(expected_usd(lines), rel=1e-5)
+
+
+def test_the_command_center_keeps_each_cards_running_cost(tmp_path: Path):
+    import sqlite3 as sq
+
+    from agent_hooks.server import contract, fleetdb
+    from agent_hooks.store import Store
+
+    conn = Store(str(tmp_path / "cc.db")).conn
+
+    def ingest(doc: dict[str, Any]) -> fleetdb.Outcome:
+        conn.execute("BEGIN IMMEDIATE")
+        out = fleetdb.ingest(conn, contract.parse_ingest(json.dumps(doc).encode()), "host-b", 100.0)
+        conn.execute("COMMIT")
+        return out
+
+    sid = ingest({"tmux_session": "agent-w", "event": "start"}).body["session"]
+    ingest({"tmux_session": "agent-w", "event": "tool_use", "cost_usd": 1.25})
+    ingest({"tmux_session": "agent-w", "event": "tool_use", "cost_usd": 0.5})  # late delivery: never lowers it
+    assert fleetdb.get(conn, sid)["cost_usd"] == 1.25
+    for bad in (-1, "1.0", float("nan"), True):
+        with pytest.raises(contract.BodyError, match="cost_usd"):
+            contract.parse_ingest(json.dumps({"tmux_session": "agent-w", "event": "tool_use", "cost_usd": bad}).encode())
+    assert isinstance(conn, sq.Connection)
