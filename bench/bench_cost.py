@@ -11,8 +11,13 @@ result line, as a real session's transcript grows:
 * PreToolUse of a session whose task has a budget vs one with no budget.
 
 Prints medians with the interquartile range and min..max over the runs.
+On a loaded machine the process timings drown small differences, so the
+same work is also timed in process (``--inproc``): the budget check alone,
+one PostToolUse's read + record, and the imports the cost path adds, each
+in a fresh interpreter.
 
     .venv/bin/python bench/bench_cost.py [--runs 40] [--mb 50]
+    .venv/bin/python bench/bench_cost.py --inproc [--runs 40]
 """
 
 from __future__ import annotations
@@ -83,7 +88,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--mb", type=int, default=50)
+    ap.add_argument("--inproc", action="store_true", help="Time the added work in process only.")
     args = ap.parse_args()
+    if args.inproc:
+        return inproc(args.runs)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         projects = home / ".claude" / "projects" / "-bench"
@@ -146,6 +154,69 @@ def main() -> int:
         print(f"\nPreToolUse, {args.runs} runs alternating")
         print(f"  no budget           {spread(plain)}")
         print(f"  task budget         {spread(budgeted)}   (+{statistics.median(budgeted) - statistics.median(plain):.2f} ms)")
+    return 0
+
+
+def inproc(runs: int) -> int:
+    """The budget check, one incremental read + record, and the added imports, timed in process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        projects = home / ".claude" / "projects" / "-bench"
+        projects.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
+        env.update(HOME=str(home), AGENT_HOOKS_HOME=str(Path(tmp) / "state"), AGENT_HOOKS__FORWARD__ENABLED="false")
+        transcript = projects / "s.jsonl"
+        transcript.write_bytes(b"")
+        subprocess.run([str(BIN / "agent-hook"), "task", "create", "T", "--budget-usd", "1000"], env=env, check=True,
+                       capture_output=True)
+        run_once(POST, post_payload("s", transcript, 0), {**env, "AGENT_HOOKS_TASK_ID": "T"})
+        # In a child interpreter with the bench's environment (paths, config) and nothing else imported.
+        code = f"""
+import json, os, statistics, sys, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from bench_cost import assistant_line, result_line
+from agent_hooks import config as config_mod
+from agent_hooks.paths import Paths
+from agent_hooks.store import Store
+cfg = config_mod.load(Paths(os.environ), os.environ)
+store = Store(Paths(os.environ).store, 2500)
+from agent_hooks.features import budget, cost
+guard, read, record = [], [], []
+for i in range({runs} * 10):
+    t = time.perf_counter(); budget.guard(store.conn, "s", cfg, time.time()); guard.append((time.perf_counter() - t) * 1e3)
+for i in range({runs}):
+    with open({str(transcript)!r}, "ab") as fh:
+        fh.write(assistant_line(1000 + i) + result_line(1000 + i, 4000))
+    t = time.perf_counter(); b = cost.read_new(store.conn, {str(transcript)!r}, "s", None, os.environ, cfg, time.time())
+    read.append((time.perf_counter() - t) * 1e3)
+    t = time.perf_counter()
+    with store.write() as conn:
+        cost.record(conn, b, time.time())
+    record.append((time.perf_counter() - t) * 1e3)
+print(json.dumps({{"guard": guard, "read": read, "record": record}}))
+"""
+        out = json.loads(subprocess.run([sys.executable, "-c", code], env={**env, "AGENT_HOOKS_TASK_ID": "T"},
+                                        check=True, capture_output=True, text=True).stdout)
+        print(f"in process, {runs * 10} budget checks, {runs} reads and records (first read includes the price file)")
+        print(f"  budget.guard (task budget set)       {spread(out['guard'])}")
+        print(f"  cost.read_new (+2 lines, 1 priced)   {spread(out['read'])}")
+        print(f"  cost.record (one write transaction)  {spread(out['record'])}")
+        # What the cost path adds to PostToolUse's own imports: the transcript reader (path checks),
+        # the pricing module and the price file; and what the budget guard adds to PreToolUse's.
+        post = "import agent_hooks.events.post_tool_use"
+        pre = "import agent_hooks.events.pre_tool_use"
+        imports = {"PostToolUse's imports": post,
+                   "+ transcript, pricing, price file": post + "; import agent_hooks.features.transcript,"
+                   " agent_hooks.pricing; agent_hooks.pricing.data()",
+                   "PreToolUse's imports": pre,
+                   "+ persist (task budget's text)": pre + "; import agent_hooks.features.persist"}
+        times: dict[str, list[float]] = {k: [] for k in imports}
+        for _ in range(runs):
+            for name, stmt in imports.items():
+                times[name].append(run_once([sys.executable, "-c", stmt], b"", env))
+        print(f"  fresh interpreter, {runs} runs alternating:")
+        for name in imports:
+            print(f"    {name:34} {spread(times[name])}")
     return 0
 
 

@@ -51,10 +51,8 @@ def read(conn: sqlite3.Connection, session_id: str, config: dict[str, Any], now:
     cfg = config["budgets"]
     budgets: list[Budget] = []
     if task_budget:
-        from agent_hooks.features.persist import shell_word
-
         budgets.append(Budget("task", f"task {task_id}'s budget", float(task_budget), float(task_spent),
-                              f"agent-hook task budget {shell_word(task_id)} <USD>"))
+                              f"agent-hook task budget {_word(task_id)} <USD>"))
     if float(cfg["session_usd"]) > 0:
         budgets.append(Budget("session", "the session budget (budgets.session_usd)", float(cfg["session_usd"]),
                               float(session_usd), "a higher budgets.session_usd in the agent-hooks configuration"))
@@ -72,6 +70,16 @@ def read(conn: sqlite3.Connection, session_id: str, config: dict[str, Any], now:
                                   agent_daily, _daily(conn, day, agent),
                                   f"a higher budgets.agents.{agent}.daily_usd in the agent-hooks configuration"))
     return budgets, noticed
+
+
+def _word(text: str) -> str:
+    """The task id as one shell word; as persist.shell_word quotes it, without importing persist
+    (about 3 ms on PreToolUse, which does not otherwise load it) for the rare id that needs quoting."""
+    if text and all(c.isalnum() or c in "_.:@-" for c in text):
+        return text
+    from agent_hooks.features.persist import shell_word
+
+    return shell_word(text)
 
 
 def _daily(conn: sqlite3.Connection, day: str, agent: str) -> float:
