@@ -1,0 +1,89 @@
+"""Cost and budgets under the real client with a scripted model reporting usage (cache writes and
+reads included). Expected dollars come from genai-prices over the client's own transcript."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import BIN_DIR, E2E
+from model_server import text, tool_use
+
+genai_prices = pytest.importorskip("genai_prices")
+AGENT_HOOK = BIN_DIR / "agent-hook"
+
+
+def cli(e2e: E2E, *args: str) -> str:
+    proc = subprocess.run([str(AGENT_HOOK), *args], env=e2e.env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def expected(paths: list[Path]) -> tuple[float, int]:
+    """genai-prices' total for the transcripts' assistant usage, each message id + request id once."""
+    seen: set[str] = set()
+    total = 0.0
+    for path in paths:
+        for line in path.read_text().splitlines():
+            e = json.loads(line) if line.strip() else {}
+            msg = e.get("message") if e.get("type") == "assistant" else None
+            if not isinstance(msg, dict) or "usage" not in msg or msg.get("model") == "<synthetic>":
+                continue
+            key = f"{msg.get('id')}:{e.get('requestId')}"
+            if key in seen:
+                continue
+            seen.add(key)
+            extracted = genai_prices.extract_usage({"model": msg["model"], "usage": msg["usage"]},
+                                                   provider_id="anthropic")
+            when = datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00"))
+            total += float(genai_prices.calc_price(extracted.usage, msg["model"], provider_id="anthropic",
+                                                   genai_request_timestamp=when).total_price)
+    return total, len(seen)
+
+
+def test_a_session_costs_what_its_transcript_says(e2e: E2E) -> None:
+    e2e.server.input_tokens = 1200
+    e2e.server.cache_tokens = (6000, 30000)
+    e2e.server.set_script([[tool_use("Bash", {"command": "echo one", "description": "one"})],
+                           [tool_use("Bash", {"command": "echo two", "description": "two"})],
+                           [text("Both done.")]])
+    run = e2e.run("Run two commands.")
+    assert run.ok, e2e.describe()
+    (row,) = e2e.query("SELECT transcript_path FROM sessions WHERE session_id = ?", run.session_id)
+    usd, messages = expected([Path(row["transcript_path"])])
+    assert messages >= 3 and usd > 0
+    got = json.loads(cli(e2e, "cost", "--session", run.session_id, "--json"))
+    assert got["usd"] == pytest.approx(usd, rel=0.01), (got, usd)
+    assert got["cache_read_input_tokens"] >= 3 * 30000 and got["unpriced_models"] == []
+    assert e2e.errors() == []
+
+
+def test_a_spent_budget_denies_the_next_tool_call(e2e: E2E) -> None:
+    cli(e2e, "task", "create", "T-1", "--budget-usd", "0.0001")
+    e2e.server.input_tokens = 5000
+    e2e.server.set_script([[tool_use("Bash", {"command": "echo first", "description": "first"})],
+                           [tool_use("Bash", {"command": "echo second", "description": "second"})],
+                           [text("Stopped: out of budget.")]])
+    run = e2e.run("Work on the task.", env_extra={"AGENT_HOOKS_TASK_ID": "T-1"})
+    assert run.returncode == 0, e2e.describe()
+    # The first call ran (nothing was spent yet); the second was denied with the budget's reason.
+    denied = e2e.server.requests_containing("task T-1's budget of $0.00 is spent", kind="main")
+    assert denied, e2e.describe()
+    assert "agent-hook task budget T-1 <USD>" in json.dumps(denied[-1].body)
+    rows = e2e.query("SELECT decision, rule FROM tool_calls WHERE session_id = ? ORDER BY id", run.session_id)
+    assert [(r["decision"], r["rule"]) for r in rows] == [("allow", None), ("deny", "budget.task")], rows
+
+
+def test_a_persisting_task_lets_its_worker_go_when_its_budget_is_spent(e2e: E2E) -> None:
+    cli(e2e, "task", "create", "T-1", "--description", "Never finished", "--persist", "--budget-usd", "0.0001")
+    e2e.server.input_tokens = 5000
+    e2e.server.set_script([])  # every main request: "Done."
+    run = e2e.run("Do the never-ending task.", env_extra={"AGENT_HOOKS_TASK_ID": "T-1"})
+    assert run.returncode == 0 and run.result is not None, e2e.describe()
+    t = json.loads(cli(e2e, "task", "show", "T-1", "--json"))
+    assert t["last_bypass"].startswith("bypass spent"), t
+    assert len(e2e.server.messages("main")) <= 2, e2e.describe()
