@@ -87,3 +87,32 @@ def test_a_persisting_task_lets_its_worker_go_when_its_budget_is_spent(e2e: E2E)
     t = json.loads(cli(e2e, "task", "show", "T-1", "--json"))
     assert t["last_bypass"].startswith("bypass spent"), t
     assert len(e2e.server.messages("main")) <= 2, e2e.describe()
+
+
+def _ccusage(e2e: E2E, session_id: str) -> dict[str, Any]:
+    import os
+    import shutil
+
+    exe = os.environ.get("CCUSAGE_BIN") or shutil.which("ccusage")
+    if not exe:
+        pytest.skip("ccusage is not installed (npm install ccusage@17.2.1; CCUSAGE_BIN=<its bin/ccusage>)")
+    env = {**e2e.env(), "CLAUDE_CONFIG_DIR": str(e2e.home / ".claude")}
+    proc = subprocess.run([exe, "session", "--id", session_id, "--json", "--offline", "--mode", "calculate"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5", "claude-sonnet-4-20250514"])
+def test_cost_matches_ccusage(e2e: E2E, model: str) -> None:
+    """The oracle: ccusage's own figure for the session, within 1 % (opt in: ccusage installed)."""
+    e2e.server.model = model
+    e2e.server.input_tokens = 900
+    e2e.server.cache_tokens = (4000, 25000)
+    e2e.server.set_script([[tool_use("Bash", {"command": "echo one", "description": "one"})], [text("Done.")]])
+    run = e2e.run("Run one command.", extra_args=["--model", model])
+    assert run.ok, e2e.describe()
+    theirs = _ccusage(e2e, run.session_id)
+    ours = json.loads(cli(e2e, "cost", "--session", run.session_id, "--json"))
+    print(json.dumps(theirs)[:2000])
+    assert ours["usd"] == pytest.approx(float(theirs["totalCost"]), rel=0.01), (ours, theirs)
