@@ -568,9 +568,10 @@ def m014_cost(db: sqlite_utils.Database) -> None:
     db["cost_messages"].create_index(["at"], if_not_exists=True)
     # How far each transcript (a session's, or a subagent's) has been read.
     db["cost_offsets"].create(
-        {"path": str, "session_id": str, "inode": int, "offset": int, "updated_at": float},
+        {"path": str, "session_id": str, "agent_id": str, "inode": int, "offset": int, "updated_at": float},
         pk="path", not_null=["session_id", "offset"], if_not_exists=True,
     )
+    db["cost_offsets"].create_index(["session_id"], if_not_exists=True)
     # Running totals the budget guard reads in one indexed row each.
     for name, kind in (("cost_usd", float), ("cost_unpriced", int)):
         if name not in db["sessions"].columns_dict:

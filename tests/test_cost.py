@@ -285,3 +285,18 @@ def test_the_command_center_keeps_each_cards_running_cost(tmp_path: Path):
         with pytest.raises(contract.BodyError, match="cost_usd"):
             contract.parse_ingest(json.dumps({"tmux_session": "agent-w", "event": "tool_use", "cost_usd": bad}).encode())
     assert isinstance(conn, sq.Connection)
+
+
+def test_a_subagents_line_written_after_its_stop_is_counted_at_the_parents_stop(hooks_home: Path):
+    main = [assistant("m1", "r1", input_tokens=100, output_tokens=10)]
+    sub = [assistant("s1", "rs1", input_tokens=3000, output_tokens=700)]
+    late = [assistant("s2", "rs2", input_tokens=10, output_tokens=900)]
+    write(tpath("S9"), main)
+    sub_path = tpath("S9").parent / "S9" / "subagents" / "agent-a9.jsonl"
+    write(sub_path, sub)
+    assert run_hook(payload("SubagentStop", "S9", hooks_home, agent_id="a9", agent_transcript_path=str(sub_path),
+                            last_assistant_message="done", stop_hook_active=False)).returncode == 0
+    write(sub_path, late, mode="a")  # the client wrote the subagent's last answer after its SubagentStop
+    assert run_hook(payload("Stop", "S9", hooks_home, stop_hook_active=False,
+                            last_assistant_message="ok")).returncode == 0
+    assert session_cost(hooks_home, "S9")[0] == pytest.approx(expected_usd(main + sub + late), rel=1e-9)

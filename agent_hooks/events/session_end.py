@@ -16,7 +16,7 @@ EVENT = "SessionEnd"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
-    spent = cost.prepare(ctx)
+    spent = cost.prepare(ctx, subagents=True)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.ENDED)
         cost.apply(conn, ctx, spent)

@@ -27,7 +27,7 @@ def handle(ctx: Context) -> Outcome:
     walked = memory.before_stop(ctx)  # stats of the memory directories
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
     seen, failed = _transcript_if_held(ctx)
-    spent = cost.prepare(ctx)  # the turn's usage, from the offset last reached
+    spent = cost.prepare(ctx, subagents=True)  # the turn's usage, from the offset last reached
     with ctx.store.write() as conn:
         if failed:  # logged already; counted here, in the call's own transaction
             record_error(conn, EVENT, "error", failed, p.session_id)

@@ -166,11 +166,11 @@ def record(conn: sqlite3.Connection, batch: Batch, now: float) -> float:
             day = day_of(at)
             days[day] = days.get(day, 0.0) + usd
     conn.execute(
-        "INSERT INTO cost_offsets (path, session_id, inode, offset, updated_at) VALUES (?, ?, ?, ?, ?)"
+        "INSERT INTO cost_offsets (path, session_id, agent_id, inode, offset, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (path) DO UPDATE SET offset = CASE WHEN cost_offsets.inode = excluded.inode"
         " THEN max(cost_offsets.offset, excluded.offset) ELSE excluded.offset END,"
         " inode = excluded.inode, updated_at = excluded.updated_at",
-        (batch.path, batch.session_id, batch.inode, batch.end, now))
+        (batch.path, batch.session_id, batch.agent_id, batch.inode, batch.end, now))
     if not (added_usd or unpriced):
         return 0.0
     # The session's row, if this call is its first (touch fills in the rest in the same transaction).
@@ -191,20 +191,33 @@ def record(conn: sqlite3.Connection, batch: Batch, now: float) -> float:
     return added_usd
 
 
-def prepare(ctx: Context, path: str | None = None,
-            agent_id: str | None = None) -> tuple[Batch | None, str | None]:
+def prepare(ctx: Context, path: str | None = None, agent_id: str | None = None,
+            subagents: bool = False) -> tuple[list[Batch], str | None]:
     """The transcript's new lines for this call, read outside the transaction, and what went wrong.
 
-    On an error (None, message): logged here, counted by :func:`apply` in the call's own
-    transaction (doctor shows it), and the call goes on; the lines are read next time."""
+    ``subagents`` (Stop, SessionEnd): also the session's subagent transcripts read before, whose last
+    lines the client may have written after their SubagentStop. On an error ([], message): logged
+    here, counted by :func:`apply` in the call's own transaction (doctor shows it), and the call goes
+    on; the lines are read next time."""
     if not ctx.config["cost"].get("enabled", True):
-        return None, None
+        return [], None
     p = ctx.payload
     target = path if path is not None else p.transcript_path
-    if not target:
-        return None, None
+    batches: list[Batch] = []
     try:
-        return read_new(ctx.store.conn, target, p.session_id, agent_id, ctx.env, ctx.config, ctx.started), None
+        conn = ctx.store.conn
+        if target:
+            batch = read_new(conn, target, p.session_id, agent_id, ctx.env, ctx.config, ctx.started)
+            if batch is not None:
+                batches.append(batch)
+        if subagents:
+            for sub_path, sub_agent in conn.execute(
+                    "SELECT path, agent_id FROM cost_offsets WHERE session_id = ? AND agent_id IS NOT NULL",
+                    (p.session_id,)).fetchall():
+                batch = read_new(conn, sub_path, p.session_id, sub_agent, ctx.env, ctx.config, ctx.started)
+                if batch is not None:
+                    batches.append(batch)
+        return batches, None
     except Exception as exc:  # noqa: BLE001 - cost never stops the agent nor costs the call its record
         import traceback
 
@@ -212,20 +225,21 @@ def prepare(ctx: Context, path: str | None = None,
 
         message = f"cost: {type(exc).__name__}: {exc}"
         log_error(ctx.paths, p.event, "error", message, p.session_id, traceback.format_exc())
-        return None, message
+        return batches, message
 
 
-def apply(conn: sqlite3.Connection, ctx: Context, prepared: tuple[Batch | None, str | None]) -> None:
+def apply(conn: sqlite3.Connection, ctx: Context, prepared: tuple[list[Batch], str | None]) -> None:
     """Record what :func:`prepare` read, in the call's transaction (isolated: a bad row costs only itself)."""
-    batch, failed = prepared
+    batches, failed = prepared
     if failed:
         from agent_hooks.store import record_error
 
         record_error(conn, ctx.payload.event, "error", failed, ctx.payload.session_id)
-    if batch is not None:
+    if batches:
         from agent_hooks.features.isolate import isolated
 
-        isolated(conn, ctx, "cost", record, conn, batch, ctx.started)
+        for batch in batches:
+            isolated(conn, ctx, "cost", record, conn, batch, ctx.started)
 
 
 def session_usd(conn: sqlite3.Connection, session_id: str) -> tuple[float, int]:

@@ -15,6 +15,7 @@ from model_server import text, tool_use
 
 genai_prices = pytest.importorskip("genai_prices")
 AGENT_HOOK = BIN_DIR / "agent-hook"
+ORACLE_MODEL = "claude-sonnet-4-5"  # ccusage's offline data prices it (a model it lacks, it calls $0)
 
 
 def cli(e2e: E2E, *args: str) -> str:
@@ -89,7 +90,8 @@ def test_a_persisting_task_lets_its_worker_go_when_its_budget_is_spent(e2e: E2E)
     assert len(e2e.server.messages("main")) <= 2, e2e.describe()
 
 
-def _ccusage(e2e: E2E, session_id: str) -> dict[str, Any]:
+def _ccusage_run(e2e: E2E, *args: str) -> dict[str, Any]:
+    """ccusage's JSON answer on this run's transcripts (skips when ccusage is not installed)."""
     import os
     import shutil
 
@@ -97,10 +99,14 @@ def _ccusage(e2e: E2E, session_id: str) -> dict[str, Any]:
     if not exe:
         pytest.skip("ccusage is not installed (npm install ccusage@17.2.1; CCUSAGE_BIN=<its bin/ccusage>)")
     env = {**e2e.env(), "CLAUDE_CONFIG_DIR": str(e2e.home / ".claude")}
-    proc = subprocess.run([exe, "session", "--id", session_id, "--json", "--offline", "--mode", "calculate"],
+    proc = subprocess.run([exe, *args, "--json", "--offline", "--mode", "calculate"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def _ccusage(e2e: E2E, session_id: str) -> dict[str, Any]:
+    return _ccusage_run(e2e, "session", "--id", session_id)
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5", "claude-sonnet-4-20250514"])
@@ -114,5 +120,70 @@ def test_cost_matches_ccusage(e2e: E2E, model: str) -> None:
     assert run.ok, e2e.describe()
     theirs = _ccusage(e2e, run.session_id)
     ours = json.loads(cli(e2e, "cost", "--session", run.session_id, "--json"))
-    print(json.dumps(theirs)[:2000])
     assert ours["usd"] == pytest.approx(float(theirs["totalCost"]), rel=0.01), (ours, theirs)
+
+
+def _subagent(body: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = {t.get("name"): t for t in body.get("tools") or []}
+    name = "Agent" if "Agent" in tools else "Task"
+    args: dict[str, Any] = {"description": "look around", "prompt": "Run echo sub and report.",
+                            "subagent_type": "general-purpose"}
+    # Newer clients run subagents in the background unless told not to; the script needs one order.
+    if "run_in_background" in ((tools[name].get("input_schema") or {}).get("properties") or {}):
+        args["run_in_background"] = False
+    return [tool_use(name, args)]
+
+
+def test_a_subagent_counts_under_its_parent_as_ccusage_counts_it(e2e: E2E) -> None:
+    e2e.server.model = ORACLE_MODEL  # a model ccusage's offline data prices
+    e2e.server.input_tokens = 700
+    e2e.server.cache_tokens = (3000, 12000)
+    e2e.server.set_script([_subagent, [tool_use("Bash", {"command": "echo sub", "description": "sub"})],
+                           [text("subagent done")], [text("Done looking.")]])
+    run = e2e.run("Look around.", extra_args=["--model", ORACLE_MODEL])
+    assert run.ok, e2e.describe()
+    ours = json.loads(cli(e2e, "cost", "--session", run.session_id, "--json"))
+    subs = e2e.query("SELECT count(*) AS n FROM cost_messages WHERE session_id = ? AND agent_id IS NOT NULL",
+                     run.session_id)
+    assert subs[0]["n"] >= 1, e2e.describe()  # the subagent's own transcript was read into its parent
+    # ccusage's `session --id` reads the session's own transcript only: its figure is our main part.
+    (main,) = e2e.query("SELECT sum(usd) AS usd FROM cost_messages WHERE session_id = ? AND agent_id IS NULL",
+                        run.session_id)
+    theirs = _ccusage(e2e, run.session_id)
+    assert main["usd"] == pytest.approx(float(theirs["totalCost"]), rel=0.01), (main, theirs)
+    # ...and the whole, subagent included, is what the data set charges for both transcripts.
+    (row,) = e2e.query("SELECT transcript_path FROM sessions WHERE session_id = ?", run.session_id)
+    path = Path(row["transcript_path"])
+    sub_paths = sorted((path.parent / path.stem / "subagents").glob("*.jsonl"))
+    assert sub_paths, "the client wrote the subagent's transcript beside the session's"
+    assert ours["usd"] == pytest.approx(expected([path, *sub_paths])[0], rel=1e-6)
+    assert ours["usd"] > main["usd"]
+
+
+def test_a_resumed_and_forked_pair_as_ccusage_counts_it(e2e: E2E) -> None:
+    e2e.server.model = ORACLE_MODEL
+    e2e.server.input_tokens = 800
+    e2e.server.cache_tokens = (2000, 15000)
+    e2e.server.set_script([[text("Parent here.")], [text("Resumed here.")], [text("Fork here.")]])
+    model = ["--model", ORACLE_MODEL]
+    parent = e2e.run("Start the parent.", extra_args=model)
+    assert parent.ok, e2e.describe()
+    resumed = e2e.run("Go on.", resume=parent.session_id, extra_args=model)
+    assert resumed.ok, e2e.describe()
+    fork = e2e.run("Continue in a fork.", resume=parent.session_id, extra_args=["--fork-session", *model])
+    assert fork.ok and fork.session_id != parent.session_id, e2e.describe()
+    # A fork's transcript starts with copies of its parent's lines. ccusage's `session --id` reads one
+    # file, so it charges the copies to the fork again; its daily report de-duplicates across files,
+    # as we do: the totals agree, and each copied line is ours once, in the session read first.
+    everything = json.loads(cli(e2e, "cost", "--json"))
+    daily = _ccusage_daily(e2e)
+    assert everything["usd"] == pytest.approx(float(daily["totals"]["totalCost"]), rel=0.01), (everything, daily)
+    ours = json.loads(cli(e2e, "cost", "--session", parent.session_id, "--json"))
+    theirs = _ccusage(e2e, parent.session_id)
+    assert ours["usd"] == pytest.approx(float(theirs["totalCost"]), rel=0.01), (ours, theirs)
+    own = json.loads(cli(e2e, "cost", "--session", fork.session_id, "--json"))
+    assert 0 < own["usd"] < float(_ccusage(e2e, fork.session_id)["totalCost"])
+
+
+def _ccusage_daily(e2e: E2E) -> dict[str, Any]:
+    return _ccusage_run(e2e, "daily")
