@@ -10,7 +10,7 @@ start; a one-hour cache write is priced at its own rate when the model has
 one; ``speed: fast`` selects the fast-mode variant per price key. A test
 checks this arithmetic against ``genai_prices.calc_price`` for every model.
 
-Config ``[cost.prices."MODEL"]`` overrides (or adds) a model's prices, in USD
+Config ``[cost.prices."MODEL"]`` overrides (key by key) or adds a model's prices, in USD
 per million tokens: ``input_mtok``, ``output_mtok``, ``cache_write_mtok``,
 ``cache_write_1h_mtok``, ``cache_read_mtok``. A model matching nothing is
 unpriced (:func:`price` returns None), never $0.
@@ -145,12 +145,11 @@ def price(model: str, usage: dict[str, Any], day: str | None = None, overrides: 
     """USD for one assistant message's ``usage`` by ``model``; None when the model cannot be priced."""
     speed = usage.get("speed") if isinstance(usage.get("speed"), str) else None
     override = _override(model, overrides)
-    if override is not None:
-        prices: dict[str, Any] | None = override
-    else:
-        entry = find_model(model, dataset)
-        prices = _prices_at(entry, day, speed) if entry is not None else None
-    if prices is None:
+    entry = find_model(model, dataset)
+    prices = _prices_at(entry, day, speed) if entry is not None else None
+    if override:  # over the data set's prices, key by key (a model it lacks: the override alone)
+        prices = {**(prices or {}), **override}
+    if not prices:
         return None
     return cost(prices, *tokens(usage))
 
@@ -160,9 +159,15 @@ def _override(model: str, overrides: dict[str, Any] | None) -> dict[str, Any] | 
     if not overrides:
         return None
     if isinstance(overrides.get(model), dict):
-        return overrides[model]
+        return _numbers(overrides[model])
     best = None
     for name, prices in overrides.items():
         if isinstance(prices, dict) and model.startswith(name) and (best is None or len(name) > len(best)):
             best = name
-    return overrides[best] if best is not None else None
+    return _numbers(overrides[best]) if best is not None else None
+
+
+def _numbers(prices: dict[str, Any]) -> dict[str, Any]:
+    """The override's usable prices (config validation names the others)."""
+    return {k: v for k, v in prices.items() if k in PRICE_KEYS and isinstance(v, (int, float))
+            and not isinstance(v, bool) and v == v and v >= 0}

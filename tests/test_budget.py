@@ -109,3 +109,17 @@ def test_a_persisting_task_lets_its_worker_go_once_its_budget_is_spent(hooks_hom
     assert proc.returncode == 0 and proc.stdout.strip() == b""
     last = json.loads(agent_hook("task", "show", "T-4", "--json").stdout)["last_bypass"]
     assert last.startswith("bypass spent: task T-4's budget of $0.00 is spent")
+
+
+def test_malformed_money_settings_are_named_and_never_break_a_tool_call(hooks_home: Path):
+    env = {"AGENT_HOOKS__BUDGETS__AGENTS": json.dumps({"alice": {"daily_usd": "lots"}}), "AGENT_HOOKS_AGENT": "alice",
+           "AGENT_HOOKS__COST__PRICES": json.dumps({"claude-sonnet-4-5": {"input_mtok": "cheap", "outptu_mtok": 1}})}
+    spend("S10", hooks_home, env)
+    assert pre_tool("S10", hooks_home, "ls", env).get("permissionDecision") != "deny"
+    # The model still priced (from the data set, the bad override keys ignored), nothing logged as an error.
+    assert store_rows(hooks_home, "SELECT cost_usd FROM sessions WHERE session_id = 'S10'")[0]["cost_usd"] > 0
+    assert store_rows(hooks_home, "SELECT count(*) AS n FROM errors")[0]["n"] == 0
+    shown = agent_hook("config", env=env, check=False).stderr
+    assert "budgets.agents.alice.daily_usd must be a number >= 0" in shown
+    assert "cost.prices.claude-sonnet-4-5.input_mtok must be a number >= 0" in shown
+    assert "unknown setting cost.prices.claude-sonnet-4-5.outptu_mtok (did you mean output_mtok?)" in shown

@@ -82,3 +82,13 @@ def test_config_override_wins_and_can_price_an_unknown_model() -> None:
     base = pricing.price("claude-opus-4-8", usage)
     over = pricing.price("claude-opus-4-8", usage, overrides={"claude-opus-4-8": {"input_mtok": 1.0, "output_mtok": 1.0}})
     assert over == pytest.approx(1.5) and base != over
+
+
+def test_a_partial_override_keeps_the_data_sets_other_prices() -> None:
+    usage = {"input_tokens": 100_000, "output_tokens": 50_000}  # below every long-context tier
+    base = pricing.price("claude-sonnet-4-5", usage)
+    out = pricing.find_model("claude-sonnet-4-5")["prices"][-1]["prices"]["output_mtok"]
+    out_rate = out["base"] if isinstance(out, dict) else out
+    cheaper = pricing.price("claude-sonnet-4-5", usage, overrides={"claude-sonnet-4-5": {"input_mtok": 0.5}})
+    assert cheaper == pytest.approx(0.5 * 0.1 + out_rate * 0.05) and cheaper < base
+    assert pricing.price("claude-sonnet-4-5", usage, overrides={"claude-sonnet-4-5": {"input_mtok": "x"}}) == base

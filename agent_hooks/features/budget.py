@@ -56,8 +56,10 @@ def read(conn: sqlite3.Connection, session_id: str, config: dict[str, Any], now:
     if float(cfg["session_usd"]) > 0:
         budgets.append(Budget("session", "the session budget (budgets.session_usd)", float(cfg["session_usd"]),
                               float(session_usd), "a higher budgets.session_usd in the agent-hooks configuration"))
-    agent_cfg = (cfg.get("agents") or {}).get(agent) if agent else None
-    agent_daily = float(agent_cfg.get("daily_usd") or 0) if isinstance(agent_cfg, dict) else 0.0
+    agents = cfg.get("agents") if isinstance(cfg.get("agents"), dict) else {}
+    agent_cfg = agents.get(agent) if agent else None
+    # A malformed entry (config validation names it) is no budget, never an error on every tool call.
+    agent_daily = _usd(agent_cfg.get("daily_usd")) if isinstance(agent_cfg, dict) else 0.0
     if float(cfg["daily_usd"]) > 0 or agent_daily > 0:
         from agent_hooks.features.cost import day_of
 
@@ -70,6 +72,12 @@ def read(conn: sqlite3.Connection, session_id: str, config: dict[str, Any], now:
                                   agent_daily, _daily(conn, day, agent),
                                   f"a higher budgets.agents.{agent}.daily_usd in the agent-hooks configuration"))
     return budgets, noticed
+
+
+def _usd(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value > 0:
+        return float(value)
+    return 0.0
 
 
 def _word(text: str) -> str:
