@@ -425,6 +425,28 @@ DEFAULTS: dict[str, Any] = {
         # task / agent / role / host): a matching PreToolUse is held until answered or timed out.
         "gates": [],
     },
+    "cost": {
+        # What sessions cost (features/cost.py, docs/cost.md): PostToolUse, Stop and SubagentStop
+        # price the transcript's new assistant lines from the offset they last reached.
+        "enabled": True,
+        # Prices in USD per million tokens that win over the shipped data set, by model name
+        # (exact, else the longest prefix): {"claude-x" = {input_mtok, output_mtok, cache_write_mtok,
+        # cache_write_1h_mtok, cache_read_mtok}}. A model priced by neither is shown as unpriced.
+        "prices": {},
+        # Bytes of a transcript read per hook call at most; a larger backlog is caught up over calls.
+        "max_read_bytes": 8 * 1024 * 1024,
+    },
+    "budgets": {
+        # Spending guards (features/budget.py): 0 means none. A task's budget is set by
+        # `task create --budget-usd` / `task budget`. PreToolUse denies once one is spent.
+        "session_usd": 0.0,
+        # Today's spend (local days) of this host, all agents together.
+        "daily_usd": 0.0,
+        # Per agent: {"name" = {daily_usd = X}}.
+        "agents": {},
+        # At this share of a budget the agent is told, once per budget, what is left.
+        "notice_pct": 80.0,
+    },
     "handlers": {
         # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
         "enabled": True,
@@ -729,6 +751,7 @@ def validate(config: dict[str, Any]) -> list[str]:
                     f" got {type(value).__name__} {value!r}"
                 )
     problems.extend(_guard_problems(config))
+    problems.extend(money_problems(config))
     if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
         from agent_hooks.features import gates
 
@@ -775,4 +798,33 @@ def _guard_problems(config: dict[str, Any]) -> list[str]:
                         re.compile(str(rule[field]))
                     except re.error as exc:
                         problems.append(f"{where}.{field}: invalid regex ({exc}); the rule is ignored")
+    return problems
+
+
+_PRICE_KEYS = ("input_mtok", "output_mtok", "cache_write_mtok", "cache_write_1h_mtok", "cache_read_mtok")
+
+
+def _usd_ok(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 <= value < INF
+
+
+def money_problems(config: dict[str, Any]) -> list[str]:
+    """[cost.prices.MODEL] and [budgets.agents.NAME]: tables of non-negative numbers."""
+    problems: list[str] = []
+    prices = (config.get("cost") or {}).get("prices") if isinstance(config.get("cost"), dict) else None
+    for model, table in (prices or {}).items() if isinstance(prices, dict) else ():
+        if not isinstance(table, dict):
+            problems.append(f"cost.prices.{model} must be a table of prices per million tokens")
+            continue
+        for key, value in table.items():
+            if key not in _PRICE_KEYS:
+                problems.append(f"unknown setting cost.prices.{model}.{key}{did_you_mean(key, _PRICE_KEYS)}")
+            elif not _usd_ok(value):
+                problems.append(f"cost.prices.{model}.{key} must be a number >= 0, got {value!r}")
+    agents = (config.get("budgets") or {}).get("agents") if isinstance(config.get("budgets"), dict) else None
+    for name, table in (agents or {}).items() if isinstance(agents, dict) else ():
+        if not isinstance(table, dict) or set(table) - {"daily_usd"}:
+            problems.append(f"budgets.agents.{name} must be a table with daily_usd only")
+        elif not _usd_ok(table.get("daily_usd", 0)):
+            problems.append(f"budgets.agents.{name}.daily_usd must be a number >= 0, got {table['daily_usd']!r}")
     return problems

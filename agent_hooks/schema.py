@@ -551,6 +551,44 @@ def m013_board_tmux_commands(db: sqlite_utils.Database) -> None:
             fleet.add_column(name, kind)
 
 
+@migration
+def m014_cost(db: sqlite_utils.Database) -> None:
+    # What sessions cost (features/cost.py, docs/cost.md). One row per priced assistant message,
+    # keyed as ccusage de-duplicates (message id + request id), so a line copied into a resumed or
+    # forked transcript, or read twice, counts once. usd is NULL for a model we cannot price.
+    db["cost_messages"].create(
+        {"key": str, "session_id": str, "agent_id": str, "model": str, "at": float, "input_tokens": int,
+         "output_tokens": int, "cache_creation_input_tokens": int, "cache_1h_input_tokens": int,
+         "cache_read_input_tokens": int, "usd": float},
+        pk="key",
+        not_null=["session_id", "model", "at"],
+        if_not_exists=True,
+    )
+    db["cost_messages"].create_index(["session_id", "at"], if_not_exists=True)
+    db["cost_messages"].create_index(["at"], if_not_exists=True)
+    # How far each transcript (a session's, or a subagent's) has been read.
+    db["cost_offsets"].create(
+        {"path": str, "session_id": str, "agent_id": str, "inode": int, "offset": int, "updated_at": float},
+        pk="path", not_null=["session_id", "offset"], if_not_exists=True,
+    )
+    db["cost_offsets"].create_index(["session_id"], if_not_exists=True)
+    # Running totals the budget guard reads in one indexed row each.
+    for name, kind in (("cost_usd", float), ("cost_unpriced", int)):
+        if name not in db["sessions"].columns_dict:
+            db["sessions"].add_column(name, kind, not_null_default=0)
+    if "cost_noticed" not in db["sessions"].columns_dict:
+        db["sessions"].add_column("cost_noticed", str)
+    for name in ("budget_usd", "spent_usd"):
+        if name not in db["tasks"].columns_dict:
+            db["tasks"].add_column(name, float)
+    # The command center: each card's running cost, as its host's forwarded events carry it.
+    if "fleet_sessions" in db.table_names() and "cost_usd" not in db["fleet_sessions"].columns_dict:
+        db["fleet_sessions"].add_column("cost_usd", float)
+    # Spend per local day: agent "" is the whole host.
+    db["cost_daily"].create({"day": str, "agent": str, "usd": float}, pk=("day", "agent"),
+                            not_null=["usd"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

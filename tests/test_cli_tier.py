@@ -45,6 +45,7 @@ CHANGE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("task", "describe"): ["tier-1", "described"],
     ("task", "progress"): ["tier-1", "half"],
     ("task", "assign"): [SESSION_C, "tier-1"],
+    ("task", "budget"): ["tier-1", "5"],
     ("task", "persist"): ["tier-1", "--max-continuations", "3"],
     ("task", "done"): ["tier-1", "--note", "tier"],
     ("task", "blocked"): ["tier-1", "waiting on a person"],

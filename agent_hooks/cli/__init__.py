@@ -9,6 +9,7 @@ from agent_hooks.cli import (
     approvals,
     basics,
     configure,
+    cost,
     doctor,
     errors,
     helptext,
@@ -34,7 +35,7 @@ def cli() -> None:
 
 
 for module in (basics, configure, status, errors, settings, doctor, identity, memory, summary, tasks, persist, sessions, queue,
-               server, fleet_cli, hooks, approvals):
+               server, fleet_cli, hooks, approvals, cost):
     for command in module.COMMANDS:
         cli.add_command(command)
 helptext.keep_first_sentences(cli)  # `--help` lists whole first sentences, not ones cut at 80 columns

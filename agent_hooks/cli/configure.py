@@ -29,6 +29,8 @@ def effective() -> tuple[dict[str, Any], list[str], dict[str, str]]:
     env = config_mod.env_layer(os.environ, [])
     unknown = [x for part in (layer, env) for x in config_mod.validate(part) if x.startswith("unknown")]
     problems += [x for x in unknown if x not in problems]
+    # Prices and per-agent budgets are tables of numbers: a bad one is named (the hooks ignore it).
+    problems += [x for x in config_mod.money_problems(cfg) if x not in problems]
     if cfg["approvals"].get("gates"):
         from agent_hooks.features import gates
 

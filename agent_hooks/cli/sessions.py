@@ -126,6 +126,11 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
     if data.get("persist_last"):
         click.echo(f"{'persistence':14} {cell(persist_mod.for_person(data['persist_last']), limit=240)}"
                    f" ({data.get('persist_last_at') or '-'})")
+    if data.get("cost_usd") or data.get("cost_unpriced"):
+        from agent_hooks.cli.cost import usd_text
+
+        unpriced = f" ({data['cost_unpriced']} message(s) unpriced)" if data.get("cost_unpriced") else ""
+        click.echo(f"{'cost':14} {usd_text(data['cost_usd'])}{unpriced}")
     if data.get("context_pct") is not None:
         click.echo(f"{'context':14} {data['context_pct']:.0f}% (notice given {data.get('pressure_noticed_at') or '-'})")
     for kind in ("running", "finished"):

@@ -22,7 +22,8 @@ from agent_hooks.features import heartbeat, subagents
 from agent_hooks.features import persist as persist_mod
 
 SESSION_COLUMNS = ("session_id", "state", "tool_calls", "last_seen_at", "cwd", "tmux_session", "agent", "role",
-                   "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last")
+                   "task_id", "compactions", "waiting_on", "waiting_detail", "waiting_since", "persist_last",
+                   "cost_usd", "cost_unpriced")
 # Shown states, in the order the summary line counts them.
 STATES = ("live", "awaiting", "stalled", "ended", "needs_input", "error")
 
@@ -75,6 +76,8 @@ def collect() -> dict[str, Any]:
         # The task's state (open, done, blocked, cancelled) and the continuations it cost.
         state, used = tasks.get(rec["task_id"], (None, 0))
         sessions[-1].update(task_state=state, task_continuations=used)
+        # What the session has cost so far (priced messages), and how many could not be priced.
+        sessions[-1].update(cost_usd=rec["cost_usd"] or 0.0, cost_unpriced=rec["cost_unpriced"] or 0)
     return {"sessions": sessions, "errors": errors["unseen"], "errors_seen_at": iso(errors["seen_at"]),
             "stalled_after_s": stalled_after_s, "spool": spooled}
 
@@ -133,6 +136,10 @@ def _notes(s: dict[str, Any]) -> list[str]:
         notes.append(f"persistence: {cell(persist_mod.for_person(s['persist']), limit=240)}"
                      f" (task {cell(s.get('task_id'))}: {s.get('task_state') or '-'},"
                      f" {s.get('task_continuations', 0)} continuation(s))")
+    if s.get("cost_usd") or s.get("cost_unpriced"):
+        from agent_hooks.cli.cost import usd_text
+
+        notes.append(f"cost: {usd_text(s['cost_usd'], s['cost_unpriced'])}")
     if s.get("subagents_running") or s.get("subagents_finished"):
         notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")
     return notes

@@ -17,6 +17,7 @@ from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural,
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
 from agent_hooks.cli.table import cell
+from agent_hooks.features import cost as cost_mod
 from agent_hooks.features import persist as persist_mod
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
@@ -54,9 +55,11 @@ def task() -> None:
 @click.argument("task_id")
 @click.option("--description", "-d", default=None, help="What the task is.")
 @persist_cli.create_options
+@click.option("--budget-usd", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="What the task may cost: once spent, its sessions' tool calls are denied.")
 @JSON_OPTION
 def create(task_id: str, description: str | None, as_json: bool, persist_on: bool = False,
-           max_continuations: int | None = None) -> None:
+           max_continuations: int | None = None, budget_usd: float | None = None) -> None:
     """Create a task (sessions join it with $AGENT_HOOKS_TASK_ID or `task assign`)."""
     task_id = _task_id(task_id)
     if max_continuations is not None and not persist_on:
@@ -68,8 +71,39 @@ def create(task_id: str, description: str | None, as_json: bool, persist_on: boo
             conn.execute("UPDATE tasks SET description = ? WHERE task_id = ?", (description, task_id))
         if persist_on:
             persist_cli.set_persist(conn, task_id, True, max_continuations)
+        if budget_usd is not None:
+            _set_budget(conn, task_id, budget_usd)
         record = task_record(conn, task_id)
-    _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else ""))
+    budget_text = f" (budget ${budget_usd:.2f})" if budget_usd else ""
+    _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else "") + budget_text)
+
+
+def _set_budget(conn: sqlite3.Connection, task_id: str, usd: float) -> float:
+    """Set (0: remove) a task's budget; its spend is recounted from its sessions' messages."""
+    conn.execute("UPDATE tasks SET budget_usd = ? WHERE task_id = ?", (usd or None, task_id))
+    return cost_mod.refresh_task_spent(conn, task_id)
+
+
+@task.command(name="budget")
+@click.argument("task_id")
+@click.argument("usd", type=click.FloatRange(min=0))
+@JSON_OPTION
+def budget_cmd(task_id: str, usd: float, as_json: bool) -> None:
+    """Set what a task may cost in USD (0 removes the budget); creates the task if needed.
+
+    Once its sessions have spent it, PreToolUse denies their tool calls and a
+    persisting task lets its workers stop. At budgets.notice_pct (80 %) the
+    agent is told what is left.
+    """
+    task_id = _task_id(task_id)
+    with writing() as conn:
+        ensure_task(conn, task_id, time.time())
+        spent = _set_budget(conn, task_id, usd)
+        conn.execute("UPDATE tasks SET updated_at = ? WHERE task_id = ?", (time.time(), task_id))
+        record = task_record(conn, task_id)
+    text = (f"task {task_id}: budget ${usd:.2f}, ${spent:.2f} spent" if usd
+            else f"task {task_id}: no budget (${spent:.2f} spent)")
+    _done(as_json, record, text)
 
 
 def _exists_hint(task_id: str, description: str | None, persist_on: bool, max_continuations: int | None) -> str:
@@ -140,6 +174,7 @@ def assign(session_id: str, task_id: str, as_json: bool) -> None:
                            "instead)") from None
         conn.execute("UPDATE sessions SET task_id = ? WHERE session_id = ?", (task_id, session_id))
         ensure_task(conn, task_id, time.time())
+        cost_mod.refresh_task_spent(conn, task_id)  # what the session spent before counts for its new task
         record = task_record(conn, task_id)
     _done(as_json, record, f"session {session_id}: task {task_id}")
 
@@ -160,6 +195,9 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
     rec["cancelled"] = rec.get("state") == "cancelled"
     if row:
         rec.update(persist_cli.persist_fields(conn, task_id))
+    budget = conn.execute("SELECT budget_usd FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    rec["budget_usd"] = budget[0] if budget else None
+    rec.update(_spend(conn, task_id))
     rec["sessions"] = [
         {"session_id": sid, "state": state, "cancelled": at is not None, "cancel_reason": reason,
          "last_activity_at": iso(seen), "tmux_session": tmux, "agent": agent}
@@ -189,6 +227,8 @@ def show(task_id: str, as_json: bool) -> None:
                 "done_note", "blocked_reason"):
         if data.get(key) is not None or key in ("task_id", "state"):
             click.echo(f"{key:14} {cell(data.get(key), limit=2000)}")
+    if data.get("cost_usd") or data.get("budget_usd"):
+        click.echo(f"{'cost':14} {_money(data)}")
     if data.get("persists"):
         click.echo(f"{'persists':14} yes, continuations {data['continuations']} of {data['max_continuations']}")
     if data.get("last_bypass"):
@@ -196,6 +236,14 @@ def show(task_id: str, as_json: bool) -> None:
     for s in data["sessions"]:
         mark = "  CANCELLED" if s["cancelled"] else ""
         click.echo(f"  session {cell(s['session_id'])}  {cell(s['state'])}  {cell(s['last_activity_at'])}{mark}")
+
+
+def _spend(conn: sqlite3.Connection, task_id: str) -> dict[str, Any]:
+    """{"cost_usd", "unpriced"}: what the task's sessions cost (priced messages), and whether some are unpriced."""
+    usd, unpriced = conn.execute(
+        "SELECT coalesce(sum(m.usd), 0), count(*) - count(m.usd) FROM cost_messages m JOIN sessions s"
+        " ON s.session_id = m.session_id WHERE s.task_id = ?", (task_id,)).fetchone()
+    return {"cost_usd": float(usd), "unpriced": bool(unpriced)}
 
 
 def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
@@ -207,14 +255,14 @@ def list_tasks(conn: sqlite3.Connection, state: str | None, limit: int) -> list[
         " coalesce(t.updated_at, (SELECT max(last_seen_at) FROM sessions s WHERE s.task_id = ids.task_id)) AS upd,"
         " t.cancel_reason,"
         " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id),"
-        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id AND s.state != 'ended')"
+        " (SELECT count(*) FROM sessions s WHERE s.task_id = ids.task_id AND s.state != 'ended'), t.budget_usd"
         " FROM ids LEFT JOIN tasks t ON t.task_id = ids.task_id WHERE (? IS NULL OR coalesce(t.state, 'open') = ?)"
         " ORDER BY upd DESC LIMIT ?",
         (state, state, limit),
     ).fetchall()
     return [{"task_id": r[0], "state": r[1], "cancelled": r[1] == "cancelled", "description": r[2],
              "progress": r[3], "updated_at": iso(r[4]), "cancel_reason": r[5], "sessions": r[6],
-             "sessions_not_ended": r[7]} for r in rows]
+             "sessions_not_ended": r[7], "budget_usd": r[8], **_spend(conn, r[0])} for r in rows]
 
 
 @task.command(name="list")
@@ -236,10 +284,18 @@ def list_cmd(state: str | None, limit: int, as_json: bool) -> None:
     if not tasks:
         click.echo("no tasks recorded" + (f" in state {state}" if state else ""))
         return
-    click.echo(f"{'TASK':24} {'STATE':10} {'SESSIONS':>8}  {'UPDATED':20}  DESCRIPTION")
+    click.echo(f"{'TASK':24} {'STATE':10} {'SESSIONS':>8}  {'COST':>20}  {'UPDATED':20}  DESCRIPTION")
     for t in tasks:
-        click.echo(f"{cell(t['task_id'], 24)} {cell(t['state'], 10)} {t['sessions']:>8}  {cell(t['updated_at'], 20)}"
-                   f"  {cell(one_line(t['description'] or '-', 60))}")
+        click.echo(f"{cell(t['task_id'], 24)} {cell(t['state'], 10)} {t['sessions']:>8}  {_money(t):>20}"
+                   f"  {cell(t['updated_at'], 20)}  {cell(one_line(t['description'] or '-', 60))}")
+
+
+def _money(t: dict[str, Any]) -> str:
+    """'$1.20', '$1.20 of $5.00' with a budget, marked when part of it is unpriced."""
+    from agent_hooks.cli.cost import usd_text
+
+    text = usd_text(t["cost_usd"], t["unpriced"])
+    return f"{text} of ${t['budget_usd']:.2f}" if t.get("budget_usd") else text
 
 
 def _selector_options(fn: Any) -> Any:

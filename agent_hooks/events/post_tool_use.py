@@ -1,11 +1,12 @@
 """PostToolUse: close the call's record with its outcome, duration and output hash;
-tell the model, once, when its context passes persist.context_notice_pct (save progress on the task)."""
+tell the model, once, when its context passes persist.context_notice_pct (save progress on the task);
+add the transcript's new usage to the session's cost."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from agent_hooks.features import persist, sessions, toolcalls
+from agent_hooks.features import cost, persist, sessions, toolcalls
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
@@ -19,9 +20,11 @@ def handle(ctx: Context) -> Outcome:
     p = ctx.payload
     output_hash = toolcalls.output_digest(p, ok=True)
     pressure = _pressure(ctx)  # outside the transaction: it may read the transcript's tail
+    spent = cost.prepare(ctx)  # the transcript's new lines, from the offset last reached
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True, output_hash=output_hash)
+        cost.apply(conn, ctx, spent)
         sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran", p.tool_name)
         if p.tool_name in toolcalls.WRITE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)

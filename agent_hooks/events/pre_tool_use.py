@@ -1,8 +1,8 @@
-"""PreToolUse: cancellation, loop detection, polling limits; record the call with the decision; then user handlers."""
+"""PreToolUse: cancellation, budgets, loop detection, polling limits; record the call with the decision; then user handlers."""
 
 from __future__ import annotations
 
-from agent_hooks.features import cancellation, loops, polling, sessions, toolcalls
+from agent_hooks.features import budget, cancellation, loops, polling, sessions, toolcalls
 from agent_hooks.features.verdict import DENY, Verdict, combine
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -26,6 +26,7 @@ def handle(ctx: Context) -> Outcome:
         verdicts = [None if finishing else cancellation.decide(snap, cfg, p.tool_name, p.tool_input)]
         poll = None if finishing else polling.match(p.tool_name, p.tool_input, input_hash, cfg)
         if verdicts[0] is None and not finishing:  # a cancelled session needs no further reads
+            verdicts.append(budget.guard(conn, p.session_id, cfg, ctx.started))
             if cfg["loops"].get("enabled", True):
                 history = loops.read_history(conn, p.session_id, snap.guards_since_id, int(cfg["loops"]["window"]),
                                              p.get("agent_id"))

@@ -1,8 +1,9 @@
-"""SessionEnd: the session is over (Claude Code gives all SessionEnd hooks 1.5 s)."""
+"""SessionEnd: the session is over (Claude Code gives all SessionEnd hooks 1.5 s); the transcript's
+last lines (a final answer Stop ran before the client wrote) are counted in its cost."""
 
 from __future__ import annotations
 
-from agent_hooks.features import identity, sessions
+from agent_hooks.features import cost, identity, sessions
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -15,8 +16,10 @@ EVENT = "SessionEnd"
 def handle(ctx: Context) -> Outcome:
     out = Outcome()
     p = ctx.payload
+    spent = cost.prepare(ctx, subagents=True)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.ENDED)
+        cost.apply(conn, ctx, spent)
         sessions.log_event(conn, p, ctx.started, p.get("reason"))
         sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "the session ended")
         isolated(conn, ctx, "identity", identity.final_sync, conn, ctx, True)

@@ -3,7 +3,7 @@ unless a bypass applies); otherwise the session now awaits input. Session summar
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, detach, identity, lineage, memory, persist, sessions, summary
+from agent_hooks.features import cleanup, cost, detach, identity, lineage, memory, persist, sessions, summary
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -27,10 +27,12 @@ def handle(ctx: Context) -> Outcome:
     walked = memory.before_stop(ctx)  # stats of the memory directories
     parent = lineage.prepare(ctx.store.conn, p, ctx.env, ctx.config)  # a fork's parent, once
     seen, failed = _transcript_if_held(ctx)
+    spent = cost.prepare(ctx, subagents=True)  # the turn's usage, from the offset last reached
     with ctx.store.write() as conn:
         if failed:  # logged already; counted here, in the call's own transaction
             record_error(conn, EVENT, "error", failed, p.session_id)
         sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the turn ended")
+        cost.apply(conn, ctx, spent)  # before persistence: a task whose budget is now spent lets go
         # A bug or a bad row here lets the worker go (never a block on our own error) and keeps the rest.
         decision = isolated(conn, ctx, "persist", _decide, conn, ctx, seen) if seen is not None else None
         held = decision is not None and decision.hold

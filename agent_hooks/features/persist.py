@@ -9,7 +9,8 @@ can see it), and only the sessions working on it are held.
 Order of the checks (the first that applies wins; each is recorded with its
 reason on the session and the task, and in the session journal):
 
-1. the task is cancelled, done or blocked (or the session itself was cancelled);
+1. the task is cancelled, done or blocked (or the session itself was cancelled), or its money
+   budget (``task budget``) is spent;
 2. ``stop_hook_active`` and this session's chain of holds reached its limit
    (the budget, and always below the client's own ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``);
 3. the task's continuation budget is spent;
@@ -42,7 +43,8 @@ HOLD = "hold"
 CANCELLED, DONE, BLOCKED = "cancelled", "done", "blocked"
 STOP_HOOK_ACTIVE, BUDGET, CONTEXT, INTERRUPT, API_ERROR, STALE, LEAD = (
     "stop_hook_active", "budget", "context", "interrupt", "api_error", "stale", "lead")
-BYPASSES = (CANCELLED, DONE, BLOCKED, STOP_HOOK_ACTIVE, BUDGET, CONTEXT, INTERRUPT, API_ERROR, STALE, LEAD)
+SPENT = "spent"  # the task's money budget (features/budget.py), not its continuation budget
+BYPASSES = (CANCELLED, DONE, BLOCKED, SPENT, STOP_HOOK_ACTIVE, BUDGET, CONTEXT, INTERRUPT, API_ERROR, STALE, LEAD)
 
 CLIENT_CAP_VAR = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
 CLIENT_CAP_DEFAULT = 8
@@ -56,7 +58,8 @@ class Snapshot:
 
     __slots__ = ("session_id", "role", "session_cancelled", "task_id", "task_state", "persist",
                  "max_continuations", "continuations", "description", "progress", "task_updated_at",
-                 "chain", "first_seen_at", "last_tool_at", "last_prompt_at", "waiting_on", "waiting_since")
+                 "chain", "first_seen_at", "last_tool_at", "last_prompt_at", "waiting_on", "waiting_since",
+                 "budget_usd", "spent_usd")
 
     def __init__(self, **values: Any) -> None:
         for name in self.__slots__:
@@ -136,7 +139,8 @@ def read(conn: sqlite3.Connection, session_id: str) -> Snapshot | None:
     row = conn.execute(
         "SELECT s.role, s.cancelled_at, s.task_id, t.state, t.persist, t.max_continuations,"
         " coalesce(t.continuations, 0), t.description, t.progress, t.updated_at, coalesce(s.persist_chain, 0),"
-        " s.first_seen_at, s.waiting_on, s.waiting_since, t.task_id IS NOT NULL"
+        " s.first_seen_at, s.waiting_on, s.waiting_since, t.budget_usd, coalesce(t.spent_usd, 0),"
+        " t.task_id IS NOT NULL"
         " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
         (session_id,),
     ).fetchone()
@@ -152,14 +156,15 @@ def read(conn: sqlite3.Connection, session_id: str) -> Snapshot | None:
         (session_id,),
     ).fetchone()
     (role, s_cancelled, task_id, state, persist, max_cont, used, description, progress, updated_at, chain,
-     first_seen, waiting_on, waiting_since, _) = row
+     first_seen, waiting_on, waiting_since, budget_usd, spent_usd, _) = row
     return Snapshot(session_id=session_id, role=role, session_cancelled=s_cancelled is not None, task_id=task_id,
                     task_state=state or "open", persist=persist, max_continuations=max_cont,
                     continuations=int(used), description=description, progress=progress,
                     task_updated_at=updated_at, chain=int(chain), first_seen_at=first_seen,
                     last_tool_at=last_tool[0] if last_tool else None,
                     last_prompt_at=last_prompt[0] if last_prompt else None,
-                    waiting_on=waiting_on, waiting_since=waiting_since)
+                    waiting_on=waiting_on, waiting_since=waiting_since, budget_usd=budget_usd,
+                    spent_usd=spent_usd)
 
 
 def decide(snap: Snapshot, config: dict[str, Any], env: Any, now: float, stop_hook_active: bool,
@@ -180,6 +185,8 @@ def decide(snap: Snapshot, config: dict[str, Any], env: Any, now: float, stop_ho
         return let_go(snap.task_state, f"task {task} is {snap.task_state}")
     if snap.session_cancelled:
         return let_go(CANCELLED, "the session was cancelled")
+    if snap.budget_usd and (snap.spent_usd or 0) >= snap.budget_usd:
+        return let_go(SPENT, f"task {task}'s budget of ${snap.budget_usd:.2f} is spent (${snap.spent_usd:.2f})")
     limit = chain_limit(budget, env)
     if stop_hook_active and chain >= limit:
         return let_go(STOP_HOOK_ACTIVE, f"held {chain} {'time' if chain == 1 else 'times'} in a row, the most"
@@ -237,6 +244,7 @@ def hold_reason(snap: Snapshot, n: int, budget: int) -> str:
 # Why a session was let go, in a person's words (the record keeps the kind for scripts and tests).
 _LET_GO = {CANCELLED: "cancelled", DONE: "the task is done", BLOCKED: "the task is blocked",
            STOP_HOOK_ACTIVE: "held too often in a row", BUDGET: "its budget is spent",
+           SPENT: "its money budget is spent",
            CONTEXT: "its context is nearly full", INTERRUPT: "a person interrupted it",
            API_ERROR: "an API error", STALE: "no progress", LEAD: "a lead's session"}
 

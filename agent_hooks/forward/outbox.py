@@ -107,6 +107,10 @@ def _queue(conn: sqlite3.Connection, ctx: Any, event: str) -> str | None:
     body = eventmap.build_body(ctx.payload, event, ctx.env, ctx.config, tmux)
     if body is None:
         return None
+    # The session's running cost (features/cost.py), so the command center can sum the fleet.
+    row = conn.execute("SELECT cost_usd FROM sessions WHERE session_id = ?", (ctx.payload.session_id,)).fetchone()
+    if row is not None and row[0]:
+        body["cost_usd"] = round(float(row[0]), 6)
     key = body.get("tmux_session") or ctx.payload.session_id
     return enqueue(conn, key, ctx.payload.event, event, body, ctx.started,
                    float(ctx.config["forward"]["heartbeat_interval_s"]))

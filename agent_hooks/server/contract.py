@@ -113,6 +113,7 @@ class IngestBody:
     tmux_session: str | None
     metadata: str | None
     agent_type: str
+    cost_usd: float | None = None  # the session's running cost, as its host counted it
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,19 @@ def parse_ingest(raw: bytes) -> IngestBody:
     if event not in EVENTS:
         raise BodyError(f"unknown event type {event[:64]!r} (one of {', '.join(EVENTS)})")
     sid, tmux = _ids(doc)
-    return IngestBody(event, sid, tmux, _opt_str(doc, "metadata", MAX_METADATA_CHARS, clip=True), _agent_type(doc))
+    return IngestBody(event, sid, tmux, _opt_str(doc, "metadata", MAX_METADATA_CHARS, clip=True), _agent_type(doc),
+                      _cost(doc))
+
+
+def _cost(doc: dict[str, Any]) -> float | None:
+    """The optional ``cost_usd``: a finite number >= 0."""
+    value = doc.get("cost_usd")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0 \
+            or value == float("inf"):
+        raise BodyError(f"cost_usd must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def auto_registration(body: IngestBody) -> str | None:

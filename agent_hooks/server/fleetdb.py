@@ -28,7 +28,7 @@ THIS_HOST = ""  # the host column of this host's own cards
 
 SESSION_COLUMNS = ("id", "host", "local", "session_id", "tmux_session", "agent_type", "label", "prompt",
                    "task_id", "depends_on", "state", "last_event", "metadata", "events", "tool_events",
-                   "cancelled_at", "cancel_reason", "cancel_seq", "created_at", "updated_at")
+                   "cancelled_at", "cancel_reason", "cancel_seq", "created_at", "updated_at", "cost_usd")
 
 
 @dataclass
@@ -205,6 +205,10 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
                       agent_type=body.agent_type, state=contract.RUNNING if how == "agent" else contract.IDLE)
         out.transitions.append(_registered(card, "register", at))
     change = apply(conn, card, body.event, body.metadata, "ingest", at, key)
+    if body.cost_usd is not None:  # a running total: an event delivered late never lowers it
+        conn.execute("UPDATE fleet_sessions SET cost_usd = max(coalesce(cost_usd, 0), ?) WHERE id = ?",
+                     (body.cost_usd, card["id"]))
+        card["cost_usd"] = max(card.get("cost_usd") or 0.0, body.cost_usd)
     out.transitions.append(change)
     out.changed.add(card["id"])
     out.body = {"ok": True, "session": card["id"], "state": card["state"], "ignored": change["ignored"]}

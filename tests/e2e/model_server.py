@@ -150,6 +150,8 @@ class ModelServer:
         # Input tokens every answer reports: the client writes them to the transcript, where
         # hooks read how full the context is (the default is an almost empty context).
         self.input_tokens = 10
+        # Cache tokens a main request reports (cache writes, cache reads), for the cost tests.
+        self.cache_tokens = (0, 0)
         self.set_script(script or [])
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.httpd.daemon_threads = True
@@ -261,22 +263,22 @@ class ModelServer:
             self.requests.append(req)
 
 
-def _usage(output_tokens: int = 1, input_tokens: int = 10) -> dict[str, int]:
+def _usage(output_tokens: int = 1, input_tokens: int = 10, cache: tuple[int, int] = (0, 0)) -> dict[str, int]:
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": cache[0],
+        "cache_read_input_tokens": cache[1],
     }
 
 
 def _sse_events(message_id: str, model: str, blocks: list[Block], stop: str,
-                input_tokens: int = 10) -> list[tuple[str, dict[str, Any]]]:
+                input_tokens: int = 10, cache: tuple[int, int] = (0, 0)) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = [(
         "message_start",
         {"type": "message_start", "message": {
             "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": _usage(input_tokens=input_tokens)}},
+            "stop_reason": None, "stop_sequence": None, "usage": _usage(input_tokens=input_tokens, cache=cache)}},
     )]
     for index, block in enumerate(blocks):
         if block["type"] == "text":
@@ -356,13 +358,14 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             message_id = f"msg_e2e{next(server._ids):06d}"
             model = (body or {}).get("model") or server.model
             tokens = server.input_tokens if req.kind == MAIN else 10
+            cache = server.cache_tokens if req.kind == MAIN else (0, 0)
             if (body or {}).get("stream"):
-                self._stream(_sse_events(message_id, model, blocks, stop, tokens))
+                self._stream(_sse_events(message_id, model, blocks, stop, tokens, cache))
             else:
                 self._send_json(200, {
                     "id": message_id, "type": "message", "role": "assistant", "model": model,
                     "content": blocks, "stop_reason": stop, "stop_sequence": None,
-                    "usage": _usage(5, tokens)})
+                    "usage": _usage(5, tokens, cache)})
 
         def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
             data = b"".join(

@@ -1,0 +1,199 @@
+"""cost, cost daily, cost sessions, cost refresh-prices: what sessions cost, from the store's priced messages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import time
+from typing import Any
+
+import click
+
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store
+from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
+from agent_hooks.cli.table import cell, rcell
+
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+def usd_text(usd: float | None, unpriced: int | bool = 0) -> str:
+    """'$1.23', with a mark when some of it could not be priced ('$1.23 + unpriced')."""
+    if usd is None:
+        return "unpriced"
+    text = f"${usd:,.2f}" if usd >= 0.995 or usd == 0 else f"${usd:.4f}"
+    return text + (" + unpriced" if unpriced else "")
+
+
+def _since(value: str | None) -> float | None:
+    """Local midnight of YYYY-MM-DD (or ccusage's YYYYMMDD)."""
+    if not value:
+        return None
+    for fmt in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return time.mktime(dt.datetime.strptime(value, fmt).timetuple())
+        except ValueError:
+            continue
+    raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)", param_hint="--since")
+
+
+def _where(conn: sqlite3.Connection, session: str | None, task: str | None, agent: str | None,
+           since: float | None) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if session:
+        sid = resolve(conn, SESSIONS, session, "session")
+        # A fork or resume of the session, and its subagents, are under its id already.
+        clauses.append("m.session_id = ?")
+        params.append(sid)
+    if task:
+        tid = resolve(conn, TASKS, task, "task")
+        clauses.append("s.task_id = ?")
+        params.append(tid)
+    if agent:
+        if not conn.execute("SELECT 1 FROM sessions WHERE agent = ? LIMIT 1", (agent,)).fetchone():
+            raise NotFound(f"no agent {agent!r} recorded")
+        clauses.append("s.agent = ?")
+        params.append(agent)
+    if since is not None:
+        clauses.append("m.at >= ?")
+        params.append(since)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def summarize(rows: list[sqlite3.Row | tuple[Any, ...]]) -> dict[str, Any]:
+    """{usd, the four token counts, by_model, unpriced_models} over (model, input, output, write, read, usd) rows."""
+    out: dict[str, Any] = {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "by_model": {}, "unpriced_models": []}
+    for model, inp, outp, write, read, usd in rows:
+        m = out["by_model"].setdefault(model, {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "messages": 0})
+        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read)):
+            m[key] += int(value or 0)
+            out[key] += int(value or 0)
+        m["messages"] += 1
+        if usd is None:
+            m["usd"] = None  # one unpriced message makes the model unpriced: never a partial $ shown as whole
+        elif m["usd"] is not None:
+            m["usd"] += usd
+        if usd is not None:
+            out["usd"] += usd
+    out["unpriced_models"] = sorted(name for name, m in out["by_model"].items() if m["usd"] is None)
+    return out
+
+
+def _messages(conn: sqlite3.Connection, where: str, params: list[Any]) -> list[Any]:
+    return conn.execute(
+        "SELECT m.model, m.input_tokens, m.output_tokens, m.cache_creation_input_tokens, m.cache_read_input_tokens,"
+        f" m.usd FROM cost_messages m LEFT JOIN sessions s ON s.session_id = m.session_id{where}", params).fetchall()
+
+
+def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
+    click.echo(f"{cell(first, 24)} {rcell('input', 11)} {rcell('output', 11)} {rcell('cache write', 12)}"
+               f" {rcell('cache read', 13)} {rcell('USD', 18)}")
+    for name, s in title_rows:
+        counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13))]
+        click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd_text(s['usd'], s.get('unpriced_models')), 18)}")
+
+
+@click.group(invoke_without_command=True)
+@click.option("--session", "session", default=None, help="One session (an id or a unique prefix).")
+@click.option("--task", "task", default=None, help="The sessions of one task.")
+@click.option("--agent", "agent", default=None, help="The sessions of one agent.")
+@click.option("--since", default=None, help="Only usage from this local day on (YYYY-MM-DD).")
+@JSON_OPTION
+@click.pass_context
+def cost(ctx: click.Context, session: str | None, task: str | None, agent: str | None, since: str | None,
+         as_json: bool) -> None:
+    """What sessions cost: tokens and dollars by model, from each transcript's usage.
+
+    Priced from the shipped genai-prices data (`cost refresh-prices`), each
+    message counted once (message id + request id, as ccusage counts). A
+    model without a price is listed as unpriced, never as $0.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    start = _since(since)
+    store = open_store()
+    if store is None:
+        result = summarize([])
+    else:
+        try:
+            where, params = _where(store.conn, session, task, agent, start)
+            result = summarize(_messages(store.conn, where, params))
+        finally:
+            store.close()
+    if as_json:
+        echo_json(result)
+        return
+    rows = [(name, {**m, "unpriced_models": m["usd"] is None}) for name, m in sorted(result["by_model"].items())]
+    _table(rows + [("total", result)], "model")
+
+
+def _grouped(key_sql: str, since: str | None, agent: str | None, order: str) -> list[dict[str, Any]]:
+    store = open_store()
+    if store is None:
+        return []
+    try:
+        where, params = _where(store.conn, None, None, agent, _since(since))
+        rows = store.conn.execute(
+            f"SELECT {key_sql} AS k, m.model, m.input_tokens, m.output_tokens, m.cache_creation_input_tokens,"
+            f" m.cache_read_input_tokens, m.usd, m.at, s.agent, s.task_id FROM cost_messages m"
+            f" LEFT JOIN sessions s ON s.session_id = m.session_id{where}", params).fetchall()
+    finally:
+        store.close()
+    groups: dict[str, dict[str, Any]] = {}
+    for k, *vals in rows:
+        g = groups.setdefault(k, {"key": k, "rows": [], "first": vals[6], "last": vals[6], "agent": vals[7],
+                                  "task_id": vals[8]})
+        g["rows"].append(vals[:6])
+        g["first"], g["last"] = min(g["first"], vals[6]), max(g["last"], vals[6])
+    out = []
+    for g in groups.values():
+        s = summarize(g.pop("rows"))
+        out.append({**g, **s, "models": sorted(s["by_model"])})
+    out.sort(key=lambda g: g[order])
+    return out
+
+
+@cost.command(name="daily")
+@click.option("--since", default=None, help="From this local day on (YYYY-MM-DD).")
+@click.option("--agent", default=None, help="One agent's sessions.")
+@JSON_OPTION
+def daily(since: str | None, agent: str | None, as_json: bool) -> None:
+    """Cost per local day, like ccusage's daily report."""
+    days = _grouped("strftime('%Y-%m-%d', m.at, 'unixepoch', 'localtime')", since, agent, "key")
+    if as_json:
+        echo_json([{"date": d["key"], **{k: d[k] for k in ("usd", *TOKEN_KEYS, "models", "unpriced_models")}}
+                   for d in days])
+        return
+    _table([(d["key"], d) for d in days], "day")
+
+
+@cost.command(name="sessions")
+@click.option("--since", default=None, help="From this local day on (YYYY-MM-DD).")
+@click.option("--agent", default=None, help="One agent's sessions.")
+@JSON_OPTION
+def sessions_cmd(since: str | None, agent: str | None, as_json: bool) -> None:
+    """Cost per session (subagents under their parent), newest last, like ccusage's session report."""
+    rows = _grouped("m.session_id", since, agent, "last")
+    if as_json:
+        echo_json([{"session_id": r["key"], "agent": r["agent"], "task_id": r["task_id"],
+                    "last_activity": iso(r["last"]),
+                    **{k: r[k] for k in ("usd", *TOKEN_KEYS, "models", "unpriced_models")}} for r in rows])
+        return
+    _table([(r["key"], r) for r in rows], "session")
+
+
+@cost.command(name="refresh-prices")
+def refresh_prices() -> None:
+    """Rewrite the shipped prices from the installed genai-prices (after `pip install -U genai-prices`)."""
+    try:
+        from agent_hooks import pricing_extract
+    except ImportError as exc:  # pragma: no cover - the module imports genai_prices lazily
+        raise click.ClickException(str(exc)) from None
+    try:
+        result = pricing_extract.write()
+    except ImportError:
+        raise click.ClickException("genai-prices is not installed: pip install 'agent-hooks[prices]'") from None
+    click.echo(f"wrote {len(result['models'])} models from {result['source']}")
+
+
+COMMANDS = [cost]
