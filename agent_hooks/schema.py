@@ -589,6 +589,15 @@ def m014_cost(db: sqlite_utils.Database) -> None:
                             not_null=["usd"], if_not_exists=True)
 
 
+@migration
+def m015_cost_samples(db: sqlite_utils.Database) -> None:
+    # The board's burn rate and cost chart for another host's card: its running cost at each event
+    # that raised it (a local card reads its own cost_messages instead).
+    db["fleet_cost_samples"].create({"fleet_id": str, "at": float, "usd": float},
+                                    not_null=["fleet_id", "at", "usd"], if_not_exists=True)
+    db["fleet_cost_samples"].create_index(["fleet_id", "at"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -15,7 +15,7 @@ from typing import Any
 from agent_hooks.features import heartbeat, transcript
 from agent_hooks.features import persist as persist_mod
 from agent_hooks.output import one_line
-from agent_hooks.server import contract
+from agent_hooks.server import burn, contract
 
 _CARD_SQL = """
 SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.label, f.task_id, f.state,
@@ -28,7 +28,8 @@ SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.labe
                                    FROM tool_calls c WHERE c.session_id = f.id ORDER BY c.id DESC LIMIT 1) END,
        h.applied_seq,
        s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations,
-       s.persist_last, s.tmux_pane, f.details
+       s.persist_last, s.tmux_pane, f.details,
+       coalesce(s.cost_usd, f.cost_usd), t.budget_usd, t.spent_usd
 FROM fleet_sessions f
 LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
 LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
@@ -97,14 +98,14 @@ def _persist(t_state: str | None, t_persist: int | None, used: int | None, budge
             "let_go": let_go}
 
 
-def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
+def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
           config: dict[str, Any]) -> dict[str, Any]:
     (fid, host, local, session_id, tmux, agent_type, label, f_task, state, last_event, metadata, tool_events,
      f_cancel_at, f_cancel_reason, cancel_seq, created_at, updated_at,
      agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
      first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq,
      waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max, persist_last, tmux_pane,
-     details_raw) = row
+     details_raw, cost_total, t_budget, t_spent) = row
     local = bool(local)
     rep = {} if local else _details(details_raw)
     task_id = s_task or f_task
@@ -193,6 +194,9 @@ def _card(row: tuple[Any, ...], own_host: str, now: float, stalled_after: float,
         "waiting_detail": waiting_detail,
         "waiting_since": waiting_since,
         "persist": _persist(t_state, t_persist, t_continuations, t_max, config, persist_last),
+        # Dollars, $/h over the last 10 minutes, today's spend, and the budget counted against.
+        "cost": burn.card_cost(conn, fid, local, cost_total, now, t_budget, t_spent,
+                               float(config["budgets"]["session_usd"] or 0.0)),
         "badges": {
             "cancelled": cancelled,
             "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),
@@ -218,7 +222,7 @@ def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: 
         limit = int(config["board"]["max_sessions"])
         rows = conn.execute(_CARD_SQL + " ORDER BY max(f.updated_at, coalesce(s.last_seen_at, 0)) DESC LIMIT ?",
                             (limit,)).fetchall()
-    return {row[0]: _card(row, own_host, now, stalled_after, config) for row in rows}
+    return {row[0]: _card(conn, row, own_host, now, stalled_after, config) for row in rows}
 
 
 # -- a session's page ----------------------------------------------------------
@@ -269,7 +273,8 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
         return None
     limit = int(config["board"]["recent_tool_calls"])
     out: dict[str, Any] = {"card": card, "tool_calls": [], "task": None, "last_message": None, "usage": None,
-                           "summary": None, "events": [], "prompt": None, "transcript": None, "approvals": []}
+                           "summary": None, "events": [], "prompt": None, "transcript": None, "approvals": [],
+                           "cost_series": burn.chart(burn.samples(conn, card_id, card["local"]))}
     from agent_hooks.features import approvals
 
     # Every request held for a person, with its answer (docs/approvals.md); by session id, so a

@@ -208,6 +208,10 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     if body.cost_usd is not None:  # a running total: an event delivered late never lowers it
         conn.execute("UPDATE fleet_sessions SET cost_usd = max(coalesce(cost_usd, 0), ?) WHERE id = ?",
                      (body.cost_usd, card["id"]))
+        if card.get("cost_usd") is None or body.cost_usd > card["cost_usd"]:
+            # A sample only when the total rose: the board's burn rate and cost chart read these.
+            conn.execute("INSERT INTO fleet_cost_samples (fleet_id, at, usd) VALUES (?, ?, ?)",
+                         (card["id"], at, body.cost_usd))
         card["cost_usd"] = max(card.get("cost_usd") or 0.0, body.cost_usd)
     out.transitions.append(change)
     out.changed.add(card["id"])
@@ -253,6 +257,7 @@ def delete(conn: sqlite3.Connection, card_id: str) -> Outcome:
     if conn.execute("DELETE FROM fleet_sessions WHERE id = ?", (card_id,)).rowcount == 0:
         return Outcome(404, {"error": f"no session {card_id!r}"})
     conn.execute("DELETE FROM fleet_events WHERE fleet_id = ?", (card_id,))
+    conn.execute("DELETE FROM fleet_cost_samples WHERE fleet_id = ?", (card_id,))
     out = Outcome(200, {"ok": True, "deleted": card_id})
     out.removed.add(card_id)
     return out

@@ -126,6 +126,61 @@ function persistText(card) {
   return p.let_go ? `${held} · allowed to stop: ${p.let_go}` : held;
 }
 
+// Dollars as people read them: cents, and a tenth of a cent below a dollar.
+function usd(x) {
+  const v = Number(x) || 0;
+  return v < 1 && v > 0 ? `$${v.toFixed(3)}` : `$${v.toFixed(2)}`;
+}
+
+// A card's cost, burn rate ($/h over the last 10 minutes) and budget; marked at 80 % of the budget.
+function costLine(card) {
+  const c = card.cost;
+  if (!c) return null;
+  const budget = c.budget_usd
+    ? el("span", {class: "budget", title: `${c.budget_of} budget: spent of it`},
+        `${c.budget_of} ${usd(c.spent_usd)} of ${usd(c.budget_usd)} (${Math.round(c.budget_pct)}%)`)
+    : null;
+  return el("div", {class: "cost" + (c.near ? " near" : ""), title: "cost · burn rate over the last 10 minutes"},
+    el("span", {class: "usd"}, usd(c.usd)),
+    el("span", {class: "burn"}, `${usd(c.burn_usd_h)}/h`),
+    budget,
+    c.near ? el("span", {class: "badge near-budget"}, c.budget_pct >= 100 ? "budget spent" : "≥80% of budget") : null);
+}
+
+// The header's total: what the cards on the board spent today.
+function renderSpend() {
+  let today = 0;
+  for (const c of board.cards.values()) today += (c.cost && c.cost.today_usd) || 0;
+  document.getElementById("spend-today").textContent = usd(today);
+}
+
+// The session page's cost over time: an inline SVG (no library), one point per sample.
+function costChart(series) {
+  const NS = "http://www.w3.org/2000/svg", W = 360, H = 90, P = 4;
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "cost-chart");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("role", "img");
+  const t0 = series[0][0], t1 = series[series.length - 1][0], top = series[series.length - 1][1] || 1;
+  const x = (t) => P + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - 2 * P);
+  const y = (u) => H - P - (u / top) * (H - 2 * P);
+  const line = document.createElementNS(NS, "polyline");
+  line.setAttribute("points", series.map(([t, u]) => `${x(t).toFixed(1)},${y(u).toFixed(1)}`).join(" "));
+  svg.append(line);
+  for (const [t, u] of series) {
+    const dot = document.createElementNS(NS, "circle");
+    dot.setAttribute("cx", x(t).toFixed(1)); dot.setAttribute("cy", y(u).toFixed(1)); dot.setAttribute("r", "2");
+    const tip = document.createElementNS(NS, "title");
+    tip.textContent = `${clock(t)} ${usd(u)}`;
+    dot.append(tip);
+    svg.append(dot);
+  }
+  const label = document.createElementNS(NS, "title");
+  label.textContent = `cost from ${clock(t0)} to ${clock(t1)}: ${usd(top)}`;
+  svg.prepend(label);
+  return svg;
+}
+
 function cardNode(card) {
   const b = card.badges || {};
   const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
@@ -148,7 +203,7 @@ function cardNode(card) {
     ? el("span", {class: "chip contract", title: "the command center's (contract) state; the column follows this host's own state"},
         `contract: ${card.state}`)
     : null;
-  const node = el("article", {class: "card", draggable: "true", tabindex: "0", data: {id: card.id, state: card.state},
+  const node = el("article", {class: "card" + (card.cost && card.cost.near ? " near-budget" : ""), draggable: "true", tabindex: "0", data: {id: card.id, state: card.state},
                               style: `--c: var(--${card.state})`, title: "open the session"},
     el("div", {class: "row1"}, el("span", {class: "label"}, card.label), el("span", {class: "chip host"}, card.host)),
     el("div", {class: "who"}, who || card.agent_type || ""),
@@ -156,6 +211,7 @@ function cardNode(card) {
     card.persist ? el("div", {class: `persist ${card.task_state}`, title: "task state · continuations used of the budget"},
                       persistText(card)) : null,
     tool,
+    costLine(card),
     el("div", {class: "foot"},
       el("span", {class: "calls", title: "tool calls"}, `${card.tool_calls} tool call${card.tool_calls === 1 ? "" : "s"}`),
       el("span", {}, "·"),
@@ -228,6 +284,7 @@ function render() {
     }
   }
   renderFilters();
+  renderSpend();
   if (board.open && board.cards.has(board.open)) refreshPanelHead(board.cards.get(board.open));
 }
 
@@ -380,6 +437,14 @@ async function loadPanel(id) {
   else task.append(el("span", {class: "none"}, "no task"));
   const last = document.getElementById("p-last");
   last.textContent = d.last_message || (d.card.local ? "(nothing yet)" : `(other host: last event ${d.card.last_event || "-"}${d.card.metadata ? " — " + d.card.metadata : ""})`);
+  const cost = document.getElementById("p-cost");
+  cost.textContent = "";
+  const c = d.card.cost || {};
+  cost.append(kv([["cost", usd(c.usd)], ["burn rate", `${usd(c.burn_usd_h)}/h over the last 10 minutes`],
+                  ["today", usd(c.today_usd)],
+                  ["budget", c.budget_usd ? `${c.budget_of}: ${usd(c.spent_usd)} of ${usd(c.budget_usd)} (${c.budget_pct}%)` : null]]));
+  if ((d.cost_series || []).length) cost.append(costChart(d.cost_series));
+  else cost.append(el("span", {class: "none"}, "no cost recorded yet"));
   const usage = document.getElementById("p-usage");
   usage.textContent = "";
   if (d.usage) {
