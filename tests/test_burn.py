@@ -59,3 +59,41 @@ def test_card_cost_marks_80_percent_of_a_task_budget(tmp_path: Path) -> None:
     assert session["budget_of"] == "session" and session["near"] is False and session["budget_pct"] == 40.0
     none = burn.card_cost(conn, "c", False, 0.8, NOW, None, None, 0.0)
     assert none["budget_usd"] is None and none["near"] is False
+
+
+def test_a_local_cards_burn_rate_reads_its_priced_messages(hooks_home: Path) -> None:
+    """A local session priced through the installed PostToolUse hook: its card's dollars are the session's,
+    and the burn rate counts only the message of the last 10 minutes."""
+    import json
+    import os
+    import time
+
+    from helpers import run_hook, store_rows
+
+    now = time.time()
+
+    def stamp(at: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(at))
+
+    def line(mid: str, at: float, out: int) -> dict[str, object]:
+        return {"type": "assistant", "requestId": f"r-{mid}", "timestamp": stamp(at), "uuid": f"u-{mid}",
+                "message": {"id": mid, "model": "claude-sonnet-4-5", "role": "assistant", "content": [],
+                            "usage": {"input_tokens": 100, "output_tokens": out,
+                                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
+
+    sid = "burn-local"
+    path = Path(os.environ["HOME"]) / ".claude" / "projects" / "-work" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(line("m1", now - 1800, 20000)) + "\n" + json.dumps(line("m2", now - 120, 5000)) + "\n")
+    proc = run_hook({"session_id": sid, "hook_event_name": "PostToolUse", "cwd": str(hooks_home.parent),
+                     "transcript_path": str(path), "tool_name": "Bash", "tool_input": {"command": "ls"},
+                     "tool_use_id": "t1", "tool_response": {"stdout": ""}})
+    assert proc.returncode == 0, proc.stderr
+    rows = store_rows(hooks_home, "SELECT at, usd FROM cost_messages WHERE session_id = ? ORDER BY at", (sid,))
+    assert len(rows) == 2 and all(r["usd"] > 0 for r in rows)
+    total = store_rows(hooks_home, "SELECT cost_usd FROM sessions WHERE session_id = ?", (sid,))[0]["cost_usd"]
+    conn = sqlite3.connect(hooks_home / "store.db")
+    cost = burn.card_cost(conn, sid, True, total, now, None, None, 0.0)
+    assert abs(cost["usd"] - total) < 1e-6
+    assert abs(cost["burn_usd_h"] - rows[1]["usd"] * 6) < 1e-5
+    assert burn.chart(burn.samples(conn, sid, True))[-1][1] == round(total, 6)
