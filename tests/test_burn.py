@@ -97,3 +97,18 @@ def test_a_local_cards_burn_rate_reads_its_priced_messages(hooks_home: Path) -> 
     assert abs(cost["usd"] - total) < 1e-6
     assert abs(cost["burn_usd_h"] - rows[1]["usd"] * 6) < 1e-5
     assert burn.chart(burn.samples(conn, sid, True))[-1][1] == round(total, 6)
+
+
+def test_samples_since_give_the_same_window_as_the_whole_series(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "s.db")
+    conn.execute("CREATE TABLE cost_messages (session_id TEXT, at REAL, usd REAL)")
+    conn.execute("CREATE TABLE fleet_cost_samples (fleet_id TEXT, at REAL, usd REAL)")
+    conn.executemany("INSERT INTO cost_messages VALUES ('s', ?, ?)",
+                     [(NOW - 5000, 2.0), (NOW - 700, 0.5), (NOW - 100, None), (NOW - 50, 0.25)])
+    conn.executemany("INSERT INTO fleet_cost_samples VALUES ('f', ?, ?)",
+                     [(NOW - 5000, 3.0), (NOW - 700, 3.5), (NOW - 50, 3.75)])
+    for cid, local in (("s", True), ("f", False)):
+        whole, cut = burn.samples(conn, cid, local), burn.samples(conn, cid, local, NOW - 600)
+        assert len(cut) == 2 and cut[-1] == whole[-1]
+        assert burn.burn_rate(cut, NOW, local) == burn.burn_rate(whole, NOW, local) == 0.25 * 6
+    assert burn.samples(conn, "s", True)[-1] == (NOW - 50, 2.75)

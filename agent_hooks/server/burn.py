@@ -46,18 +46,37 @@ def day_start(now: float) -> float:
     return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
 
 
-def samples(conn: sqlite3.Connection, card_id: str, local: bool) -> list[tuple[float, float]]:
+def samples(conn: sqlite3.Connection, card_id: str, local: bool,
+            since: float | None = None) -> list[tuple[float, float]]:
     """A card's cost samples, oldest first: a local session's priced messages summed as they came, or
-    the totals another host's events carried."""
+    the totals another host's events carried. With ``since``, only what a window from then needs: the
+    total before it as one sample, then each sample after (a card is rebuilt on every event, and a long
+    session has thousands of messages)."""
+    out: list[tuple[float, float]] = []
     if local:
-        out, total = [], 0.0
+        total = 0.0
+        cond, args = "", (card_id,)
+        if since is not None:
+            before = conn.execute("SELECT max(at), sum(usd) FROM cost_messages WHERE session_id = ? AND at < ?"
+                                  " AND usd IS NOT NULL", (card_id, since)).fetchone()
+            if before[0] is not None:
+                total = float(before[1] or 0.0)
+                out.append((float(before[0]), total))
+            cond, args = " AND at >= ?", (card_id, since)
         for at, usd in conn.execute("SELECT at, usd FROM cost_messages WHERE session_id = ? AND usd IS NOT NULL"
-                                    " ORDER BY at, rowid", (card_id,)):
+                                    + cond + " ORDER BY at, rowid", args):
             total += usd
             out.append((float(at), total))
         return out
-    return [(float(a), float(u)) for a, u in conn.execute(
-        "SELECT at, usd FROM fleet_cost_samples WHERE fleet_id = ? ORDER BY at, rowid", (card_id,))]
+    cond, args = "", (card_id,)
+    if since is not None:
+        out += [(float(a), float(u)) for a, u in conn.execute(
+            "SELECT at, usd FROM fleet_cost_samples WHERE fleet_id = ? AND at < ? ORDER BY at DESC, rowid DESC"
+            " LIMIT 1", (card_id, since))]
+        cond, args = " AND at >= ?", (card_id, since)
+    out += [(float(a), float(u)) for a, u in conn.execute(
+        "SELECT at, usd FROM fleet_cost_samples WHERE fleet_id = ?" + cond + " ORDER BY at, rowid", args)]
+    return out
 
 
 def chart(series: list[tuple[float, float]], limit: int = CHART_POINTS) -> list[list[float]]:
@@ -73,7 +92,8 @@ def card_cost(conn: sqlite3.Connection, card_id: str, local: bool, total: float 
               budget: float | None, spent: float | None, session_budget: float) -> dict[str, Any]:
     """The card's ``cost``: total, burn rate, today's spend, and the budget it counts against (the task's
     if it has one, else [budgets] session_usd) with the share used; ``near`` at 80 % or more."""
-    series = samples(conn, card_id, local)
+    since = min(day_start(now), now - BURN_WINDOW_S)
+    series = samples(conn, card_id, local, since)
     usd = max(float(total or 0.0), series[-1][1] if series else 0.0)
     out: dict[str, Any] = {"usd": round(usd, 6),
                            "burn_usd_h": round(burn_rate(series, now, local), 6),
