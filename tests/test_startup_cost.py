@@ -1,15 +1,19 @@
-"""`agent-hook` imports the module of the command it runs, not every command's module.
+"""What each process the tests start pays before it does anything.
 
-Importing them all cost about 70 ms of CPU on every call before the command started
-(half of a `status`); the test suite alone makes about a thousand calls.
+`agent-hook` imports the module of the command it runs, not every command's module:
+importing them all cost about 70 ms of CPU on every call before the command started
+(half of a `status`); the fast tier alone makes about a thousand calls. And the
+package's bytecode is compiled before the tests start processes (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from agent_hooks import cli as cli_pkg
 
@@ -47,3 +51,15 @@ def test_help_and_a_misspelt_name_still_see_every_command() -> None:
     assert rc == 0 and {f"agent_hooks.cli.{m}" for m in cli_pkg.MODULES} <= mods
     proc = subprocess.run([sys.executable, "-m", "agent_hooks", "stauts"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "No such command 'stauts'" in proc.stderr and "'status'" in proc.stderr
+
+
+def test_the_package_bytecode_is_compiled_for_the_subprocesses() -> None:
+    """With PYTHONDONTWRITEBYTECODE set, nothing else writes it, and every console script the
+    tests start would compile the package from source again."""
+    package = Path(__file__).resolve().parent.parent / "agent_hooks"
+    stale = []
+    for source in package.rglob("*.py"):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
+            stale.append(str(source.relative_to(package)))
+    assert stale == [], f"no fresh bytecode for {stale[:5]} ({len(stale)} files)"
