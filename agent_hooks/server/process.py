@@ -358,6 +358,9 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
         out["locked"] = lock_held(paths)
         return out
     stats = fetch(port, "/status") or {}
+    # Read again now that a worker answered: the supervisor writes the file before it forks a
+    # worker, so this copy already counts the restart that brought the answering worker.
+    info = local.read_info(paths) or info
     out.update({k: doc.get(k) for k in ("pid", "worker_pid", "version", "build", "uptime_s", "started")})
     # Workers the supervisor replaced, with their causes (server/supervisor.py writes them).
     if info.get("pid") == doc.get("pid"):
