@@ -143,6 +143,22 @@ def test_a_subagent_transcript_counts_under_its_parent(hooks_home: Path):
     assert [r["agent_id"] for r in rows] == [None, "a1", "a1"]
 
 
+def test_a_subagent_with_no_transcript_file_is_nothing_to_count_not_an_error(hooks_home: Path):
+    """Some clients keep no transcript of a subagent (2.1.197 among them): its SubagentStop names a
+    file that is not there. The parent's own cost stands and no error is logged."""
+    main = [assistant("m1", "r1", input_tokens=100, output_tokens=10)]
+    write(tpath("S5"), main)
+    post_tool("S5", hooks_home)
+    gone = tpath("S5").parent / "S5" / "subagents" / "agent-never-written.jsonl"
+    proc = run_hook(payload("SubagentStop", "S5", hooks_home, agent_id="a2", agent_type="Explore",
+                            agent_transcript_path=str(gone), last_assistant_message="done",
+                            stop_hook_active=False))
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    assert session_cost(hooks_home, "S5")[0] == pytest.approx(expected_usd(main), rel=1e-9)
+    assert not (hooks_home / "logs" / "errors.log").exists() or \
+        "cost" not in (hooks_home / "logs" / "errors.log").read_text()
+
+
 def test_a_fork_does_not_count_its_parents_lines_again(hooks_home: Path):
     parent = [assistant("m1", "r1", input_tokens=500, output_tokens=50),
               assistant("m2", "r2", input_tokens=600, output_tokens=60)]

@@ -104,7 +104,12 @@ def read_new(conn: sqlite3.Connection, path: str, session_id: str, agent_id: str
     if real is None:
         return None
     row = conn.execute("SELECT inode, offset FROM cost_offsets WHERE path = ?", (real,)).fetchone()
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        # Not written yet, or never: a subagent the client keeps no transcript of, a session whose
+        # first line is still to come. Nothing to count is not an error.
+        return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
