@@ -109,7 +109,8 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert doc["hooks"]["PostToolUse"][0] == OTHERS["hooks"]["PostToolUse"][0]
     info = json.loads((state / "server.json").read_text())
     out = sh("--venv", "--no-doctor", "--command").stdout
-    assert "replaced 4 older entries of ours" in out
+    # The three tool events, PermissionRequest (held by the server for an answer) and SessionStart --serve.
+    assert "replaced 5 older entries of ours" in out
     assert json.loads(settings.read_text()) == json.loads(before)
 
     # Uninstall: exactly our entries go, the server stops, then the environment; the store stays.
