@@ -198,3 +198,16 @@ def test_another_uid_on_loopback_needs_the_fleet_token(tmp_path: Path) -> None:
         assert [c["tmux_session"] for c in cards] == ["agent-x"]
     finally:
         a.stop()
+
+
+def test_a_command_center_stops_without_waiting_out_a_hosts_long_poll(
+        hosts: tuple[Center, Center, dict[str, str]]) -> None:
+    """A subscribed host always has a long poll open on the command center. Asked to stop, the
+    center answers it at once (no controls) instead of letting uvicorn wait out its graceful
+    shutdown and then cancel the request."""
+    a, b, _ = hosts
+    _wait_subscribed(b)
+    a.stop()
+    log = (a.home / "logs" / "server.log").read_text()
+    assert "graceful shutdown exceeded" not in log, log[-2000:]
+    assert a.status()["up"] is False

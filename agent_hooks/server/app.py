@@ -208,6 +208,14 @@ class _LoopStore(_ServerStore):
         return _LoopTransaction(self)
 
 
+def stopping(state: Any) -> bool:
+    """True once the server was asked to stop (server/worker.py sets the probe). A request that
+    waits (a held approval, a host's long poll) looks at this, so that it answers within uvicorn's
+    graceful shutdown instead of holding the stop up for its whole wait."""
+    probe = getattr(state, "stopping", None)
+    return bool(probe()) if callable(probe) else False
+
+
 class ServerState:
     """What every route module gets: where the store is, the configuration, the
     process's environment, a thread pool for blocking work, its counters."""

@@ -32,7 +32,7 @@ from agent_hooks import fleet
 from agent_hooks.features import approvals
 from agent_hooks.output import render
 from agent_hooks.server import access, contract, fleet_approvals, fleetdb, peer
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.live import fleet_of
 
@@ -70,12 +70,6 @@ def _conclude(state: ServerState, hold: approvals.Hold, gone: str | None,
               why: str | None = None) -> approvals.Outcome | None:
     store = state.store()
     return approvals.conclude(store.conn, hold, gone=gone, write=store.write, why=why)
-
-
-def stopping(state: ServerState) -> bool:
-    """True once the server was asked to stop (server/process.py sets the probe)."""
-    probe = getattr(state, "stopping", None)
-    return bool(probe()) if callable(probe) else False
 
 
 async def hold(state: ServerState, call: Any, receive: Any) -> None:

@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import __version__, fleet
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, contract, fleetdb, reply
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
 from agent_hooks.server.recovery import StoreUnavailable
@@ -47,6 +47,8 @@ log = logging.getLogger("agent_hooks.server.control")
 MAX_WAIT_S = 30.0
 # How long a reply to another host's session waits for that host to say it was typed.
 REPLY_WAIT_S = 5.0
+# How often a long poll looks whether the server is stopping (it then answers with no controls).
+STOP_CHECK_S = 0.25
 
 # -- the store side: the same marks `agent-hook cancel` writes ---------------------
 
@@ -394,12 +396,17 @@ def routes(state: ServerState) -> list[BaseRoute]:
                 remaining = deadline - time.monotonic()
                 if found or remaining <= 0:
                     return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
-                try:
-                    await asyncio.wait_for(woken.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
+                # In slices, so a server asked to stop answers now rather than at its grace's end.
+                while remaining > 0 and not stopping(state):
+                    try:
+                        await asyncio.wait_for(woken.wait(), min(remaining, STOP_CHECK_S))
+                        break
+                    except asyncio.TimeoutError:
+                        remaining = deadline - time.monotonic()
             finally:
                 hub.control_waiters.discard(woken)
+            if stopping(state):
+                return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": []})
             if await request.is_disconnected():
                 return Response(status_code=204)
 
