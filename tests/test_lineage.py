@@ -51,6 +51,23 @@ def test_fork_marked_at_session_start_and_parent_recorded_at_stop(hooks_home: Pa
     assert error_log(hooks_home) == []
 
 
+def test_parent_recorded_at_session_end_when_stop_came_before_the_transcript(hooks_home: Path, tmp_path: Path) -> None:
+    """The client can write a short fork's transcript after its Stop hook too: SessionEnd reads it then."""
+    payload, transcript = fork_payload(Path(os.environ["HOME"]), tmp_path)
+    assert run_exe("agent-hook-session-start", payload).returncode == 0
+    stop = {"session_id": FORK, "transcript_path": str(transcript), "cwd": str(tmp_path), "hook_event_name": "Stop",
+            "stop_hook_active": False, "last_assistant_message": "Fork here."}
+    assert run_exe("agent-hook-stop", stop).returncode == 0
+    assert session(hooks_home, FORK)["parent_session_id"] is None  # nothing to read yet
+    write_transcript(transcript)
+    end = {"session_id": FORK, "transcript_path": str(transcript), "cwd": str(tmp_path),
+           "hook_event_name": "SessionEnd", "reason": "other"}
+    proc = run_exe("agent-hook-session-end", end)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    assert session(hooks_home, FORK)["parent_session_id"] == PARENT
+    assert error_log(hooks_home) == []
+
+
 def test_transcript_already_there_at_session_start(hooks_home: Path, tmp_path: Path) -> None:
     payload, transcript = fork_payload(Path(os.environ["HOME"]), tmp_path)
     write_transcript(transcript)
