@@ -5,8 +5,9 @@ Claude Code (2.1.214 and later) starts a fork (``--resume ID --fork-session``,
 in the payload (2.1.330). The fork's transcript copies the parent's records,
 and its assistant records keep the id of the session that made the request in
 ``requestSessionId``: the parent. The transcript is written with the fork's
-first turn, after SessionStart, so SessionStart marks the session as a fork and
-tries; the first Stop that finds the transcript records the parent.
+first turn, after SessionStart (and for a short fork sometimes after its Stop), so
+SessionStart marks the session as a fork and tries; the first Stop or SessionEnd that
+finds the transcript records the parent.
 """
 
 from __future__ import annotations
