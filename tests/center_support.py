@@ -108,3 +108,27 @@ def chromium_page(sync_api: Any, width: int, height: int) -> Iterator[Any]:
             yield browser.new_page(viewport={"width": width, "height": height})
         finally:
             browser.close()
+
+
+@contextmanager
+def two_hosts(tmp_path: Path, forward: dict[str, str] | None = None,
+              hook_env: dict[str, str] | None = None) -> Iterator[tuple["Center", "Center", dict[str, str]]]:
+    """Host A, a command center, and host B, whose hooks forward to A and whose server subscribes to
+    A's controls; ``forward`` adds to B's settings, ``hook_env`` to the environment B's hooks run in.
+    Yields (a, b, the hooks' environment). B stops first; its drainer exits by itself once idle."""
+    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
+    settings = {
+        "AGENT_HOOKS__FLEET__HOST": "host-b",
+        "AGENT_HOOKS__FORWARD__ENABLED": "true",
+        "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
+        "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
+        "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+        **(forward or {}),
+    }
+    b = Center(tmp_path / "host-b", env=settings)
+    try:
+        b.start()
+        yield a, b, {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], **(hook_env or {}), **settings}
+    finally:
+        b.stop()
+        a.stop()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from center_support import Center
+from center_support import Center, two_hosts
 from helpers import EXECUTABLES, fixture_payload, run_exe
 from test_approvals import QUESTION, Held
 
@@ -25,22 +25,10 @@ PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "ses
 
 @pytest.fixture
 def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
-    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
-    forward = {
-        "AGENT_HOOKS__FLEET__HOST": "host-b",
-        "AGENT_HOOKS__FORWARD__ENABLED": "true",
-        "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
-        "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
-        "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
-        "AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true",  # sessions without tmux get cards on A too
-    }
-    b = Center(tmp_path / "host-b", env=forward).start()
-    hook_env = {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], "TMUX": "", "TMUX_PANE": "", **forward}
-    try:
-        yield a, b, hook_env
-    finally:
-        b.stop()
-        a.stop()
+    # Sessions without tmux get cards on A too.
+    with two_hosts(tmp_path, forward={"AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true"},
+                   hook_env={"TMUX": "", "TMUX_PANE": ""}) as hosts:
+        yield hosts
 
 
 def pending(center: Center) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from center_support import Center
+from center_support import Center, two_hosts
 from helpers import agent_hook, run_hook
 
 
@@ -41,24 +41,10 @@ def decision(proc: subprocess.CompletedProcess[bytes]) -> str | None:
 
 @pytest.fixture
 def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
-    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
-    forward = {
-        "AGENT_HOOKS__FLEET__HOST": "host-b",
-        "AGENT_HOOKS__FORWARD__ENABLED": "true",
-        "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
-        "AGENT_HOOKS__FORWARD__POLL_INTERVAL_S": "0.02",
-        "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
-        "AGENT_HOOKS__FORWARD__BACKOFF_INITIAL_S": "0.1",
-        "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.3",
-        "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
-    }
-    b = Center(tmp_path / "host-b", env=forward).start()
-    hook_env = {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], **forward}
-    try:
-        yield a, b, hook_env
-    finally:
-        b.stop()
-        a.stop()  # B's drainer exits by itself once idle (forward.idle_exit_s)
+    with two_hosts(tmp_path, forward={"AGENT_HOOKS__FORWARD__POLL_INTERVAL_S": "0.02",
+                                      "AGENT_HOOKS__FORWARD__BACKOFF_INITIAL_S": "0.1",
+                                      "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.3"}) as hosts:
+        yield hosts
 
 
 def b_store(b: Center, sql: str, *args: object) -> list[tuple[object, ...]]:

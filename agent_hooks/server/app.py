@@ -216,6 +216,17 @@ def stopping(state: Any) -> bool:
     return bool(probe()) if callable(probe) else False
 
 
+async def cancel_task(task: Any) -> None:
+    """Cancel a background task the lifespan started and wait for it to end, whatever it raises."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):  # noqa: BLE001 - at shutdown, nothing is left to tell
+        pass
+
+
 class ServerState:
     """What every route module gets: where the store is, the configuration, the
     process's environment, a thread pool for blocking work, its counters."""

@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import __version__, fleet
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, contract, fleetdb, reply
-from agent_hooks.server.app import ServerState, stopping
+from agent_hooks.server.app import ServerState, cancel_task, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
 from agent_hooks.server.recovery import StoreUnavailable
@@ -572,9 +572,5 @@ async def startup(state: ServerState) -> None:
 
 async def shutdown(state: ServerState) -> None:
     sub = getattr(state, "subscriber", None)
-    if sub is not None and sub.task is not None:
-        sub.task.cancel()
-        try:
-            await sub.task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001
-            pass
+    if sub is not None:
+        await cancel_task(sub.task)

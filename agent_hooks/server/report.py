@@ -36,7 +36,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
 from agent_hooks.server import access, contract, fleetdb
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, cancel_task
 from agent_hooks.server.body import read
 from agent_hooks.server.control import subscription_target
 from agent_hooks.server.live import Fleet, fleet_of
@@ -299,9 +299,5 @@ async def startup(state: ServerState) -> None:
 
 async def shutdown(state: ServerState) -> None:
     rep = getattr(state, "reporter", None)
-    if rep is not None and rep.task is not None:
-        rep.task.cancel()
-        try:
-            await rep.task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001
-            pass
+    if rep is not None:
+        await cancel_task(rep.task)
