@@ -133,10 +133,7 @@ def run(event: str, handler: Handler, env: Any = None, fast_exit: bool = True) -
              + ("the tool call is denied (guards.fail_closed)" if closed else "the agent carries on"))
         log_error(Paths(env), event, "error", f"{type(exc).__name__}: {exc}", None, traceback.format_exc())
         if closed:
-            try:
-                emit(closed)
-            except (OSError, ValueError):
-                pass
+            _emit_quietly(closed)
         if fast_exit:
             _exit_now()
         return 0
@@ -148,8 +145,6 @@ def _fail_closed_text(env: Any, event: str, why: str) -> str | None:
     if event != "PreToolUse":
         return None
     try:
-        from agent_hooks.dispatch import fail_closed_answer
-
         config, _problems = config_mod.load_lenient(Paths(env), env)
         return fail_closed_answer(config, event, why)
     except Exception:  # noqa: BLE001 - cannot tell: fail open, as without strict guards
@@ -194,6 +189,14 @@ def _held(paths: Paths, config: dict[str, Any], call: Call) -> str | None:
         log_error(paths, call.event, "error", f"waiting for an approval: {message}",
                   call.session_id, traceback.format_exc(), config)
         return fail_closed_answer(config, call.event, f"waiting for an approval failed: {message}") or call.text
+
+
+def _emit_quietly(text: str) -> None:
+    """A strict guard's deny on the way out; a closed stdout is no one left to tell."""
+    try:
+        emit(text)
+    except (OSError, ValueError):
+        pass
 
 
 def _exit_now() -> None:
@@ -243,10 +246,7 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
                 # Counted only if the store is free at once: the answer is due now.
                 count_error(paths, config, event, "timeout", message, call.session_id, busy_timeout_ms=1)
             if closed:
-                try:
-                    emit(closed)
-                except (OSError, ValueError):
-                    pass
+                _emit_quietly(closed)
             _exit_now()  # the worker may still hold the store: do not wait for it
     if call.hold is not None:
         call.text = _held(paths, config, call)
