@@ -4,8 +4,9 @@ Imported only when ``[openclaw] url`` is set (agent_hooks.server.openclaw starts
 
     gateway -> event connect.challenge
     us      -> req connect {minProtocol 4, maxProtocol 4, client {id "gateway-client", mode "backend"},
-                            role "operator", scopes, auth {token}}
+                            role "operator", scopes, caps ["tool-events"], auth {token}}
     gateway -> res hello-ok                      (then events: agent, exec.approval.requested/resolved, ...)
+    us      -> req sessions.subscribe {}                   tool calls with their input (session.tool)
     us      -> req exec.approval.resolve {id, decision}   an answer from our API or board
     us      -> req chat.abort {sessionKey, runId}         a cancel from our API, board or CLI
 
@@ -176,7 +177,11 @@ class Gateway:
             self.counts["connects"] += 1
             self._set(CONNECTED)
             self.last_error = None
-            await self._read(ws)
+            subscribe = asyncio.create_task(self._subscribe())
+            try:
+                await self._read(ws)
+            finally:
+                await cancel_task(subscribe)
 
     async def _hello(self, ws: Any, token: str) -> None:
         """Wait for connect.challenge, send connect, wait for its answer (hello-ok)."""
@@ -198,7 +203,7 @@ class Gateway:
             "minProtocol": PROTOCOL, "maxProtocol": PROTOCOL,
             "client": {"id": CLIENT_ID, "displayName": "agent-hooks command center", "version": __version__,
                        "platform": sys.platform, "mode": CLIENT_MODE},
-            "role": "operator", "scopes": self.scopes, "caps": [], "auth": {"token": token},
+            "role": "operator", "scopes": self.scopes, "caps": ["tool-events"], "auth": {"token": token},
             "userAgent": f"agent-hooks/{__version__}"}}))
         while True:
             doc = await frame()
@@ -213,6 +218,20 @@ class Gateway:
         auth = hello.get("auth") if isinstance(hello.get("auth"), dict) else {}
         scopes = auth.get("scopes")
         self.granted = [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None
+
+    async def _subscribe(self) -> None:
+        """Ask for the sessions' events too: tool calls then come with their input (session.tool).
+        Without it (an older gateway, a refusal) tool calls show by their title only."""
+        self.mapper.subscribed = False
+        if not self.offers("sessions.subscribe"):
+            return
+        try:
+            result = await self.call("sessions.subscribe", {})
+        except GatewayError as exc:
+            log.info("OpenClaw gateway %s: sessions.subscribe refused (%s); tool calls show without input",
+                     self.url, exc)
+            return
+        self.mapper.subscribed = not (isinstance(result, dict) and result.get("subscribed") is False)
 
     async def _read(self, ws: Any) -> None:
         events, priority = Bucket(self.rate), Bucket(self.rate)

@@ -2,14 +2,17 @@
 
 :class:`Mapper` turns one decoded gateway event into actions (no I/O):
 
-    agent  stream "lifecycle" phase start        -> run_start   (card -> running)
-           stream "tool"      phase start        -> tool        (contract event tool_use, "TOOL: input")
-           stream "tool"      phase result/end   -> tool_end
-           stream "lifecycle" phase end / error  -> run_end     (completed; aborted or error -> failed)
-    exec.approval.requested                      -> approval    (a pending row in ``approvals``)
-    exec.approval.resolved                       -> resolved    (that row answered at the gateway)
+    agent        stream "lifecycle" phase start         -> run_start  (card -> running)
+    session.tool stream "tool" phase start (with args)  -> tool       (contract event tool_use, "TOOL: input")
+    session.tool stream "tool" phase result             -> tool_end
+    agent        stream "item" kind "tool" phase start  -> tool       (no args: its title; only while the
+                                                                       connection is not subscribed to sessions)
+    agent        stream "lifecycle" phase end / error   -> run_end    (completed; aborted or error -> failed)
+    exec.approval.requested                             -> approval   (a pending row in ``approvals``)
+    exec.approval.resolved                              -> resolved   (that row answered at the gateway)
 
-Everything else (assistant text deltas, usage, chat, task) is read and dropped.
+Everything else (assistant text deltas, usage, chat, task, session.message) is read and dropped. A tool call's
+idempotency key is its toolCallId, so one heard both ways is listed once.
 :func:`apply` runs on the command center's writer thread (agent_hooks.server.live)
 inside its transaction, through the same state machine as ingest
 (agent_hooks.server.contract via fleetdb.apply). One card per (gateway host,
@@ -88,6 +91,8 @@ class Mapper:
 
     def __init__(self) -> None:
         self.runs: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        # True once sessions.subscribe succeeded: tool calls then come with their input (session.tool).
+        self.subscribed = False
 
     def _session(self, payload: dict[str, Any], run_id: str | None) -> tuple[str | None, str | None]:
         key, agent = _str(payload.get("sessionKey")), _str(payload.get("agentId"), 80)
@@ -110,6 +115,8 @@ class Mapper:
             return []
         if event == "agent":
             return self._agent(payload)
+        if event == "session.tool":
+            return self._agent(payload, tools_only=True)
         if event == "exec.approval.requested":
             return self._requested(payload)
         if event == "exec.approval.resolved":
@@ -119,9 +126,11 @@ class Mapper:
                          "by": _str(payload.get("resolvedBy"), 200)}]
         return []
 
-    def _agent(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+    def _agent(self, p: dict[str, Any], tools_only: bool = False) -> list[dict[str, Any]]:
         stream, data = p.get("stream"), p.get("data")
-        if stream not in ("lifecycle", "tool") or not isinstance(data, dict):
+        if not isinstance(data, dict) or stream not in (("tool",) if tools_only else ("lifecycle", "tool", "item")):
+            return []
+        if stream == "item" and (data.get("kind") != "tool" or self.subscribed):
             return []
         run_id = _str(p.get("runId"))
         key, agent = self._session(p, run_id)
@@ -144,10 +153,15 @@ class Mapper:
                 return [{**base, "kind": "run_end", "failed": failed, "why": why}]
             return []
         name = _str(data.get("name"), 60) or "tool"
+        call = _str(data.get("toolCallId"))
+        if call and run_id:
+            base["idem"] = f"{run_id}:tool:{call}:{'start' if phase == 'start' else 'end'}"
         if phase == "start":
-            return [{**base, "kind": "tool", "tool": name, "view": safe_view(data.get("args"))}]
+            view = safe_view(data.get("args")) if stream == "tool" else \
+                safe_view(_str(data.get("meta"), 1000) or _str(data.get("title"), 1000) or "")
+            return [{**base, "kind": "tool", "tool": name, "view": view}]
         if phase in ("result", "end"):
-            return [{**base, "kind": "tool_end", "tool": name}]
+            return [{**base, "kind": "tool_end", "tool": name, "error": data.get("isError") is True}]
         return []
 
     def _requested(self, p: dict[str, Any]) -> list[dict[str, Any]]:
