@@ -286,6 +286,19 @@ def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Cente
     assert [a["state"] for a in history if a["id"] == row["id"]] == ["withdrawn"]
 
 
+def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-cli-1", "npm publish"))
+    [row] = wait_pending(center, 1)
+    out = subprocess.run([str(BIN / "agent-hook"), "deny", row["id"], "--message", "not today"], capture_output=True,
+                         text=True, env=center.env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": "gw-cli-1", "decision": "deny"}
+    again = subprocess.run([str(BIN / "agent-hook"), "approve", row["id"]], capture_output=True, text=True,
+                           env=center.env, timeout=60)
+    assert again.returncode != 0 and "already answered" in again.stderr
+    assert len(gateway.requests_for("exec.approval.resolve")) == 1
+
+
 def test_an_answer_while_the_gateway_is_down_leaves_the_request_pending(center: Center, gateway: Gateway) -> None:
     gateway.send(approval("gw-down-1", "ls"))
     [row] = wait_pending(center, 1)

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked
-from agent_hooks.cli.common import NotFound, echo_json, iso, load_config, open_store, paths, plural, writing
+from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.output import one_line
 from agent_hooks.cli.table import cell
@@ -307,15 +307,7 @@ def _selector_options(fn: Any) -> Any:
     return click.argument("session_id", required=False)(fn)
 
 
-OPENCLAW_PREFIX = "oc-"  # the cards of OpenClaw sessions (agent_hooks.server.oc_map)
-
-
-def _local_server() -> str:
-    """This host's server, which holds the OpenClaw gateway's connection."""
-    from agent_hooks.server import local
-
-    info = local.read_info(paths()) or {}
-    return f"http://127.0.0.1:{int(info.get('port') or load_config()['serve']['port'])}"
+OPENCLAW_PREFIX = "oc-"  # OpenClaw sessions' cards and requests (agent_hooks.server.oc_map)
 
 
 def _select(session_id: str | None, task_id: str | None, tmux: str | None) -> None:
@@ -413,7 +405,9 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
     _select(session_id, task_id, tmux)
     if not server and session_id and session_id.startswith(OPENCLAW_PREFIX):
         # An OpenClaw session lives on the server's gateway connection: the server aborts its run (docs/openclaw.md).
-        server = _local_server()
+        from agent_hooks.cli.fleet import local_server
+
+        server = local_server()
     if server:
         from agent_hooks.cli.fleet import remote
 

@@ -153,9 +153,14 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
 # -- cancel -----------------------------------------------------------------------------------------
 
 def _cards(conn: Any, ref: str, host: str) -> list[dict[str, Any]] | None:
-    from agent_hooks.server.control import resolve
-
-    cards = resolve(conn, ref, None)
+    """The gateway's cards ``ref`` names: a card id, else a session key (None: no OpenClaw card of it)."""
+    card = fleetdb.get(conn, ref)
+    if card is not None:
+        cards = [card]
+    else:
+        cur = conn.execute(f"SELECT {', '.join(fleetdb.SESSION_COLUMNS)} FROM fleet_sessions WHERE session_id = ?",
+                           (ref,))
+        cards = [fleetdb.row_dict(cur, r) for r in cur.fetchall()]
     ours = [c for c in cards if c["agent_type"] == AGENT_TYPE and c["id"].startswith(ID_PREFIX) and c["host"] == host]
     if not ours or len(ours) != len(cards):
         return None  # not (only) OpenClaw sessions of this gateway: the usual cancel
