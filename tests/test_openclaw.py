@@ -432,3 +432,50 @@ def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gatewa
     p95 = times[int(len(times) * 0.95)]
     assert p95 < 250, f"hook answers under the flood: p50 {times[len(times) // 2]:.1f} ms, p95 {p95:.1f} ms"
     center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+
+
+# -- the board (headless Chromium) -----------------------------------------------------------------------------
+
+def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(center: Center,
+                                                                               gateway: Gateway) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    claude = center.ingest({"tmux_session": "agent-cc", "event": "tool_use", "agent_type": "claude-code"}).json()["session"]
+    gateway.send(lifecycle("run-b", 1, "start"))
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid)
+    with chromium_page(sync_api, 1400, 800) as page:
+        page.goto(center.base + "/")
+        page.wait_for_selector("#gateway[data-state=live]", timeout=15000)
+        assert page.inner_text("#gateway") == "OpenClaw connected"
+        page.wait_for_selector(f'#col-running .card[data-id="{cid}"]', timeout=5000)
+        page.select_option("#f-type", "openclaw")
+        page.wait_for_selector(f'.card[data-id="{claude}"]', state="detached", timeout=2000)
+        assert page.locator(f'.card[data-id="{cid}"]').count() == 1
+        page.select_option("#f-type", "claude-code")
+        page.wait_for_selector(f'.card[data-id="{cid}"]', state="detached", timeout=2000)
+        page.select_option("#f-type", "")
+        # The gateway goes away: the header says so, with no reload; it comes back: connected again.
+        gateway.stop()
+        page.wait_for_selector("#gateway[data-state=down]", timeout=10000)
+        assert page.inner_text("#gateway") == "OpenClaw down"
+        assert "OpenClaw gateway" in (page.get_attribute("#gateway", "title") or "")
+        gateway.start()
+        page.wait_for_selector("#gateway[data-state=live]", timeout=15000)
+
+
+def test_the_board_hides_the_gateway_when_none_is_configured(tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    c = Center(tmp_path / "home").start()
+    try:
+        assert c.status()["openclaw"] is None
+        assert c.http.get("/api/board").json()["openclaw"] is None
+        with chromium_page(sync_api, 1400, 800) as page:
+            page.goto(c.base + "/")
+            page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+            assert not page.is_visible("#gateway")
+    finally:
+        c.stop()
