@@ -421,8 +421,12 @@ DEFAULTS: dict[str, Any] = {
         # The host name OpenClaw cards carry; "" = the url's host (a loopback url: this host's name).
         "host": "",
         # Cancel from the board or CLI aborts the run (chat.abort): asks the gateway for operator.write too.
-        # false: only operator.read and operator.approvals, and a cancel is refused saying so.
+        # false: a cancel of an OpenClaw session is refused saying so.
         "cancel": True,
+        # List the agents' exec approval requests in "Needs you" and answer them. The gateway routes a request
+        # only to an operator with operator.approvals and operator.admin (full control of the gateway), and
+        # while one is connected, commands that ask wait for an answer instead of being denied at once.
+        "approvals": False,
         # Events taken from the gateway per second at most (the rest are counted and dropped), the largest
         # frame accepted (a larger one closes the connection), and the longest pause between reconnects.
         "max_events_per_s": 200,

@@ -97,9 +97,18 @@ def problems(config: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
 
 
 def scopes(config: Mapping[str, Any]) -> list[str]:
-    """The operator scopes asked for: reading events and answering approvals, and aborting runs when
-    ``[openclaw] cancel`` is on (chat.abort needs operator.write)."""
-    out = ["operator.read", "operator.approvals"]
-    if section(config).get("cancel", True) is not False:
+    """The operator scopes asked for: reading events always; operator.write to abort runs (``cancel``);
+    operator.approvals and operator.admin to be sent exec approval requests and answer them
+    (``approvals``: the gateway shows another connection's requests only to an admin)."""
+    sec = section(config)
+    out = ["operator.read"]
+    if sec.get("cancel", True) is not False:
         out.append("operator.write")
+    if sec.get("approvals") is True:
+        out += ["operator.approvals", "operator.admin"]
     return out
+
+
+def caps(config: Mapping[str, Any]) -> list[str]:
+    """What the client says it can take: tool events, and exec approvals when it answers them."""
+    return ["tool-events", "exec-approvals"] if section(config).get("approvals") is True else ["tool-events"]

@@ -23,7 +23,7 @@ import pytest
 
 from center_support import Center
 from helpers import BIN
-from openclaw_support import TOKEN, Gateway, approval, lifecycle, resolved, tool
+from openclaw_support import TOKEN, Gateway, approval, fixture_frames, lifecycle, resolved, tool
 
 from agent_hooks import config as config_mod
 from agent_hooks import openclaw as settings
@@ -32,6 +32,7 @@ from agent_hooks.server import oc_map
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
     return {"AGENT_HOOKS__OPENCLAW__URL": gw.url, "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN,
+            "AGENT_HOOKS__OPENCLAW__APPROVALS": "true",
             "AGENT_HOOKS__OPENCLAW__BACKOFF_MAX_S": "0.5", "AGENT_HOOKS__FLEET__HOST": "host-a", **extra}
 
 
@@ -113,9 +114,13 @@ def test_nothing_configured_nothing_attempted_or_warned() -> None:
     cfg = config_mod.defaults()
     assert not settings.configured(cfg)
     assert settings.problems(cfg, {}) == []
-    assert settings.scopes(cfg) == ["operator.read", "operator.approvals", "operator.write"]
+    assert settings.scopes(cfg) == ["operator.read", "operator.write"]
+    assert settings.caps(cfg) == ["tool-events"]
     cfg["openclaw"]["cancel"] = False
-    assert settings.scopes(cfg) == ["operator.read", "operator.approvals"]
+    assert settings.scopes(cfg) == ["operator.read"]
+    cfg["openclaw"]["approvals"] = True
+    assert settings.scopes(cfg) == ["operator.read", "operator.approvals", "operator.admin"]
+    assert settings.caps(cfg) == ["tool-events", "exec-approvals"]
 
 
 def test_the_server_does_not_import_the_gateway_client_without_a_gateway(tmp_path: Path) -> None:
@@ -149,7 +154,8 @@ def test_a_tool_call_is_shown_clipped_with_secrets_masked() -> None:
 def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(center: Center, gateway: Gateway) -> None:
     hello = gateway.connects[-1]
     assert hello["role"] == "operator" and hello["minProtocol"] == 4 and hello["maxProtocol"] == 4
-    assert hello["scopes"] == ["operator.read", "operator.approvals", "operator.write"]
+    assert hello["scopes"] == ["operator.read", "operator.write", "operator.approvals", "operator.admin"]
+    assert hello["caps"] == ["tool-events", "exec-approvals"]
     assert hello["client"]["id"] == "gateway-client" and hello["client"]["mode"] == "backend"
     gateway.wait_request("sessions.subscribe")
     cid = card_of(center)
@@ -364,7 +370,7 @@ def test_without_cancel_the_server_asks_for_no_write_scope_and_refuses_a_cancel(
     c = Center(tmp_path / "home", env=center_env(gw, AGENT_HOOKS__OPENCLAW__CANCEL="false")).start()
     try:
         gw.wait_clients()
-        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.approvals"]
+        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.approvals", "operator.admin"]
         gw.send(lifecycle("run-4", 1, "start"))
         cid = oc_map.card_id("host-a", "agent:main:main")
         c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
@@ -479,3 +485,83 @@ def test_the_board_hides_the_gateway_when_none_is_configured(tmp_path: Path) -> 
             assert not page.is_visible("#gateway")
     finally:
         c.stop()
+
+
+# -- frames recorded from the real gateway (tests/fixtures/openclaw/README.md) -----------------------------------
+
+def replay(gw: Gateway, name: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+    """Send the recorded events of a capture (after the handshake), from index ``start`` to ``stop``."""
+    events = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    for frame in events[start:stop]:
+        gw.send({k: v for k, v in frame.items() if k != "seq"})
+    return events
+
+
+def events_of(center: Center, cid: str) -> list[tuple[str, str | None]]:
+    return [(e["event"], e["metadata"]) for e in reversed(page(center, cid)["events"])]
+
+
+def test_a_recorded_turn_with_sessions_subscribed_lists_the_tool_with_its_input(center: Center,
+                                                                                gateway: Gateway) -> None:
+    gateway.wait_request("sessions.subscribe")
+    replay(gateway, "turn-tool-subscribed.jsonl")
+    cid = card_of(center)
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="the recorded turn")
+    assert card["tool_calls"] == 1 and card["agent"] == "main" and card["session_id"] == "agent:main:main"
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed"]
+    assert ("tool_use", "exec: echo hello-two") in events_of(center, cid)
+
+
+def test_a_recorded_turn_without_a_subscription_lists_the_tool_by_its_title(tmp_path: Path) -> None:
+    gw = Gateway(methods=["chat.abort", "exec.approval.resolve"]).start()  # no sessions.subscribe offered
+    c = Center(tmp_path / "home", env=center_env(gw)).start()
+    try:
+        gw.wait_clients()
+        replay(gw, "turn-tool-unsubscribed.jsonl")
+        cid = card_of(c)
+        c.wait_card(lambda x: x["id"] == cid and x["state"] == "completed")
+        got = events_of(c, cid)
+        assert [e for e, _ in got] == ["start", "tool_use", "completed"]
+        assert got[1] == ("tool_use", "exec: print text") and got[2] == ("completed", "stop")
+        assert not gw.requests_for("sessions.subscribe")
+    finally:
+        c.stop()
+        gw.close()
+
+
+def test_a_recorded_abort_fails_the_card_once(center: Center, gateway: Gateway) -> None:
+    events = replay(gateway, "abort-running-exec.jsonl")
+    cid = card_of(center)
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="the aborted run")
+    assert card["waiting_on"] == "error" and card["waiting_detail"] == "aborted"
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "awaiting_review", "running", "failed"]
+    assert events_of(center, cid)[1] == ("tool_use", "exec: echo started; sleep 30; echo finished")
+    # The request was answered at the gateway (by another operator): our copy says so, and is not pending.
+    gid = [e for e in events if e["event"] == "exec.approval.requested"][0]["payload"]["id"]
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    assert row["state"] == "allowed" and row["answer"]["by"] == "gateway-client" and row["answer"]["via"] == "remote"
+    assert row["tool_input"]["command"] == "echo started; sleep 30; echo finished"
+
+
+def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: Gateway) -> None:
+    name = "approval-allow-then-second-resolve.jsonl"
+    frames = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    asked = [i for i, f in enumerate(frames) if f["event"] == "exec.approval.requested"][0]
+    replay(gateway, name, stop=asked + 1)  # up to the request
+    gid = frames[asked]["payload"]["id"]
+    [row] = wait_pending(center, 1)
+    assert row["id"] == oc_map.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
+    assert row["tool_input"]["decisions"] == ["allow", "deny"]  # the gateway offers no allow-always here
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
+    assert r.status_code == 400 and "does not offer allow_always" in r.json()["error"], r.text
+    assert not gateway.requests_for("exec.approval.resolve")
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
+    assert r.status_code == 200, r.text
+    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": gid, "decision": "allow-once"}
+    replay(gateway, name, start=asked + 1)
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing

@@ -4,7 +4,7 @@ Imported only when ``[openclaw] url`` is set (agent_hooks.server.openclaw starts
 
     gateway -> event connect.challenge
     us      -> req connect {minProtocol 4, maxProtocol 4, client {id "gateway-client", mode "backend"},
-                            role "operator", scopes, caps ["tool-events"], auth {token}}
+                            role "operator", scopes, caps, auth {token}}
     gateway -> res hello-ok                      (then events: agent, exec.approval.requested/resolved, ...)
     us      -> req sessions.subscribe {}                   tool calls with their input (session.tool)
     us      -> req exec.approval.resolve {id, decision}   an answer from our API or board
@@ -88,12 +88,13 @@ class Gateway:
         self.url = str(cfg.get("url") or "").strip()
         self.host = settings.gateway_host(state.config, hub.own_host)
         self.scopes = settings.scopes(state.config)
+        self.caps = settings.caps(state.config)
         self.max_frame = int(cfg.get("max_frame_bytes") or 1024 * 1024)
         self.rate = float(cfg.get("max_events_per_s") or 200)
         self.backoff_max = max(BACKOFF_MIN_S, float(cfg.get("backoff_max_s") or 10.0))
         self.task: asyncio.Task[None] | None = None
         self.ws: Any = None
-        self.mapper = oc_map.Mapper()
+        self.mapper = oc_map.Mapper(approvals="operator.admin" in self.scopes)
         self.calls: dict[str, asyncio.Future[Any]] = {}
         self.methods: set[str] | None = None  # what hello-ok said the gateway offers (None: it did not say)
         self.granted: list[str] | None = None
@@ -110,7 +111,8 @@ class Gateway:
     def status(self) -> dict[str, Any]:
         return {"url": self.url, "host": self.host, "state": self.state_name, "since": self.since,
                 "last_error": self.last_error, "connected_at": self.connected_at, "scopes": self.scopes,
-                "cancel": "operator.write" in self.scopes, **self.counts}
+                "cancel": "operator.write" in self.scopes, "approvals": "operator.admin" in self.scopes,
+                **self.counts}
 
     def _set(self, name: str, error: str | None = None) -> None:
         if name != self.state_name:
@@ -203,7 +205,7 @@ class Gateway:
             "minProtocol": PROTOCOL, "maxProtocol": PROTOCOL,
             "client": {"id": CLIENT_ID, "displayName": "agent-hooks command center", "version": __version__,
                        "platform": sys.platform, "mode": CLIENT_MODE},
-            "role": "operator", "scopes": self.scopes, "caps": ["tool-events"], "auth": {"token": token},
+            "role": "operator", "scopes": self.scopes, "caps": self.caps, "auth": {"token": token},
             "userAgent": f"agent-hooks/{__version__}"}}))
         while True:
             doc = await frame()

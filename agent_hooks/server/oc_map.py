@@ -8,6 +8,8 @@
     agent        stream "item" kind "tool" phase start  -> tool       (no args: its title; only while the
                                                                        connection is not subscribed to sessions)
     agent        stream "lifecycle" phase end / error   -> run_end    (completed; aborted or error -> failed)
+    agent        stream "lifecycle" waiting-approval    -> waiting    (awaiting review, needs input)
+    agent        stream "lifecycle" approval-resolved   -> resumed    (running)
     exec.approval.requested                             -> approval   (a pending row in ``approvals``)
     exec.approval.resolved                              -> resolved   (that row answered at the gateway)
 
@@ -16,8 +18,9 @@ idempotency key is its toolCallId, so one heard both ways is listed once.
 :func:`apply` runs on the command center's writer thread (agent_hooks.server.live)
 inside its transaction, through the same state machine as ingest
 (agent_hooks.server.contract via fleetdb.apply). One card per (gateway host,
-sessionKey), with a fixed id, and each agent event's ``runId:seq`` as its
-idempotency key: a reconnect that hears a run again adds no card and no event.
+sessionKey), with a fixed id, and idempotency keys that name what happened
+(``runId:start``, ``runId:end``, ``runId:tool:<toolCallId>:start``): a reconnect
+that hears a run again adds no card and no event.
 """
 
 from __future__ import annotations
@@ -89,8 +92,10 @@ class Mapper:
     """Decoded gateway events -> actions. Remembers which session each run belongs to (a tool event
     may come without its sessionKey), for the newest RUNS_KEPT runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, approvals: bool = True) -> None:
         self.runs: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        # Whether approval requests are listed ([openclaw] approvals): without it none could be answered.
+        self.approvals = approvals
         # True once sessions.subscribe succeeded: tool calls then come with their input (session.tool).
         self.subscribed = False
 
@@ -118,7 +123,7 @@ class Mapper:
         if event == "session.tool":
             return self._agent(payload, tools_only=True)
         if event == "exec.approval.requested":
-            return self._requested(payload)
+            return self._requested(payload) if self.approvals else []
         if event == "exec.approval.resolved":
             gid, decision = _str(payload.get("id")), payload.get("decision")
             if gid and decision in DECISIONS_IN:
@@ -136,13 +141,17 @@ class Mapper:
         key, agent = self._session(p, run_id)
         if not key:
             return []
-        seq = p.get("seq")
-        base: dict[str, Any] = {"session_key": key, "agent": agent, "run_id": run_id,
-                                "idem": f"{run_id}:{seq}" if run_id and isinstance(seq, int) else None}
+        # Idempotency keys say what happened, not the event's seq: a run's seq restarts after an abort, and
+        # an aborted run's end is followed by an error for the same run (the first end wins).
+        base: dict[str, Any] = {"session_key": key, "agent": agent, "run_id": run_id, "idem": None}
         phase = data.get("phase")
         if stream == "lifecycle":
             if phase == "start":
-                return [{**base, "kind": "run_start"}]
+                return [{**base, "kind": "run_start", "idem": f"{run_id}:start" if run_id else None}]
+            if phase == "waiting-approval":
+                return [{**base, "kind": "waiting", "detail": "exec approval"}]
+            if phase == "approval-resolved":
+                return [{**base, "kind": "resumed"}]
             if phase in ("end", "error"):
                 aborted = data.get("aborted") is True
                 error = _str(data.get("error"), 200) if not isinstance(data.get("error"), dict) else \
@@ -150,12 +159,15 @@ class Mapper:
                 failed = aborted or phase == "error" or data.get("stopReason") == "error"
                 why = "aborted" if aborted else (f"error: {error}" if error else
                                                  ("error" if failed else _str(data.get("stopReason"), 60)))
-                return [{**base, "kind": "run_end", "failed": failed, "why": why}]
+                return [{**base, "kind": "run_end", "failed": failed, "why": why,
+                         "idem": f"{run_id}:end" if run_id else None}]
             return []
         name = _str(data.get("name"), 60) or "tool"
         call = _str(data.get("toolCallId"))
         if call and run_id:
             base["idem"] = f"{run_id}:tool:{call}:{'start' if phase == 'start' else 'end'}"
+        elif run_id and isinstance(p.get("seq"), int):
+            base["idem"] = f"{run_id}:tool-seq:{p['seq']}"  # no call id (not seen from the real gateway)
         if phase == "start":
             view = safe_view(data.get("args")) if stream == "tool" else \
                 safe_view(_str(data.get("meta"), 1000) or _str(data.get("title"), 1000) or "")
@@ -174,8 +186,11 @@ class Mapper:
             command = " ".join(str(a) for a in req["commandArgv"])[: approvals.MAX_MESSAGE_CHARS]
         key = _str(req.get("sessionKey")) or f"agent:{_str(req.get('agentId'), 80) or 'unknown'}:approvals"
         created, expires = p.get("createdAtMs"), p.get("expiresAtMs")
+        unavailable = req.get("unavailableDecisions")
+        allowed = [d for d in DECISIONS_OUT if not (isinstance(unavailable, list) and DECISIONS_OUT[d] in unavailable)]
         return [{"kind": "approval", "id": approval_id(gid), "gateway_id": gid, "session_key": key,
                  "agent": _str(req.get("agentId"), 80), "command": command or "", "cwd": _str(req.get("cwd"), 500),
+                 "allowed": allowed,
                  "created_at": created / 1000 if isinstance(created, (int, float)) else None,
                  "expires_at": expires / 1000 if isinstance(expires, (int, float)) else None}]
 
@@ -244,6 +259,14 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
                 details["run_id"] = act["run_id"]
         elif kind == "tool_end":
             details["tool_running"] = False
+        elif kind == "waiting":  # the run waits on an exec approval (whoever may answer it)
+            if card["state"] == contract.RUNNING:
+                _event(conn, out, card, "awaiting_review", f"needs input: {act['detail']}", at)
+            details.update(waiting_on="needs_input", waiting_detail=details.get("waiting_detail") or act["detail"],
+                           waiting_since=details.get("waiting_since") or at)
+        elif kind == "resumed":
+            resumed(conn, act["session_key"], host, at, out, force=True)
+            details = _details(conn, card["id"])
         elif kind == "run_end":
             _event(conn, out, card, "failed" if act["failed"] else "completed", act.get("why"), at, idem)
             details.update(run_id=None, tool_running=False, waiting_on="error" if act["failed"] else None,
@@ -276,7 +299,8 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
         "INSERT INTO approvals (id, host, session_id, kind, tool_name, tool_input, tool_use_id, state, created_at,"
         " expires_at) VALUES (?, ?, ?, ?, 'exec', ?, ?, 'pending', ?, ?)",
         (act["id"], host, act["session_key"], approvals.PERMISSION,
-         json.dumps({"command": act["command"], "cwd": act["cwd"]}, ensure_ascii=False), act["gateway_id"],
+         json.dumps({"command": act["command"], "cwd": act["cwd"], "decisions": act.get("allowed")},
+                   ensure_ascii=False), act["gateway_id"],
          created, expires))
     return True
 
@@ -298,13 +322,15 @@ def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: floa
     return changed
 
 
-def resumed(conn: sqlite3.Connection, session_key: str, host: str, at: float, out: fleetdb.Outcome) -> None:
-    """An approval of this session was answered: its card works again (unless another one is pending)."""
+def resumed(conn: sqlite3.Connection, session_key: str, host: str, at: float, out: fleetdb.Outcome,
+            force: bool = False) -> None:
+    """An approval of this session was answered: its card works again (unless another one is pending;
+    ``force``: the run itself said it goes on)."""
     card = fleetdb.get(conn, card_id(host, session_key))
     if card is None:
         return
-    if conn.execute("SELECT 1 FROM approvals WHERE host = ? AND session_id = ? AND state = 'pending'",
-                    (host, session_key)).fetchone():
+    if not force and conn.execute("SELECT 1 FROM approvals WHERE host = ? AND session_id = ? AND state = 'pending'",
+                                  (host, session_key)).fetchone():
         return
     if card["state"] == contract.AWAITING_REVIEW:
         _event(conn, out, card, "running", "approval answered", at)

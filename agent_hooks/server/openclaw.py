@@ -17,6 +17,7 @@ when a gateway is configured). With it set, the lifespan starts a
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -77,6 +78,15 @@ def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where:
     row = approvals.find(conn, ref)
     if not _ours(row, host):
         return None
+    decision = str(body.get("decision") or "")
+    try:
+        offered = json.loads(row["tool_input"] or "{}").get("decisions")
+    except (ValueError, AttributeError):
+        offered = None
+    if row["state"] == approvals.PENDING and isinstance(offered, list) and decision in approvals.DECISIONS \
+            and decision not in offered:
+        return fleetdb.Outcome(400, {"error": f"the OpenClaw gateway does not offer {decision} for this request"
+                                              f" (it offers {', '.join(offered)})"})
     status, doc = approvals.answer(conn, row["id"], str(body.get("decision") or ""), message=body.get("message"),
                                    by=by, via=body.get("via") if body.get("via") in ("board", "api") else "api",
                                    where=where)
@@ -181,8 +191,6 @@ def _mark(conn: Any, card_id: str, reason: str | None, at: float) -> fleetdb.Out
 async def cancel(state: ServerState, ref: str, cancelling: bool, reason: str | None) -> JSONResponse | None:
     """A cancel of an OpenClaw session: its run aborted through the gateway, or refused saying why.
     None when ``ref`` names no session of the configured gateway (the usual cancel applies)."""
-    import json
-
     gw = gateway(state)
     if gw is None:
         return None
