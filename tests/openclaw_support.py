@@ -23,7 +23,7 @@ from server_support import free_port
 FIXTURES = Path(__file__).parent / "fixtures" / "openclaw"
 TOKEN = "test-gateway-token"
 METHODS = ["health", "status", "sessions.subscribe", "chat.abort", "chat.send", "exec.approval.resolve",
-           "exec.approval.request"]
+           "exec.approval.request", "exec.approval.list"]
 
 
 def fixture_frames(name: str) -> list[dict[str, Any]]:
@@ -45,11 +45,14 @@ class Gateway:
         self.token = token
         self.methods = list(METHODS if methods is None else methods)
         self.requests: list[dict[str, Any]] = []
+        # What exec.approval.list answers: the payloads of pending requests ({id, request, createdAtMs, expiresAtMs}).
+        self.pending: list[dict[str, Any]] = []
         self.connects: list[dict[str, Any]] = []
         self.clients: set[ServerConnection] = set()
         self.handlers: dict[str, Callable[[dict[str, Any]], tuple[bool, Any]]] = {
             "sessions.subscribe": lambda p: (True, {"subscribed": True}),
             "exec.approval.resolve": lambda p: (True, {"ok": True}),
+            "exec.approval.list": lambda p: (True, list(self.pending)),
             "chat.abort": lambda p: (True, {"ok": True, "aborted": True, "runIds": [p.get("runId")]}),
         }
         self.on_connect: Callable[[ServerConnection], Any] | None = None

@@ -305,6 +305,24 @@ def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, 
     assert len(gateway.requests_for("exec.approval.resolve")) == 1
 
 
+def test_a_reconnect_catches_up_with_requests_made_or_answered_meanwhile(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-old-1", "make clean"))
+    [old] = wait_pending(center, 1)
+    gateway.stop()
+    wait_status(center, "down")
+    # Meanwhile at the gateway: the old request was answered there, a new one is waiting.
+    gateway.pending = [approval("gw-new-1", "make test")["payload"]]
+    gateway.start()
+    end = time.time() + 10
+    while [a["id"] for a in pending(center)] != [oc_map.approval_id("gw-new-1")] and time.time() < end:
+        time.sleep(0.05)
+    [new] = wait_pending(center, 1)
+    assert new["id"] == oc_map.approval_id("gw-new-1") and new["tool_input"]["command"] == "make test"
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [gone] = [a for a in history if a["id"] == old["id"]]
+    assert gone["state"] == "withdrawn" and "no longer pending at the OpenClaw gateway" in gone["answer"]["note"]
+
+
 def test_an_answer_while_the_gateway_is_down_leaves_the_request_pending(center: Center, gateway: Gateway) -> None:
     gateway.send(approval("gw-down-1", "ls"))
     [row] = wait_pending(center, 1)

@@ -223,8 +223,14 @@ class Gateway:
 
     async def _subscribe(self) -> None:
         """Ask for the sessions' events too: tool calls then come with their input (session.tool).
-        Without it (an older gateway, a refusal) tool calls show by their title only."""
+        Without it (an older gateway, a refusal) tool calls show by their title only. With approvals on,
+        catch up with the requests made (or answered) while the connection was down."""
         self.mapper.subscribed = False
+        if self.mapper.approvals and self.offers("exec.approval.list"):
+            try:
+                self._queue(self.mapper.pending_list(await self.call("exec.approval.list", {})))
+            except GatewayError as exc:
+                log.info("OpenClaw gateway %s: exec.approval.list refused (%s)", self.url, exc)
         if not self.offers("sessions.subscribe"):
             return
         try:

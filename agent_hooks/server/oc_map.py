@@ -131,6 +131,14 @@ class Mapper:
                          "by": _str(payload.get("resolvedBy"), 200)}]
         return []
 
+    def pending_list(self, items: Any) -> list[dict[str, Any]]:
+        """The answer to ``exec.approval.list`` after a (re)connect: every request still pending there
+        (one heard for the first time is listed), then a sync that settles ours the gateway no longer has."""
+        if not self.approvals or not isinstance(items, list):
+            return []
+        out = [act for item in items for act in self._requested(item if isinstance(item, dict) else {})]
+        return out + [{"kind": "sync", "ids": [a["id"] for a in out]}]
+
     def _agent(self, p: dict[str, Any], tools_only: bool = False) -> list[dict[str, Any]]:
         stream, data = p.get("stream"), p.get("data")
         if not isinstance(data, dict) or stream not in (("tool",) if tools_only else ("lifecycle", "tool", "item")):
@@ -234,6 +242,10 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
             if _resolved(conn, act, host, at, out):
                 out.body["approvals_changed"] = True
             continue
+        if act["kind"] == "sync":
+            if _sync(conn, set(act["ids"]), host, at, out):
+                out.body["approvals_changed"] = True
+            continue
         idem = f"oc:{host}:{act['idem']}" if act.get("idem") else None
         if _seen(conn, idem):
             continue  # heard again after a reconnect: applied once already
@@ -320,6 +332,18 @@ def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: floa
     if changed:
         resumed(conn, row["session_id"], host, at, out)
     return changed
+
+
+def _sync(conn: sqlite3.Connection, still: set[str], host: str, at: float, out: fleetdb.Outcome) -> bool:
+    """Our pending copies the gateway no longer lists: answered or expired while we were away."""
+    gone = [(aid, sid) for aid, sid in conn.execute(
+        "SELECT id, session_id FROM approvals WHERE host = ? AND state = 'pending' AND id LIKE 'oc-%'", (host,))
+        if aid not in still]
+    for aid, sid in gone:
+        approvals.settle(conn, aid, approvals.WITHDRAWN, "no longer pending at the OpenClaw gateway (answered or"
+                         " expired there while this server was not connected)", "remote", at)
+        resumed(conn, sid, host, at, out)
+    return bool(gone)
 
 
 def resumed(conn: sqlite3.Connection, session_key: str, host: str, at: float, out: fleetdb.Outcome,
