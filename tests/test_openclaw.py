@@ -477,6 +477,7 @@ def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(cen
         page.select_option("#f-type", "openclaw")
         page.wait_for_selector(f'.card[data-id="{claude}"]', state="detached", timeout=2000)
         assert page.locator(f'.card[data-id="{cid}"]').count() == 1
+        assert "main · openclaw" in page.inner_text(f'.card[data-id="{cid}"]')
         page.select_option("#f-type", "claude-code")
         page.wait_for_selector(f'.card[data-id="{cid}"]', state="detached", timeout=2000)
         page.select_option("#f-type", "")

@@ -118,8 +118,8 @@ def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outc
 async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, where: str) -> JSONResponse | None:
     """``POST /api/approvals/<ref>`` for an OpenClaw exec approval (None: not one; the caller goes on)."""
     gw = gateway(state)
-    if gw is None or not ref:
-        return None
+    if gw is None or not ref.startswith(ID_PREFIX[:2]):
+        return None  # our other requests' ids are hex: never "oc"
     hub = fleet_of(state)
     if gw.state_name != "connected":
         row = await hub.submit(lambda conn: approvals.find(conn, ref))

@@ -184,7 +184,9 @@ function costChart(series) {
 function cardNode(card) {
   const b = card.badges || {};
   const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
-  const who = [card.agent, card.role, tmux].filter(Boolean).join(" · ");
+  // Another kind of agent (OpenClaw) says so beside its name.
+  const kind = card.agent_type && card.agent_type !== "claude-code" && card.agent_type !== card.agent ? card.agent_type : null;
+  const who = [card.agent, kind, card.role, tmux].filter(Boolean).join(" · ");
   const badges = [];
   const waiting = waitingBadge(card);
   if (waiting) badges.push(waiting);
