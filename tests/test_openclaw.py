@@ -202,6 +202,22 @@ def test_a_reconnect_hears_the_run_again_without_a_second_card_or_event(center: 
     assert [e["event"] for e in reversed(page(center, cid)["events"])] == ["start", "tool_use", "completed"]
 
 
+def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    # Connected after the run started: its first frame is a tool call.
+    gateway.send(tool("run-mid", 7, "call-m", "read", {"path": "/etc/hosts"}))
+    card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1)
+    assert card["state"] == "running"
+    gateway.send(lifecycle("run-mid", 9, "end", stopReason="stop", aborted=False))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    # The next run is heard only by its end (a short run during a reconnect): it still counts.
+    gateway.send(lifecycle("run-short", 3, "end", stopReason="stop", aborted=False))
+    end = time.time() + 10
+    while [e for e, _ in events_of(center, cid)].count("completed") < 2 and time.time() < end:
+        time.sleep(0.05)
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed", "requeue", "start", "completed"]
+
+
 def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway) -> None:
     st = center.status()["openclaw"]
     assert st["state"] == "connected" and st["url"] == gateway.url and st["last_error"] is None

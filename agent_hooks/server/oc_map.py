@@ -255,13 +255,16 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
         if act.get("agent"):
             details["agent"] = act["agent"]
         kind = act["kind"]
+        if kind in ("tool", "waiting", "run_end"):
+            # A run heard in the middle (it started before we connected): its card is started first.
+            _under_way(conn, out, card, details, act.get("run_id"), at)
         if kind == "run_start":
             if card["state"] in (contract.COMPLETED, contract.FAILED):
                 _event(conn, out, card, "requeue", "new run", at)  # the session's next run: back in play
             event = "start" if card["state"] == contract.IDLE else "running"
             _event(conn, out, card, event, f"run {act['run_id'] or ''}".strip(), at, idem)
-            details.update(run_id=act["run_id"], current_tool=None, current_command=None, tool_running=False,
-                           waiting_on=None, waiting_detail=None, waiting_since=None)
+            details.update(run_id=act["run_id"], last_run=act["run_id"], current_tool=None, current_command=None,
+                           tool_running=False, waiting_on=None, waiting_detail=None, waiting_since=None)
         elif kind == "tool":
             meta = f"{act['tool']}: {act['view']}" if act["view"] else act["tool"]
             _event(conn, out, card, "tool_use", meta, at, idem)
@@ -299,6 +302,19 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
         out.changed.add(card["id"])
         out.body["applied"] += 1
     return out
+
+
+def _under_way(conn: sqlite3.Connection, out: fleetdb.Outcome, card: dict[str, Any], details: dict[str, Any],
+               run_id: str | None, at: float) -> None:
+    """Start the card for a run whose start it never heard (the server connected in the middle of it): a
+    tool call or an end must not be lost on a card that is idle, or still finished from an earlier run."""
+    if not run_id or details.get("last_run") == run_id:
+        return
+    if card["state"] in (contract.COMPLETED, contract.FAILED):
+        _event(conn, out, card, "requeue", "new run", at)
+    if card["state"] == contract.IDLE:
+        _event(conn, out, card, "start", f"run {run_id} (under way when heard)", at)
+    details.update(run_id=run_id, last_run=run_id)
 
 
 def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: float) -> bool:
