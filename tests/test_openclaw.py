@@ -11,7 +11,6 @@ holds the hook routes, and a reconnect adds no card twice.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
