@@ -599,3 +599,30 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
     assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
+
+
+def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
+    import socket
+
+    from server_support import free_port
+
+    port = free_port()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", port))
+    silent.listen(8)  # accepts (the kernel completes the handshake) and never says a word
+    env = {"AGENT_HOOKS__OPENCLAW__URL": f"ws://127.0.0.1:{port}", "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN}
+    c = Center(tmp_path / "home", env=env).start()
+    try:
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            status, _, _ = c.post({"hook_event_name": "PreToolUse", "session_id": "cc-2", "tool_name": "Bash",
+                                   "tool_input": {"command": "ls"}, "cwd": "/tmp", "transcript_path": "",
+                                   "permission_mode": "default"})
+            times.append((time.perf_counter() - t0) * 1000)
+            assert status == 200
+        assert oc_status(c)["state"] == "connecting"
+        assert sorted(times)[len(times) // 2] < 100, times
+    finally:
+        c.stop()
+        silent.close()
