@@ -217,6 +217,30 @@ def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway:
     assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed", "requeue", "start", "completed"]
 
 
+def test_a_gateway_that_says_it_stops_is_shown_down_with_its_reason(center: Center, gateway: Gateway) -> None:
+    gateway.send({"type": "event", "event": "shutdown", "payload": {"reason": "gateway stopping"}})
+    gateway.stop()
+    st = wait_status(center, "down")
+    assert st["last_error"] == "the gateway stopped (gateway stopping)"
+
+
+def test_without_approvals_none_are_listed_and_no_admin_scope_is_asked(tmp_path: Path) -> None:
+    gw = Gateway().start()
+    c = Center(tmp_path / "home", env=center_env(gw, AGENT_HOOKS__OPENCLAW__APPROVALS="false")).start()
+    try:
+        gw.wait_clients()
+        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.write"]
+        assert gw.connects[-1]["caps"] == ["tool-events"]
+        assert not gw.requests_for("exec.approval.list")
+        gw.send(approval("gw-unasked-1", "rm -rf /"))
+        gw.send(lifecycle("run-n", 1, "start"))
+        c.wait_card(lambda x: x["id"] == oc_map.card_id("host-a", "agent:main:main") and x["state"] == "running")
+        assert [a for a in pending(c) if a["id"].startswith("oc-")] == []
+    finally:
+        c.stop()
+        gw.close()
+
+
 def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway) -> None:
     st = center.status()["openclaw"]
     assert st["state"] == "connected" and st["url"] == gateway.url and st["last_error"] is None

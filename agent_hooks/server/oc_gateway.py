@@ -104,6 +104,7 @@ class Gateway:
         self.last_error: str | None = None
         self.counts = {"events": 0, "dropped": 0, "malformed": 0, "connects": 0, "write_errors": 0}
         self.pending: list[dict[str, Any]] = []
+        self.stopping_reason: str | None = None  # the gateway's own word before it closes (event "shutdown")
         self.writer: asyncio.Task[None] | None = None
 
     # -- what status, doctor and the board show ------------------------------------------------
@@ -141,8 +142,11 @@ class Gateway:
                 bad = settings.url_problem(self.url)
                 if bad:
                     raise settings.SettingError(bad)
+                self.stopping_reason = None
                 await self._session(token)
                 error = "the gateway closed the connection"
+                if self.stopping_reason:
+                    error = f"the gateway stopped ({self.stopping_reason})"
             except asyncio.CancelledError:
                 raise
             except settings.SettingError as exc:
@@ -269,6 +273,10 @@ class Gateway:
             if kind != "event" or not isinstance(doc.get("event"), str):
                 continue
             self.counts["events"] += 1
+            if doc["event"] == "shutdown":
+                payload = doc.get("payload") if isinstance(doc.get("payload"), dict) else {}
+                self.stopping_reason = str(payload.get("reason") or "shutdown")[:200]
+                continue
             try:
                 acts = self.mapper.actions(doc["event"], doc.get("payload"))
             except Exception:  # noqa: BLE001 - one odd frame is dropped, not the connection
