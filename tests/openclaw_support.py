@@ -143,8 +143,9 @@ class Gateway:
                 else:
                     ok, payload = handler(doc.get("params") or {})
                     answer = {"type": "res", "id": doc.get("id"), "ok": ok}
-                    answer["payload" if ok else "error"] = payload if ok else {"code": "INVALID_REQUEST",
-                                                                               "message": payload}
+                    # A refusal: a message (INVALID_REQUEST, as for an unknown approval id), or the whole error.
+                    answer["payload" if ok else "error"] = payload if ok else (
+                        payload if isinstance(payload, dict) else {"code": "INVALID_REQUEST", "message": payload})
                 await ws.send(json.dumps(answer))
         except Exception:  # noqa: BLE001 - the operator went away
             pass

@@ -329,6 +329,15 @@ def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Cente
     assert gateway.wait_request("exec.approval.resolve")["params"]["decision"] == "allow-always"
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     assert [a["state"] for a in history if a["id"] == row["id"]] == ["withdrawn"]
+    # Refused for another reason (as the real gateway words a missing scope): nothing was answered, it stays pending.
+    gateway.handlers["exec.approval.resolve"] = lambda p: (False, {
+        "code": "FORBIDDEN", "message": "missing scope: operator.approvals",
+        "details": {"code": "MISSING_SCOPE", "missingScope": "operator.approvals"}})
+    gateway.send(approval("gw-forbidden-1", "make"))
+    [row] = wait_pending(center, 1)
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 502 and "missing scope" in r.json()["error"], r.text
+    assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
 
 
 def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:

@@ -57,7 +57,13 @@ CONNECTED, CONNECTING, DOWN = "connected", "connecting", "down"
 
 
 class GatewayError(Exception):
-    """The gateway refused a call (its message), or could not be reached for it."""
+    """The gateway refused a call (``reached``, with its error ``code`` and message), or could not be
+    reached for it (not connected, the connection ended, no answer in time)."""
+
+    def __init__(self, message: str, code: str | None = None, reached: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reached = reached
 
 
 class Bucket:
@@ -336,7 +342,9 @@ class Gateway:
         finally:
             self.calls.pop(req_id, None)
         if not doc.get("ok"):
-            raise GatewayError(_error_text(doc.get("error")))
+            error = doc.get("error")
+            code = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), str) else None
+            raise GatewayError(_error_text(error), code=code, reached=True)
         return doc.get("payload")
 
     async def stop(self) -> None:

@@ -146,13 +146,16 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
         await gw.call("exec.approval.resolve", {"id": row["tool_use_id"], "decision": DECISIONS_OUT[row["decision"]]})
     except Exception as exc:  # noqa: BLE001 - GatewayError, or the connection going: the gateway's word decides
         text = str(exc)
-        reached = not text.startswith(("not connected", "the connection", "the gateway did not answer"))
-        if reached:  # the gateway answered no: it was answered or expired there first
+        if getattr(exc, "reached", False) and getattr(exc, "code", None) == "INVALID_REQUEST":
+            # The gateway no longer holds it ("approval already resolved", "unknown or expired approval id").
             await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN,
                             f"the OpenClaw gateway refused the answer: {text}")
             return JSONResponse({"error": f"already answered at the OpenClaw gateway, or expired there: {text}",
                                  "already": True}, status_code=409)
         await hub.write(_undo, row["id"], row["answered_at"], approvals.PENDING, "")
+        if getattr(exc, "reached", False):  # refused for another reason (a missing scope...): nothing was answered
+            return JSONResponse({"error": f"the OpenClaw gateway refused the answer: {text}; the request stays"
+                                          " pending"}, status_code=502)
         return JSONResponse({"error": f"{text}; the request stays pending"}, status_code=503,
                             headers={"Retry-After": "1"})
     await hub.write(_answered, row["id"], gw.host, time.time())
