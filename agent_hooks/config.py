@@ -420,9 +420,10 @@ DEFAULTS: dict[str, Any] = {
         "token_file": "",
         # The host name OpenClaw cards carry; "" = the url's host (a loopback url: this host's name).
         "host": "",
-        # Cancel from the board or CLI aborts the run (chat.abort): asks the gateway for operator.write too.
-        # false: a cancel of an OpenClaw session is refused saying so.
-        "cancel": True,
+        # Cancel from the board or CLI aborts the run (chat.abort). The gateway lets only the run's requester or
+        # an operator.admin abort it, so this asks for operator.write and operator.admin (full control of the
+        # gateway). false: read only, and a cancel of an OpenClaw session is refused saying so.
+        "cancel": False,
         # List the agents' exec approval requests in "Needs you" and answer them. The gateway routes a request
         # only to an operator with operator.approvals and operator.admin (full control of the gateway), and
         # while one is connected, commands that ask wait for an answer instead of being denied at once.

@@ -97,15 +97,18 @@ def problems(config: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
 
 
 def scopes(config: Mapping[str, Any]) -> list[str]:
-    """The operator scopes asked for: reading events always; operator.write to abort runs (``cancel``);
-    operator.approvals and operator.admin to be sent exec approval requests and answer them
-    (``approvals``: the gateway shows another connection's requests only to an admin)."""
+    """The operator scopes asked for: reading events always. Aborting runs (``cancel``): operator.write,
+    and operator.admin, since the gateway lets only a run's requester or an admin abort it. Exec
+    approvals (``approvals``): operator.approvals, and operator.admin, since the gateway shows a request
+    only to the connection that made it or to an admin. Nothing more than the features turned on need."""
     sec = section(config)
     out = ["operator.read"]
-    if sec.get("cancel", True) is not False:
+    if sec.get("cancel") is True:
         out.append("operator.write")
     if sec.get("approvals") is True:
-        out += ["operator.approvals", "operator.admin"]
+        out.append("operator.approvals")
+    if sec.get("cancel") is True or sec.get("approvals") is True:
+        out.append("operator.admin")
     return out
 
 

@@ -31,7 +31,7 @@ from agent_hooks.server import oc_map
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
     return {"AGENT_HOOKS__OPENCLAW__URL": gw.url, "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN,
-            "AGENT_HOOKS__OPENCLAW__APPROVALS": "true",
+            "AGENT_HOOKS__OPENCLAW__APPROVALS": "true", "AGENT_HOOKS__OPENCLAW__CANCEL": "true",
             "AGENT_HOOKS__OPENCLAW__BACKOFF_MAX_S": "0.5", "AGENT_HOOKS__FLEET__HOST": "host-a", **extra}
 
 
@@ -113,10 +113,11 @@ def test_nothing_configured_nothing_attempted_or_warned() -> None:
     cfg = config_mod.defaults()
     assert not settings.configured(cfg)
     assert settings.problems(cfg, {}) == []
-    assert settings.scopes(cfg) == ["operator.read", "operator.write"]
+    assert settings.scopes(cfg) == ["operator.read"]  # read only unless control is turned on
     assert settings.caps(cfg) == ["tool-events"]
+    cfg["openclaw"]["cancel"] = True
+    assert settings.scopes(cfg) == ["operator.read", "operator.write", "operator.admin"]
     cfg["openclaw"]["cancel"] = False
-    assert settings.scopes(cfg) == ["operator.read"]
     cfg["openclaw"]["approvals"] = True
     assert settings.scopes(cfg) == ["operator.read", "operator.approvals", "operator.admin"]
     assert settings.caps(cfg) == ["tool-events", "exec-approvals"]
@@ -154,6 +155,7 @@ def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(center: Ce
     hello = gateway.connects[-1]
     assert hello["role"] == "operator" and hello["minProtocol"] == 4 and hello["maxProtocol"] == 4
     assert hello["scopes"] == ["operator.read", "operator.write", "operator.approvals", "operator.admin"]
+    assert hello["auth"]["token"] == TOKEN
     assert hello["caps"] == ["tool-events", "exec-approvals"]
     assert hello["client"]["id"] == "gateway-client" and hello["client"]["mode"] == "backend"
     gateway.wait_request("sessions.subscribe")
@@ -229,7 +231,7 @@ def test_without_approvals_none_are_listed_and_no_admin_scope_is_asked(tmp_path:
     c = Center(tmp_path / "home", env=center_env(gw, AGENT_HOOKS__OPENCLAW__APPROVALS="false")).start()
     try:
         gw.wait_clients()
-        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.write"]
+        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.write", "operator.admin"]
         assert gw.connects[-1]["caps"] == ["tool-events"]
         assert not gw.requests_for("exec.approval.list")
         gw.send(approval("gw-unasked-1", "rm -rf /"))
@@ -441,7 +443,7 @@ def test_without_cancel_the_server_asks_for_no_write_scope_and_refuses_a_cancel(
         cid = oc_map.card_id("host-a", "agent:main:main")
         c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
         r = c.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
-        assert r.status_code == 409 and "operator.write" in r.json()["error"], r.text
+        assert r.status_code == 409 and "cancel = true" in r.json()["error"], r.text
     finally:
         c.stop()
         gw.close()

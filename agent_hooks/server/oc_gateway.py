@@ -100,7 +100,7 @@ class Gateway:
         self.backoff_max = max(BACKOFF_MIN_S, float(cfg.get("backoff_max_s") or 10.0))
         self.task: asyncio.Task[None] | None = None
         self.ws: Any = None
-        self.mapper = oc_map.Mapper(approvals="operator.admin" in self.scopes)
+        self.mapper = oc_map.Mapper(approvals="operator.approvals" in self.scopes)
         self.calls: dict[str, asyncio.Future[Any]] = {}
         self.methods: set[str] | None = None  # what hello-ok said the gateway offers (None: it did not say)
         self.granted: list[str] | None = None
@@ -118,7 +118,7 @@ class Gateway:
     def status(self) -> dict[str, Any]:
         return {"url": self.url, "host": self.host, "state": self.state_name, "since": self.since,
                 "last_error": self.last_error, "connected_at": self.connected_at, "scopes": self.scopes,
-                "cancel": "operator.write" in self.scopes, "approvals": "operator.admin" in self.scopes,
+                "cancel": "operator.write" in self.scopes, "approvals": "operator.approvals" in self.scopes,
                 **self.counts}
 
     def _set(self, name: str, error: str | None = None) -> None:

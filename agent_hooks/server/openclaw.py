@@ -206,9 +206,9 @@ async def cancel(state: ServerState, ref: str, cancelling: bool, reason: str | N
                                       " nothing to uncancel (send the agent a new message to start a run)"},
                             status_code=409)
     if "operator.write" not in gw.scopes:
-        return JSONResponse({"error": "cancel is off for OpenClaw sessions ([openclaw] cancel = false: the server"
-                                      " does not ask the gateway for operator.write, which chat.abort needs)"},
-                            status_code=409)
+        return JSONResponse({"error": "cancel is off for OpenClaw sessions: set [openclaw] cancel = true (the server"
+                                      " then asks the gateway for operator.write and operator.admin, which aborting"
+                                      " a run it did not start needs) and restart the server"}, status_code=409)
     if not gw.offers("chat.abort"):
         return JSONResponse({"error": "this OpenClaw gateway offers no method to abort a run (no chat.abort);"
                                       " nothing was cancelled"}, status_code=409)
