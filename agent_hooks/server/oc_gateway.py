@@ -50,6 +50,8 @@ CALL_TIMEOUT_S = 5.0
 BACKOFF_MIN_S = 0.5
 # Actions waiting for the writer thread at most; past this (a store that cannot keep up) they are dropped.
 MAX_PENDING_ACTIONS = 10_000
+# Actions per write: one write holds the process's write lock, which the hook calls' writes wait for.
+BATCH_ACTIONS = 200
 # Frames worth reading even past the events budget: a run's start or end, an approval, an answer to a call.
 _PRIORITY_MARKS = ("lifecycle", "exec.approval", '"res"')
 
@@ -305,7 +307,7 @@ class Gateway:
 
     async def _write(self) -> None:
         while self.pending:
-            batch, self.pending = self.pending, []
+            batch, self.pending = self.pending[:BATCH_ACTIONS], self.pending[BATCH_ACTIONS:]
             try:
                 await self.hub.write(oc_map.apply, batch, self.host, time.time())
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
