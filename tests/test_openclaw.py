@@ -622,6 +622,7 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     [row] = wait_pending(center, 1)
     assert row["id"] == oc_map.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
     assert row["tool_input"]["decisions"] == ["allow", "deny"]  # the gateway offers no allow-always here
+    assert row["suggestions"] is None  # so the board's "Always allow" is disabled
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
     assert r.status_code == 400 and "does not offer allow_always" in r.json()["error"], r.text
     assert not gateway.requests_for("exec.approval.resolve")
@@ -661,3 +662,25 @@ def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
     finally:
         c.stop()
         silent.close()
+
+
+def test_the_board_answers_an_openclaw_request_from_needs_you(center: Center, gateway: Gateway) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    gateway.send(lifecycle("run-n", 1, "start"))
+    gateway.send(approval("gw-board-1", "git push origin main"))
+    [row] = wait_pending(center, 1)
+    assert row["suggestions"] == [{"type": "openclaw", "decision": "allow-always"}]  # offered: the button is live
+    with chromium_page(sync_api, 1400, 900) as page:
+        page.goto(center.base + "/")
+        page.wait_for_selector("#needs .need", timeout=15000)
+        text = page.inner_text("#needs")
+        assert "git push origin main" in text and "exec" in text
+        page.click("#needs .need button.always")
+        sent = gateway.wait_request("exec.approval.resolve")["params"]
+        assert sent == {"id": "gw-board-1", "decision": "allow-always"}
+        page.wait_for_selector("#needs .need", state="detached", timeout=5000)
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [done] = [a for a in history if a["id"] == row["id"]]
+    assert done["state"] == "allowed" and done["answer"]["via"] == "board"

@@ -323,12 +323,14 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
         return False
     created = act["created_at"] or at
     expires = act["expires_at"] or created + 120.0
+    # "Always allow" is offered (the board's button, the CLI's --always) when the gateway offers allow-always.
+    always = [{"type": "openclaw", "decision": "allow-always"}] if "allow_always" in (act.get("allowed") or []) else None
     conn.execute(
-        "INSERT INTO approvals (id, host, session_id, kind, tool_name, tool_input, tool_use_id, state, created_at,"
-        " expires_at) VALUES (?, ?, ?, ?, 'exec', ?, ?, 'pending', ?, ?)",
+        "INSERT INTO approvals (id, host, session_id, kind, tool_name, tool_input, tool_use_id, permission_suggestions,"
+        " state, created_at, expires_at) VALUES (?, ?, ?, ?, 'exec', ?, ?, ?, 'pending', ?, ?)",
         (act["id"], host, act["session_key"], approvals.PERMISSION,
          json.dumps({"command": act["command"], "cwd": act["cwd"], "decisions": act.get("allowed")},
-                   ensure_ascii=False), act["gateway_id"],
+                    ensure_ascii=False), act["gateway_id"], json.dumps(always) if always else None,
          created, expires))
     return True
 
