@@ -133,12 +133,13 @@ def test_the_server_does_not_import_the_gateway_client_without_a_gateway(tmp_pat
         "env = {'AGENT_HOOKS_HOME': sys.argv[1]}\n"
         "a = app.create_app(Paths(env), config.defaults(), env)\n"
         "asyncio.run(openclaw.startup(a.state.server))\n"
-        "print('agent_hooks.server.oc_gateway' in sys.modules, getattr(a.state.server, 'openclaw', None))\n"
+        "print('agent_hooks.server.oc_gateway' in sys.modules, 'agent_hooks.server.oc_map' in sys.modules,\n"
+        "      'websockets.asyncio.client' in sys.modules, getattr(a.state.server, 'openclaw', None))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "None"]
+    assert out.stdout.split() == ["False", "False", "False", "None"]
 
 
 def test_a_tool_call_is_shown_clipped_with_secrets_masked() -> None:
