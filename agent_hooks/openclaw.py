@@ -96,6 +96,17 @@ def problems(config: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
     return out
 
 
+def cleartext_problem(config: Mapping[str, Any]) -> str | None:
+    """A warning when the token would cross the network unencrypted (ws:// to another host), else None."""
+    url = str(section(config).get("url") or "").strip()
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "ws" and host and host not in LOOPBACK_HOSTS and not host.startswith("127."):
+        return (f"openclaw.url {url} is ws:// to another host: the gateway token and the agents' commands cross"
+                " the network unencrypted; use wss:// (or a tunnel to loopback)")
+    return None
+
+
 def scopes(config: Mapping[str, Any]) -> list[str]:
     """The operator scopes asked for: reading events always. Aborting runs (``cancel``): operator.write,
     and operator.admin, since the gateway lets only a run's requester or an admin abort it. Exec

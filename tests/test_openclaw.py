@@ -109,6 +109,20 @@ def test_token_comes_from_the_environment_or_a_private_file_never_from_config(tm
     assert any("openclaw.token" in p and "never read" in p for p in config_mod.validate(cfg))
 
 
+def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
+    cfg = config_mod.defaults()
+    for url in ("ws://127.0.0.1:18789", "wss://gw.example:18789", "ws://localhost:1"):
+        cfg["openclaw"]["url"] = url
+        assert settings.cleartext_problem(cfg) is None, url
+    cfg["openclaw"]["url"] = "ws://10.1.2.3:18789"
+    assert "unencrypted" in (settings.cleartext_problem(cfg) or "")
+    from agent_hooks.checks import WARN
+    from agent_hooks.server.center_checks import openclaw_checks
+
+    checks = openclaw_checks(cfg, None)
+    assert any(c.status == WARN and "unencrypted" in c.summary for c in checks), checks
+
+
 def test_nothing_configured_nothing_attempted_or_warned() -> None:
     cfg = config_mod.defaults()
     assert not settings.configured(cfg)

@@ -92,6 +92,9 @@ def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[
 
     problems = openclaw.problems(cfg, os.environ)
     out = [Check("board", FAIL, f"OpenClaw gateway: {p}", "see docs/openclaw.md") for p in problems]
+    clear = openclaw.cleartext_problem(cfg) if openclaw.configured(cfg) else None
+    if clear:
+        out.append(Check("board", WARN, f"OpenClaw gateway: {clear}", "see docs/openclaw.md"))
     if not openclaw.configured(cfg) or problems or status is None:
         return out
     if status.get("state") == "connected":
