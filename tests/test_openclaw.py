@@ -430,6 +430,9 @@ def test_cancel_from_the_cli_goes_through_the_server(center: Center, gateway: Ga
     assert out.returncode == 0, out.stderr
     assert "aborted at the OpenClaw gateway" in out.stdout
     assert gateway.wait_request("chat.abort")["params"]["runId"] == "run-7"
+    undo = subprocess.run([str(BIN / "agent-hook"), "uncancel", cid], capture_output=True, text=True,
+                          env=center.env, timeout=60)
+    assert undo.returncode != 0 and "nothing to uncancel" in undo.stderr, (undo.stdout, undo.stderr)
 
 
 def test_cancel_is_refused_when_the_gateway_offers_no_abort(tmp_path: Path) -> None:

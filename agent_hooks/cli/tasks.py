@@ -424,6 +424,10 @@ def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_j
              host: str | None) -> None:
     """Lift a cancellation (same selectors as `cancel`, --server too)."""
     _select(session_id, task_id, tmux)
+    if not server and session_id and session_id.startswith(OPENCLAW_PREFIX):
+        from agent_hooks.cli.fleet import local_server
+
+        server = local_server()  # the server says why an OpenClaw run cannot be uncancelled
     if server:
         from agent_hooks.cli.fleet import remote
 
