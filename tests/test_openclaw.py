@@ -490,6 +490,34 @@ def test_malformed_and_oversized_frames_cost_the_connection_at_most(center: Cent
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
 
 
+def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without_bound(
+        center: Center, gateway: Gateway) -> None:
+    # The writer thread's function, called directly on the server's own store (its schema, a real file).
+    import sqlite3
+
+    from agent_hooks.server import fleetdb
+
+    gateway.send(lifecycle("run-0", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center))
+    store = sqlite3.connect(str(center.home / "store.db"), timeout=10)
+    try:
+        mapper = oc_map.Mapper()
+        extra_cards, extra_requests = oc_map.MAX_CARDS + 5, oc_map.MAX_PENDING + 7
+        acts = [a for i in range(extra_cards)
+                for a in mapper.actions("agent", lifecycle(f"r{i}", 1, "start", key=f"agent:x:{i}")["payload"])]
+        acts += [a for i in range(extra_requests)
+                 for a in mapper.actions("exec.approval.requested", approval(f"flood-{i}", "ls")["payload"])]
+        with store:
+            out = oc_map.apply(store, acts, "host-a", time.time())
+        n_cards = store.execute("SELECT count(*) FROM fleet_sessions WHERE agent_type = 'openclaw'").fetchone()[0]
+        n_pending = store.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").fetchone()[0]
+        assert (n_cards, n_pending) == (oc_map.MAX_CARDS, oc_map.MAX_PENDING)
+        assert out.body["refused"] == extra_cards + 1 - oc_map.MAX_CARDS
+        assert isinstance(fleetdb.get(store, card_of(center)), dict)  # the sessions it had keep their cards
+    finally:
+        store.close()
+
+
 def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gateway: Gateway) -> None:
     import threading
 

@@ -309,16 +309,12 @@ class Gateway:
         while self.pending:
             batch, self.pending = self.pending[:BATCH_ACTIONS], self.pending[BATCH_ACTIONS:]
             try:
-                await self.hub.write(oc_map.apply, batch, self.host, time.time())
+                out = await self.hub.write(oc_map.apply, batch, self.host, time.time())
+                self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
                 if not self.counts["write_errors"]:
                     log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.url, len(batch), exc)
                 self.counts["write_errors"] += len(batch)
-
-    async def flushed(self) -> None:
-        """Wait until every action heard so far is in the store (tests, and a call that needs the row)."""
-        while self.writer is not None and not self.writer.done():
-            await asyncio.shield(self.writer)
 
     # -- calls: resolve an approval, abort a run ------------------------------------------------
 

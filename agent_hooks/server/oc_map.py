@@ -40,6 +40,10 @@ AGENT_TYPE = "openclaw"
 VIEW_CHARS = 200
 MAX_KEY_CHARS = 200
 RUNS_KEPT = 1000
+# A gateway's sessions (cards) and pending requests kept at most: past these, new ones are refused (counted),
+# so a gateway inventing session keys or requests cannot grow the store without bound.
+MAX_CARDS = 2000
+MAX_PENDING = 500
 # An approval row's id: ours, so the answer route knows to send it to the gateway (agent_hooks.server.openclaw).
 ID_PREFIX = "oc-"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -214,10 +218,13 @@ def _details(conn: sqlite3.Connection, cid: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _card(conn: sqlite3.Connection, out: fleetdb.Outcome, host: str, key: str, at: float) -> dict[str, Any]:
+def _card(conn: sqlite3.Connection, out: fleetdb.Outcome, host: str, key: str, at: float) -> dict[str, Any] | None:
     cid = card_id(host, key)
     card = fleetdb.get(conn, cid)
     if card is None:
+        if conn.execute("SELECT count(*) FROM fleet_sessions WHERE host = ? AND agent_type = ?",
+                        (host, AGENT_TYPE)).fetchone()[0] >= MAX_CARDS:
+            return None
         card = fleetdb.create(conn, host=host, at=at, session_id=key, agent_type=AGENT_TYPE, card_id=cid, label=key)
         out.transitions.append({"id": cid, "event": "register", "from": None, "to": card["state"], "ignored": False,
                                 "source": "openclaw", "at": at})
@@ -250,6 +257,9 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
         if _seen(conn, idem):
             continue  # heard again after a reconnect: applied once already
         card = _card(conn, out, host, act["session_key"], at)
+        if card is None:
+            out.body["refused"] = out.body.get("refused", 0) + 1
+            continue
         details = _details(conn, card["id"])
         before = json.dumps(details, sort_keys=True)
         if act.get("agent"):
@@ -321,6 +331,9 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
     """A pending row for the gateway's request (once: the same request heard again changes nothing)."""
     if approvals.get(conn, act["id"], raw=True) is not None:
         return False
+    if conn.execute("SELECT count(*) FROM approvals WHERE host = ? AND state = 'pending' AND id LIKE 'oc-%'",
+                    (host,)).fetchone()[0] >= MAX_PENDING:
+        return False  # a gateway flooding requests: the oldest ones stay, answerable
     created = act["created_at"] or at
     expires = act["expires_at"] or created + 120.0
     # "Always allow" is offered (the board's button, the CLI's --always) when the gateway offers allow-always.
