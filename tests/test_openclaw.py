@@ -646,7 +646,7 @@ def test_a_recorded_turn_without_a_subscription_lists_the_tool_by_its_title(tmp_
 
 def test_a_recorded_abort_fails_the_card_once(center: Center, gateway: Gateway) -> None:
     events = replay(gateway, "abort-running-exec.jsonl")
-    cid = card_of(center)
+    cid = card_of(center, "agent:gated:capture-abort")  # the recording's agent asks before each command
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="the aborted run")
     assert card["waiting_on"] == "error" and card["waiting_detail"] == "aborted"
     assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "awaiting_review", "running", "failed"]
@@ -676,7 +676,7 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     assert r.status_code == 200, r.text
     assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": gid, "decision": "allow-once"}
     replay(gateway, name, start=asked + 1)
-    cid = card_of(center)
+    cid = card_of(center, "agent:gated:capture-approval")  # the recording's agent asks before each command
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
