@@ -56,6 +56,8 @@ class Gateway:
             "chat.abort": lambda p: (True, {"ok": True, "aborted": True, "runIds": [p.get("runId")]}),
         }
         self.on_connect: Callable[[ServerConnection], Any] | None = None
+        # An error object to refuse every connect with (as a recorded refusal of the real gateway).
+        self.refusal: dict[str, Any] | None = None
         self.seq = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -120,9 +122,9 @@ class Gateway:
             problem = "invalid client"
         elif (params.get("auth") or {}).get("token") != self.token:
             problem = "unauthorized: gateway token mismatch"
-        if problem:
+        if problem or self.refusal:
             await ws.send(json.dumps({"type": "res", "id": req.get("id"), "ok": False,
-                                      "error": {"code": "INVALID_REQUEST", "message": problem}}))
+                                      "error": self.refusal or {"code": "INVALID_REQUEST", "message": problem}}))
             await ws.close()
             return
         await ws.send(json.dumps({"type": "res", "id": req.get("id"), "ok": True, "payload": {

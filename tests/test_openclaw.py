@@ -278,6 +278,17 @@ def test_a_wrong_token_is_shown_as_the_gateway_s_refusal(tmp_path: Path, gateway
         c.stop()
 
 
+def test_a_refused_handshake_is_shown_in_the_gateway_s_words(tmp_path: Path, gateway: Gateway) -> None:
+    [refused] = [f for f in fixture_frames("connect-refused-protocol-3.jsonl") if f.get("type") == "res"]
+    gateway.refusal = refused["error"]  # what the real gateway answers a connect it will not take
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"] == "refused: protocol mismatch" and st["connects"] == 0
+    finally:
+        c.stop()
+
+
 def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
     home = tmp_path / "home"
     home.mkdir()
