@@ -81,8 +81,8 @@ def main() -> int:
         p50s, p95s = [r[0] for r in runs], [r[1] for r in runs]
         print(f"{name:6s} p50 {statistics.median(p50s):6.2f} ms ({min(p50s):.2f}-{max(p50s):.2f}),"
               f"  p95 {statistics.median(p95s):6.2f} ms ({min(p95s):.2f}-{max(p95s):.2f})  over {len(runs)} runs")
-    print(f"gateway frames: {st['events']} read, {st['dropped']} dropped, {st['malformed']} malformed;"
-          f" limit {args.frames * args.runs} sent at {st.get('state')}")
+    print(f"gateway frames: {args.frames * args.runs} sent, {st['events']} read, {st['dropped']} dropped unread,"
+          f" {st['malformed']} malformed; the connection {st.get('state')} at the end")
     return 0
 
 
