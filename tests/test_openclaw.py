@@ -432,6 +432,19 @@ def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gate
     assert len(gateway.requests_for("chat.abort")) == 1
 
 
+def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, gateway: Gateway) -> None:
+    frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
+    [refused] = [f for f in frames if not f.get("ok")]
+    gateway.handlers["chat.abort"] = lambda p: (False, refused["error"])  # the real gateway's answer
+    cid = card_of(center)
+    gateway.send(lifecycle("run-u", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
+    assert r.status_code == 502 and r.json()["error"] == "the OpenClaw gateway did not abort the run: unauthorized"
+    card = center.wait_card(lambda c: c["id"] == cid)
+    assert card["badges"]["cancelled"] is False and card["state"] == "running"  # nothing claimed that did not happen
+
+
 def test_cancel_from_the_cli_goes_through_the_server(center: Center, gateway: Gateway) -> None:
     cid = card_of(center)
     gateway.send(lifecycle("run-7", 1, "start"))
