@@ -411,6 +411,29 @@ DEFAULTS: dict[str, Any] = {
         # host's address); one more is closed at once, so nobody else can use up the server's descriptors.
         "connections_per_uid": 64,
     },
+    # OpenClaw agents on the board (docs/openclaw.md): the server as an operator client of an OpenClaw gateway.
+    "openclaw": {
+        # The gateway's WebSocket, e.g. "ws://127.0.0.1:18789". "" (the default): nothing is attempted.
+        "url": "",
+        # File holding the gateway's token (0600). $AGENT_HOOKS_OPENCLAW_TOKEN overrides it. The token is
+        # never read from this file: a `token` key here is refused.
+        "token_file": "",
+        # The host name OpenClaw cards carry; "" = the url's host (a loopback url: this host's name).
+        "host": "",
+        # Cancel from the board or CLI aborts the run (chat.abort). The gateway lets only the run's requester or
+        # an operator.admin abort it, so this asks for operator.write and operator.admin (full control of the
+        # gateway). false: read only, and a cancel of an OpenClaw session is refused saying so.
+        "cancel": False,
+        # List the agents' exec approval requests in "Needs you" and answer them. The gateway routes a request
+        # only to an operator with operator.approvals and operator.admin (full control of the gateway), and
+        # while one is connected, commands that ask wait for an answer instead of being denied at once.
+        "approvals": False,
+        # Events taken from the gateway per second at most (the rest are counted and dropped), the largest
+        # frame accepted (a larger one closes the connection), and the longest pause between reconnects.
+        "max_events_per_s": 200,
+        "max_frame_bytes": 1024 * 1024,
+        "backoff_max_s": 10.0,
+    },
     # A person in the loop (features/approvals.py, docs/approvals.md).
     "approvals": {
         # How long a PermissionRequest hook keeps a permission dialog or question open for an answer
@@ -638,7 +661,8 @@ def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> 
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
 _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
-            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1}
+            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
+            ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1}
 
 
 def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:
@@ -740,6 +764,10 @@ def validate(config: dict[str, Any]) -> list[str]:
             problems.append(f"[{section}] must be a table")
             continue
         for key, value in values.items():
+            if section == "openclaw" and key == "token":
+                problems.append("openclaw.token: the gateway token is never read from config.toml; put it in a"
+                                " 0600 file named by openclaw.token_file, or in $AGENT_HOOKS_OPENCLAW_TOKEN")
+                continue
             if key not in DEFAULTS[section]:
                 hint = did_you_mean(key, DEFAULTS[section]) or did_you_mean_elsewhere(key, section)
                 problems.append(f"unknown setting {section}.{key}{hint}")

@@ -132,6 +132,11 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
 
 
 def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -> None:
+    if not server and ref.startswith("oc-"):
+        # An OpenClaw request is answered through the gateway, which this host's server holds (docs/openclaw.md).
+        from agent_hooks.cli.fleet import local_server
+
+        server = local_server()
     if server:
         status, doc = _request(server, "POST", f"/api/approvals/{quote(ref, safe='')}", body={**body, "via": "api"})
     else:

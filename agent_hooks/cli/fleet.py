@@ -41,6 +41,14 @@ def remote(server: str, action: str, session_id: str | None, task_id: str | None
     return [f"session {s['id']} on {s['host']}: {done} ({s['applied']})" for s in doc.get("sessions", [])]
 
 
+def local_server() -> str:
+    """This host's server: it holds the OpenClaw gateway's connection (docs/openclaw.md)."""
+    from agent_hooks.server import local
+
+    info = local.read_info(paths()) or {}
+    return f"http://127.0.0.1:{int(info.get('port') or load_config()['serve']['port'])}"
+
+
 @click.group(name="fleet")
 def fleet_group() -> None:
     """This host on a fleet: its name and the fleet token (docs/command-center.md)."""

@@ -103,6 +103,11 @@ def status(as_json: bool) -> None:
     elif store.get("outages"):
         click.echo(f"  store writable; {store['outages']} time(s) not writable since start,"
                    f" {store.get('replayed', 0)} spooled call(s) replayed")
+    gateway = st.get("openclaw")
+    if gateway:  # [openclaw] url is set (docs/openclaw.md)
+        error = f": {gateway['last_error']}" if gateway.get("last_error") and gateway["state"] != "connected" else ""
+        click.echo(f"  OpenClaw gateway {gateway['url']}: {gateway['state']} since {iso(gateway.get('since'))}{error};"
+                   f" {gateway.get('events', 0)} event(s), {gateway.get('dropped', 0)} dropped")
 
 
 def _ms(value: float | None) -> str:

@@ -307,6 +307,9 @@ def _selector_options(fn: Any) -> Any:
     return click.argument("session_id", required=False)(fn)
 
 
+OPENCLAW_PREFIX = "oc-"  # OpenClaw sessions' cards and requests (agent_hooks.server.oc_map)
+
+
 def _select(session_id: str | None, task_id: str | None, tmux: str | None) -> None:
     given = [x for x in (session_id, task_id, tmux) if x]
     if len(given) != 1:
@@ -400,6 +403,11 @@ def cancel(session_id: str | None, task_id: str | None, tmux: str | None, reason
     command center marks it and the session's own host applies it (within 2 s).
     """
     _select(session_id, task_id, tmux)
+    if not server and session_id and session_id.startswith(OPENCLAW_PREFIX):
+        # An OpenClaw session lives on the server's gateway connection: the server aborts its run (docs/openclaw.md).
+        from agent_hooks.cli.fleet import local_server
+
+        server = local_server()
     if server:
         from agent_hooks.cli.fleet import remote
 
@@ -416,6 +424,10 @@ def uncancel(session_id: str | None, task_id: str | None, tmux: str | None, as_j
              host: str | None) -> None:
     """Lift a cancellation (same selectors as `cancel`, --server too)."""
     _select(session_id, task_id, tmux)
+    if not server and session_id and session_id.startswith(OPENCLAW_PREFIX):
+        from agent_hooks.cli.fleet import local_server
+
+        server = local_server()  # the server says why an OpenClaw run cannot be uncancelled
     if server:
         from agent_hooks.cli.fleet import remote
 

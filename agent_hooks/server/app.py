@@ -50,6 +50,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.server.ingest",
     "agent_hooks.server.control",
     "agent_hooks.server.approvals",
+    # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.
+    "agent_hooks.server.openclaw",
     # After control: a host subscribed to a command center reports its sessions to it.
     "agent_hooks.server.report",
     "agent_hooks.server.board",

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import fleet
 from agent_hooks.features import approvals
 from agent_hooks.output import render
-from agent_hooks.server import access, contract, fleet_approvals, fleetdb, peer
+from agent_hooks.server import access, contract, fleet_approvals, fleetdb, openclaw, peer
 from agent_hooks.server.app import ServerState, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.live import fleet_of
@@ -188,6 +188,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if isinstance(body.get("by"), str) and body["by"].strip():
             by = f"{body['by'].strip()[:100]} ({by})"
         via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
+        # An OpenClaw exec approval: answered through its gateway (server/openclaw.py).
+        answered = await openclaw.answer(state, request.path_params["id"], {**body, "via": via}, by, where)
+        if answered is not None:
+            return answered
         # Another host's request: answered there, down the channel cancels use (server/fleet_approvals.py).
         routed = await hub.write(fleet_approvals.route, request.path_params["id"], body, by, where, time.time())
         if routed is not None:

@@ -46,6 +46,8 @@ def board_meta(state: ServerState) -> dict[str, Any]:
         "events": {e: {"from": sorted(src), "to": to, "means": contract.EVENT_MEANINGS[e]}
                    for e, (src, to) in contract.EVENTS.items()},
         "stalled_after_s": float(state.config["heartbeat"]["stalled_after_s"]),
+        # The OpenClaw gateway's connection, when one is configured (server/openclaw.py).
+        "openclaw": gateway.status() if (gateway := getattr(state, "openclaw", None)) is not None else None,
     }
 
 

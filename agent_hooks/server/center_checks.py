@@ -43,7 +43,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     port = int(info.get("port") or cfg["serve"]["port"])
     if process.health(paths, cfg) is None:
         checks.append(Check("board", OK, "board not served (the server is not running)", "agent-hook server start"))
-        return checks
+        return checks + openclaw_checks(cfg, None)
     url = f"http://127.0.0.1:{port}/"
     page, data, static = _get(port, "/"), _get(port, "/api/board"), _get(port, "/static/board.js")
     if not page or page[0] != 200 or b"Command center" not in page[1] or not static or static[0] != 200:
@@ -63,9 +63,9 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     status = _get(port, "/api/fleet/status")
     try:
         doc = json.loads(status[1]) if status and status[0] == 200 else {}
-        sub, rep = doc.get("subscription"), doc.get("report")
+        sub, rep, gateway = doc.get("subscription"), doc.get("report"), doc.get("openclaw")
     except (ValueError, AttributeError):
-        sub, rep = None, None
+        sub, rep, gateway = None, None, None
     if sub:
         if sub.get("connected"):
             checks.append(Check("board", OK, f"subscribed to the command center {sub['center']}"
@@ -74,9 +74,35 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
             checks.append(Check("board", WARN, f"not connected to the command center {sub['center']}:"
                                 f" {sub.get('last_error') or 'connecting'}; cancellations issued there wait",
                                 "check forward.url and the fleet token on both hosts"))
+    checks.extend(openclaw_checks(cfg, gateway if isinstance(gateway, dict) else None))
     if rep and rep.get("last_error"):
         checks.append(Check("board", WARN, f"reporting sessions and approval requests to {rep['center']} fails:"
                             f" {rep['last_error']}; its board shows this host's cards bare and not its requests",
                             "check forward.url and the fleet token; a command center without /api/fleet/report"
                             " (not agent-hooks) answers 404: set fleet.report = false"))
     return checks
+
+
+def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[Any]:
+    """The OpenClaw gateway's lines: its settings, and the running server's connection (none when unset)."""
+    import os
+
+    from agent_hooks import openclaw
+    from agent_hooks.checks import FAIL, OK, WARN, Check
+
+    problems = openclaw.problems(cfg, os.environ)
+    out = [Check("board", FAIL, f"OpenClaw gateway: {p}", "see docs/openclaw.md") for p in problems]
+    clear = openclaw.cleartext_problem(cfg) if openclaw.configured(cfg) else None
+    if clear:
+        out.append(Check("board", WARN, f"OpenClaw gateway: {clear}", "see docs/openclaw.md"))
+    if not openclaw.configured(cfg) or problems or status is None:
+        return out
+    if status.get("state") == "connected":
+        out.append(Check("board", OK, f"OpenClaw gateway {status.get('url')}: connected, scopes"
+                         f" {', '.join(status.get('scopes') or [])} ({status.get('events', 0)} event(s),"
+                         f" {status.get('dropped', 0)} dropped)"))
+    else:
+        out.append(Check("board", WARN, f"OpenClaw gateway {status.get('url')}: {status.get('state')}"
+                         f" ({status.get('last_error') or 'no answer yet'}); its agents' cards do not move meanwhile",
+                         "is `openclaw gateway` running there, and is the token right?"))
+    return out

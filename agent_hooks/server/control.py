@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
 from agent_hooks.forward.urls import url_problem
-from agent_hooks.server import access, contract, fleetdb, reply
+from agent_hooks.server import access, contract, fleetdb, openclaw, reply
 from agent_hooks.server.app import ServerState, cancel_task, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.live import Fleet, fleet_of
@@ -299,6 +299,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         host = request.query_params.get("host")
         if host is not None:
             host = fleetdb.THIS_HOST if host == hub.own_host else host
+        # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (server/openclaw.py).
+        aborted = await openclaw.cancel(state, request.path_params["ref"], cancel, reason)
+        if aborted is not None:
+            return aborted
         out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
                               time.time())
         if "seq" in out.body:
@@ -418,7 +422,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
         rep = getattr(state, "reporter", None)
         return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
                              "subscription": sub.status() if sub is not None else None,
-                             "report": rep.status() if rep is not None else None})
+                             "report": rep.status() if rep is not None else None,
+                             "openclaw": openclaw.status(state)})
 
     return [
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),

@@ -424,6 +424,10 @@ class Fleet:
                 else:
                     client.queue.put_nowait(msg)
 
+    def announce(self, message: dict[str, Any]) -> None:
+        """On the loop: send one message to every board now (a change no store write carries)."""
+        self._broadcast([message])
+
     def _changed(self) -> None:
         for listener in list(self.change_listeners):
             try:
@@ -452,8 +456,9 @@ class Fleet:
             self.reply_waiters.pop(seq, None)
 
     def hello(self) -> dict[str, Any]:
+        gateway = getattr(self.state, "openclaw", None)  # server/openclaw.py, when [openclaw] url is set
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
-                "approvals": self.approvals}
+                "approvals": self.approvals, "openclaw": gateway.status() if gateway is not None else None}
 
 
 def fleet_of(state: ServerState) -> Fleet:

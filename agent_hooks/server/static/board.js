@@ -97,7 +97,7 @@ async function moveCard(id, state) {
 function matches(card) {
   const f = board.filters;
   return (!f.host || card.host === f.host) && (!f.agent || card.agent === f.agent) &&
-         (!f.task || (card.task_id || "") === f.task);
+         (!f.type || card.agent_type === f.type) && (!f.task || (card.task_id || "") === f.task);
 }
 
 // Sessions that need a person come first in their column: asked for input, then stopped on an error.
@@ -184,7 +184,9 @@ function costChart(series) {
 function cardNode(card) {
   const b = card.badges || {};
   const tmux = card.tmux_session && card.tmux_session !== card.label ? `tmux ${card.tmux_session}` : null;
-  const who = [card.agent, card.role, tmux].filter(Boolean).join(" · ");
+  // Another kind of agent (OpenClaw) says so beside its name.
+  const kind = card.agent_type && card.agent_type !== "claude-code" && card.agent_type !== card.agent ? card.agent_type : null;
+  const who = [card.agent, kind, card.role, tmux].filter(Boolean).join(" · ");
   const badges = [];
   const waiting = waitingBadge(card);
   if (waiting) badges.push(waiting);
@@ -289,11 +291,12 @@ function render() {
 }
 
 function renderFilters() {
-  const values = {host: new Set(), agent: new Set(), task: new Set()};
+  const values = {host: new Set(), agent: new Set(), type: new Set(), task: new Set()};
   for (const c of board.cards.values()) {
     values.host.add(c.host); if (c.agent) values.agent.add(c.agent); if (c.task_id) values.task.add(c.task_id);
+    if (c.agent_type) values.type.add(c.agent_type);
   }
-  for (const key of ["host", "agent", "task"]) {
+  for (const key of ["host", "agent", "type", "task"]) {
     const sel = document.getElementById(`f-${key}`);
     const want = [...values[key]].sort();
     const have = [...sel.options].slice(1).map((o) => o.value);
@@ -327,6 +330,17 @@ function setConn(state, text) {
   document.getElementById("conn-text").textContent = text;
 }
 
+// The OpenClaw gateway's connection (docs/openclaw.md): shown only when one is configured.
+function setGateway(gw) {
+  const g = document.getElementById("gateway");
+  if (!gw) { g.hidden = true; return; }
+  g.hidden = false;
+  g.dataset.state = gw.state === "connected" ? "live" : (gw.state === "down" ? "down" : "connecting");
+  const since = gw.since ? ` since ${new Date(gw.since * 1000).toLocaleTimeString()}` : "";
+  document.getElementById("gateway-text").textContent = `OpenClaw ${gw.state}`;
+  g.title = `OpenClaw gateway ${gw.url}: ${gw.state}${since}${gw.last_error ? " — " + gw.last_error : ""}`;
+}
+
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${proto}//${location.host}/api/live`);
@@ -341,6 +355,7 @@ function connect() {
       document.getElementById("host").textContent = msg.host;
       setConn("live", "live");
       if (msg.approvals) setApprovals(msg.approvals);
+      setGateway(msg.openclaw);
       render();
     } else if (msg.type === "card") {
       board.cards.set(msg.card.id, msg.card);
@@ -353,6 +368,8 @@ function connect() {
       setTimeout(() => flash(msg.id), 50);
     } else if (msg.type === "approvals") {
       setApprovals(msg.approvals);
+    } else if (msg.type === "openclaw") {
+      setGateway(msg.openclaw);
     }
   };
   ws.onclose = () => {
@@ -715,10 +732,11 @@ async function main() {
   if (!r.ok) { setConn("down", r.doc.error || `HTTP ${r.status}`); return; }
   board.meta = r.doc;
   document.getElementById("host").textContent = r.doc.host;
+  setGateway(r.doc.openclaw);
   buildColumns();
   board.cards = new Map(r.doc.cards.map((c) => [c.id, c]));
   render();
-  for (const key of ["host", "agent", "task"]) {
+  for (const key of ["host", "agent", "type", "task"]) {
     document.getElementById(`f-${key}`).addEventListener("change", (ev) => { board.filters[key] = ev.target.value; render(); });
   }
   document.getElementById("panel-close").addEventListener("click", closePanel);

@@ -1,0 +1,756 @@
+"""OpenClaw agents on the board: the server as an operator client of an OpenClaw gateway.
+
+A real server (`agent-hook server start`) connects to a test gateway on loopback (tests/openclaw_support.py:
+a real WebSocket server speaking protocol 4's handshake, replaying frames shaped as the real gateway's).
+Runs become cards that move running -> completed with their tool calls listed; exec approvals are listed
+and answered through the gateway (first answer wins); a cancel aborts the run through chat.abort; the
+connection's state shows in status, doctor and the board; a gateway that is down, hostile or floods never
+holds the hook routes, and a reconnect adds no card twice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from center_support import Center
+from helpers import BIN
+from openclaw_support import TOKEN, Gateway, approval, fixture_frames, lifecycle, resolved, tool
+
+from agent_hooks import config as config_mod
+from agent_hooks import openclaw as settings
+from agent_hooks.server import oc_map
+
+
+def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
+    return {"AGENT_HOOKS__OPENCLAW__URL": gw.url, "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN,
+            "AGENT_HOOKS__OPENCLAW__APPROVALS": "true", "AGENT_HOOKS__OPENCLAW__CANCEL": "true",
+            "AGENT_HOOKS__OPENCLAW__BACKOFF_MAX_S": "0.5", "AGENT_HOOKS__FLEET__HOST": "host-a", **extra}
+
+
+@pytest.fixture
+def gateway() -> Iterator[Gateway]:
+    gw = Gateway().start()
+    try:
+        yield gw
+    finally:
+        gw.close()
+
+
+@pytest.fixture
+def center(tmp_path: Path, gateway: Gateway) -> Iterator[Center]:
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        gateway.wait_clients()
+        yield c
+    finally:
+        c.stop()
+
+
+def oc_status(center: Center) -> dict[str, Any]:
+    r = center.http.get("/api/fleet/status")
+    assert r.status_code == 200, r.text
+    return r.json()["openclaw"]  # type: ignore[no-any-return]
+
+
+def wait_status(center: Center, state: str, timeout: float = 10.0) -> dict[str, Any]:
+    end = time.time() + timeout
+    while time.time() < end:
+        st = oc_status(center)
+        if st["state"] == state:
+            return st
+        time.sleep(0.05)
+    raise AssertionError(f"gateway state never {state}: {oc_status(center)}")
+
+
+def card_of(center: Center, key: str = "agent:main:main") -> str:
+    return oc_map.card_id("host-a", key)
+
+
+def page(center: Center, cid: str) -> dict[str, Any]:
+    r = center.http.get(f"/api/board/sessions/{cid}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def run_turn(gw: Gateway, run: str = "run-1") -> None:
+    gw.send(lifecycle(run, 1, "start", startedAt=1))
+    gw.send(lifecycle(run, 2, "model", provider="fake", model="claude-sonnet-4-5"))
+    gw.send(tool(run, 3, "call-1", "exec", {"command": "ls -la /tmp && API_TOKEN=hunter2 make"}))
+    gw.send(tool(run, 4, "call-1", "exec", {}, phase="result"))
+
+
+# -- settings (no server) ---------------------------------------------------------------------------------
+
+def test_token_comes_from_the_environment_or_a_private_file_never_from_config(tmp_path: Path) -> None:
+    cfg = config_mod.defaults()
+    cfg["openclaw"]["url"] = "ws://127.0.0.1:18789"
+    assert settings.token(cfg, {settings.TOKEN_ENV: " T1 "}) == "T1"
+    with pytest.raises(settings.SettingError, match="no gateway token"):
+        settings.token(cfg, {})
+    path = tmp_path / "gw-token"
+    path.write_text("T2\n")
+    path.chmod(0o644)
+    cfg["openclaw"]["token_file"] = str(path)
+    with pytest.raises(settings.SettingError, match="readable by others"):
+        settings.token(cfg, {})
+    path.chmod(0o600)
+    assert settings.token(cfg, {}) == "T2"
+    cfg["openclaw"]["token"] = "in-the-config"
+    with pytest.raises(settings.SettingError, match="never read from there"):
+        settings.token(cfg, {settings.TOKEN_ENV: "T1"})
+    assert any("openclaw.token" in p and "never read" in p for p in config_mod.validate(cfg))
+
+
+def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
+    cfg = config_mod.defaults()
+    for url in ("ws://127.0.0.1:18789", "wss://gw.example:18789", "ws://localhost:1"):
+        cfg["openclaw"]["url"] = url
+        assert settings.cleartext_problem(cfg) is None, url
+    cfg["openclaw"]["url"] = "ws://10.1.2.3:18789"
+    assert "unencrypted" in (settings.cleartext_problem(cfg) or "")
+    from agent_hooks.checks import WARN
+    from agent_hooks.server.center_checks import openclaw_checks
+
+    checks = openclaw_checks(cfg, None)
+    assert any(c.status == WARN and "unencrypted" in c.summary for c in checks), checks
+
+
+def test_nothing_configured_nothing_attempted_or_warned() -> None:
+    cfg = config_mod.defaults()
+    assert not settings.configured(cfg)
+    assert settings.problems(cfg, {}) == []
+    assert settings.scopes(cfg) == ["operator.read"]  # read only unless control is turned on
+    assert settings.caps(cfg) == ["tool-events"]
+    cfg["openclaw"]["cancel"] = True
+    assert settings.scopes(cfg) == ["operator.read", "operator.write", "operator.admin"]
+    cfg["openclaw"]["cancel"] = False
+    cfg["openclaw"]["approvals"] = True
+    assert settings.scopes(cfg) == ["operator.read", "operator.approvals", "operator.admin"]
+    assert settings.caps(cfg) == ["tool-events", "exec-approvals"]
+
+
+def test_the_server_does_not_import_the_gateway_client_without_a_gateway(tmp_path: Path) -> None:
+    # A fresh interpreter: the app built and its lifespan's start-up run, as `agent-hook server` does.
+    code = (
+        "import asyncio, sys\n"
+        "from agent_hooks.paths import Paths\n"
+        "from agent_hooks import config\n"
+        "from agent_hooks.server import app, openclaw\n"
+        "env = {'AGENT_HOOKS_HOME': sys.argv[1]}\n"
+        "a = app.create_app(Paths(env), config.defaults(), env)\n"
+        "asyncio.run(openclaw.startup(a.state.server))\n"
+        "print('agent_hooks.server.oc_gateway' in sys.modules, 'agent_hooks.server.oc_map' in sys.modules,\n"
+        "      'websockets.asyncio.client' in sys.modules, getattr(a.state.server, 'openclaw', None))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "False", "None"]
+
+
+def test_a_tool_call_is_shown_clipped_with_secrets_masked() -> None:
+    view = oc_map.safe_view({"command": "API_TOKEN=hunter2 curl -H x " + "y" * 500})
+    assert "hunter2" not in view and "API_TOKEN=***" in view
+    assert len(view) <= oc_map.VIEW_CHARS
+    assert oc_map.safe_view({"path": "/etc/hosts"}) == "/etc/hosts"
+    assert oc_map.safe_view({"a": 1}) == '{"a":1}'
+
+
+# -- a run on the board ------------------------------------------------------------------------------------
+
+def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(center: Center, gateway: Gateway) -> None:
+    hello = gateway.connects[-1]
+    assert hello["role"] == "operator" and hello["minProtocol"] == 4 and hello["maxProtocol"] == 4
+    assert hello["scopes"] == ["operator.read", "operator.write", "operator.approvals", "operator.admin"]
+    assert hello["auth"]["token"] == TOKEN
+    assert hello["caps"] == ["tool-events", "exec-approvals"]
+    assert hello["client"]["id"] == "gateway-client" and hello["client"]["mode"] == "backend"
+    gateway.wait_request("sessions.subscribe")
+    cid = card_of(center)
+    run_turn(gateway)
+    card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1, what="the run's card")
+    assert card["agent_type"] == "openclaw" and card["state"] == "running" and card["host"] == "host-a"
+    assert card["agent"] == "main" and card["label"] == "agent:main:main"
+    assert card["current_tool"] == "exec" and "ls -la /tmp" in card["current_command"]
+    assert "hunter2" not in json.dumps(card)
+    gateway.send(lifecycle("run-1", 5, "end", stopReason="stop", aborted=False))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="completed")
+    events = [e["event"] for e in reversed(page(center, cid)["events"])]
+    assert events == ["start", "tool_use", "completed"]
+    tool_event = [e for e in page(center, cid)["events"] if e["event"] == "tool_use"][0]
+    assert tool_event["metadata"].startswith("exec: ls -la /tmp") and tool_event["source"] == "openclaw"
+    # The session's next run: the same card, back to running.
+    gateway.send(lifecycle("run-2", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running", what="running again")
+    gateway.send(lifecycle("run-2", 2, "error", error="model overloaded"))
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="failed")
+    assert card["waiting_on"] == "error" and "model overloaded" in card["waiting_detail"]
+    assert len([c for c in center.board_cards().values() if c["agent_type"] == "openclaw"]) == 1
+
+
+def test_a_reconnect_hears_the_run_again_without_a_second_card_or_event(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    run_turn(gateway)
+    center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1)
+    assert wait_status(center, "connected")["connects"] == 1
+    gateway.stop()
+    st = wait_status(center, "down")
+    assert st["last_error"] and st["since"] <= time.time()
+    board = center.http.get("/api/board").json()
+    assert board["openclaw"]["state"] == "down"
+    assert center.status()["openclaw"]["state"] == "down"
+    gateway.start()
+    gateway.wait_clients()
+    assert wait_status(center, "connected")["connects"] == 2
+    run_turn(gateway)  # the same frames again, as a gateway replaying a run after a restart would
+    gateway.send(lifecycle("run-1", 5, "end", stopReason="stop", aborted=False))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    cards = [c for c in center.board_cards().values() if c["agent_type"] == "openclaw"]
+    assert len(cards) == 1 and cards[0]["tool_calls"] == 1
+    assert [e["event"] for e in reversed(page(center, cid)["events"])] == ["start", "tool_use", "completed"]
+
+
+def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    # Connected after the run started: its first frame is a tool call.
+    gateway.send(tool("run-mid", 7, "call-m", "read", {"path": "/etc/hosts"}))
+    card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1)
+    assert card["state"] == "running"
+    gateway.send(lifecycle("run-mid", 9, "end", stopReason="stop", aborted=False))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    # The next run is heard only by its end (a short run during a reconnect): it still counts.
+    gateway.send(lifecycle("run-short", 3, "end", stopReason="stop", aborted=False))
+    end = time.time() + 10
+    while [e for e, _ in events_of(center, cid)].count("completed") < 2 and time.time() < end:
+        time.sleep(0.05)
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed", "requeue", "start", "completed"]
+
+
+def test_a_gateway_that_says_it_stops_is_shown_down_with_its_reason(center: Center, gateway: Gateway) -> None:
+    gateway.send({"type": "event", "event": "shutdown", "payload": {"reason": "gateway stopping"}})
+    gateway.stop()
+    st = wait_status(center, "down")
+    assert st["last_error"] == "the gateway stopped (gateway stopping)"
+
+
+def test_without_approvals_none_are_listed_and_no_admin_scope_is_asked(tmp_path: Path) -> None:
+    gw = Gateway().start()
+    c = Center(tmp_path / "home", env=center_env(gw, AGENT_HOOKS__OPENCLAW__APPROVALS="false")).start()
+    try:
+        gw.wait_clients()
+        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.write", "operator.admin"]
+        assert gw.connects[-1]["caps"] == ["tool-events"]
+        assert not gw.requests_for("exec.approval.list")
+        gw.send(approval("gw-unasked-1", "rm -rf /"))
+        gw.send(lifecycle("run-n", 1, "start"))
+        c.wait_card(lambda x: x["id"] == oc_map.card_id("host-a", "agent:main:main") and x["state"] == "running")
+        assert [a for a in pending(c) if a["id"].startswith("oc-")] == []
+    finally:
+        c.stop()
+        gw.close()
+
+
+def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway) -> None:
+    st = center.status()["openclaw"]
+    assert st["state"] == "connected" and st["url"] == gateway.url and st["last_error"] is None
+    text = center.cli("status").stdout
+    assert f"OpenClaw gateway {gateway.url}: connected" in text
+    doctor = subprocess.run([str(BIN / "agent-hook"), "doctor"], capture_output=True, text=True,
+                            env=center.env, timeout=60)
+    assert f"OpenClaw gateway {gateway.url}: connected" in doctor.stdout, doctor.stdout
+
+
+def test_a_wrong_token_is_shown_as_the_gateway_s_refusal(tmp_path: Path, gateway: Gateway) -> None:
+    c = Center(tmp_path / "home", env=center_env(gateway, AGENT_HOOKS_OPENCLAW_TOKEN="wrong")).start()
+    try:
+        st = wait_status(c, "down")
+        assert "refused: unauthorized" in st["last_error"]
+        assert not gateway.clients
+    finally:
+        c.stop()
+
+
+def test_a_refused_handshake_is_shown_in_the_gateway_s_words(tmp_path: Path, gateway: Gateway) -> None:
+    [refused] = [f for f in fixture_frames("connect-refused-protocol-3.jsonl") if f.get("type") == "res"]
+    gateway.refusal = refused["error"]  # what the real gateway answers a connect it will not take
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"] == "refused: protocol mismatch" and st["connects"] == 0
+    finally:
+        c.stop()
+
+
+def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[openclaw]\ntoken = "in-the-config"\n')  # AGENT_HOOKS_HOME holds it
+    c = Center(home, env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert "never read from there" in st["last_error"]
+        assert not gateway.connects
+    finally:
+        c.stop()
+
+
+# -- approvals -----------------------------------------------------------------------------------------------
+
+def pending(center: Center) -> list[dict[str, Any]]:
+    return center.http.get("/api/approvals").json()["approvals"]  # type: ignore[no-any-return]
+
+
+def wait_pending(center: Center, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    end = time.time() + timeout
+    while time.time() < end:
+        got = [a for a in pending(center) if a["id"].startswith("oc-")]
+        if len(got) == n:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"expected {n} OpenClaw request(s): {pending(center)}")
+
+
+def test_an_exec_approval_is_listed_and_answered_through_the_gateway_first_answer_wins(
+        center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    gateway.send(lifecycle("run-1", 1, "start"))
+    gateway.send(approval("a1b2c3d4-0000-4000-8000-000000000001", "rm -rf build"))
+    [row] = wait_pending(center, 1)
+    assert row["tool_name"] == "exec" and row["tool_input"]["command"] == "rm -rf build"
+    assert row["host"] == "host-a" and row["card"] == cid
+    card = center.wait_card(lambda c: c["id"] == cid and c["waiting_on"] == "needs_input")
+    assert card["state"] == "awaiting_review"
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 200, r.text
+    sent = gateway.wait_request("exec.approval.resolve")["params"]
+    assert sent == {"id": "a1b2c3d4-0000-4000-8000-000000000001", "decision": "allow-once"}
+    late = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
+    assert late.status_code == 409 and late.json()["already"] is True
+    assert len(gateway.requests_for("exec.approval.resolve")) == 1
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "running" and not c["waiting_on"])
+    assert wait_pending(center, 0) == []
+
+
+def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-answered-1", "git push"))
+    [row] = wait_pending(center, 1)
+    gateway.send(resolved("gw-answered-1", "deny"))
+    wait_pending(center, 0)
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 409, r.text
+    assert "denied" in r.json()["error"]
+    assert not gateway.requests_for("exec.approval.resolve")
+    # The gateway refuses one it no longer holds (expired there): the caller is told, the row withdrawn.
+    gateway.handlers["exec.approval.resolve"] = lambda p: (False, "unknown or expired approval id")
+    gateway.send(approval("gw-expired-1", "make deploy"))
+    [row] = wait_pending(center, 1)
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
+    assert r.status_code == 409 and "unknown or expired" in r.json()["error"], r.text
+    assert gateway.wait_request("exec.approval.resolve")["params"]["decision"] == "allow-always"
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    assert [a["state"] for a in history if a["id"] == row["id"]] == ["withdrawn"]
+    # Refused for another reason (as the real gateway words a missing scope): nothing was answered, it stays pending.
+    gateway.handlers["exec.approval.resolve"] = lambda p: (False, {
+        "code": "FORBIDDEN", "message": "missing scope: operator.approvals",
+        "details": {"code": "MISSING_SCOPE", "missingScope": "operator.approvals"}})
+    gateway.send(approval("gw-forbidden-1", "make"))
+    [row] = wait_pending(center, 1)
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 502 and "missing scope" in r.json()["error"], r.text
+    assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
+
+
+def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-cli-1", "npm publish"))
+    [row] = wait_pending(center, 1)
+    out = subprocess.run([str(BIN / "agent-hook"), "deny", row["id"], "--message", "not today"], capture_output=True,
+                         text=True, env=center.env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": "gw-cli-1", "decision": "deny"}
+    again = subprocess.run([str(BIN / "agent-hook"), "approve", row["id"]], capture_output=True, text=True,
+                           env=center.env, timeout=60)
+    assert again.returncode != 0 and "already answered" in again.stderr
+    assert len(gateway.requests_for("exec.approval.resolve")) == 1
+
+
+def test_a_reconnect_catches_up_with_requests_made_or_answered_meanwhile(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-old-1", "make clean"))
+    [old] = wait_pending(center, 1)
+    gateway.stop()
+    wait_status(center, "down")
+    # Meanwhile at the gateway: the old request was answered there, a new one is waiting.
+    gateway.pending = [approval("gw-new-1", "make test")["payload"]]
+    gateway.start()
+    end = time.time() + 10
+    while [a["id"] for a in pending(center)] != [oc_map.approval_id("gw-new-1")] and time.time() < end:
+        time.sleep(0.05)
+    [new] = wait_pending(center, 1)
+    assert new["id"] == oc_map.approval_id("gw-new-1") and new["tool_input"]["command"] == "make test"
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [gone] = [a for a in history if a["id"] == old["id"]]
+    assert gone["state"] == "withdrawn" and "no longer pending at the OpenClaw gateway" in gone["answer"]["note"]
+
+
+def test_an_answer_while_the_gateway_is_down_leaves_the_request_pending(center: Center, gateway: Gateway) -> None:
+    gateway.send(approval("gw-down-1", "ls"))
+    [row] = wait_pending(center, 1)
+    gateway.stop()
+    wait_status(center, "down")
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+    assert r.status_code == 503 and "not connected" in r.json()["error"], r.text
+    assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
+
+
+# -- cancel ---------------------------------------------------------------------------------------------------
+
+def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
+    assert r.status_code == 404  # no such card yet: the usual answer
+    gateway.send(lifecycle("run-9", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
+    assert r.status_code == 200, r.text
+    assert r.json()["sessions"][0]["applied"] == "aborted at the OpenClaw gateway"
+    assert gateway.wait_request("chat.abort")["params"] == {"sessionKey": "agent:main:main", "runId": "run-9"}
+    gateway.send(lifecycle("run-9", 2, "end", stopReason="aborted", aborted=True))
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed")
+    assert card["badges"]["cancelled"] is True and card["badges"]["cancel_reason"] == "wrong branch"
+    # No run now: refused, saying why; uncancel too.
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "again"})
+    assert r.status_code == 409 and "no run in progress" in r.json()["error"]
+    r = center.http.post(f"/api/sessions/{cid}/uncancel")
+    assert r.status_code == 409 and "nothing to uncancel" in r.json()["error"]
+    assert len(gateway.requests_for("chat.abort")) == 1
+
+
+def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, gateway: Gateway) -> None:
+    frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
+    [refused] = [f for f in frames if not f.get("ok")]
+    gateway.handlers["chat.abort"] = lambda p: (False, refused["error"])  # the real gateway's answer
+    cid = card_of(center)
+    gateway.send(lifecycle("run-u", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
+    assert r.status_code == 502 and r.json()["error"] == "the OpenClaw gateway did not abort the run: unauthorized"
+    card = center.wait_card(lambda c: c["id"] == cid)
+    assert card["badges"]["cancelled"] is False and card["state"] == "running"  # nothing claimed that did not happen
+
+
+def test_cancel_from_the_cli_goes_through_the_server(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    gateway.send(lifecycle("run-7", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    out = subprocess.run([str(BIN / "agent-hook"), "cancel", cid, "--reason", "stop it"], capture_output=True,
+                         text=True, env=center.env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "aborted at the OpenClaw gateway" in out.stdout
+    assert gateway.wait_request("chat.abort")["params"]["runId"] == "run-7"
+    undo = subprocess.run([str(BIN / "agent-hook"), "uncancel", cid], capture_output=True, text=True,
+                          env=center.env, timeout=60)
+    assert undo.returncode != 0 and "nothing to uncancel" in undo.stderr, (undo.stdout, undo.stderr)
+
+
+def test_cancel_is_refused_when_the_gateway_offers_no_abort(tmp_path: Path) -> None:
+    gw = Gateway(methods=["sessions.subscribe", "exec.approval.resolve"]).start()
+    c = Center(tmp_path / "home", env=center_env(gw)).start()
+    try:
+        gw.wait_clients()
+        gw.send(lifecycle("run-3", 1, "start"))
+        cid = oc_map.card_id("host-a", "agent:main:main")
+        c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
+        r = c.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
+        assert r.status_code == 409 and "offers no method to abort" in r.json()["error"], r.text
+        assert not gw.requests_for("chat.abort")
+    finally:
+        c.stop()
+        gw.close()
+
+
+def test_without_cancel_the_server_asks_for_no_write_scope_and_refuses_a_cancel(tmp_path: Path) -> None:
+    gw = Gateway().start()
+    c = Center(tmp_path / "home", env=center_env(gw, AGENT_HOOKS__OPENCLAW__CANCEL="false")).start()
+    try:
+        gw.wait_clients()
+        assert gw.connects[-1]["scopes"] == ["operator.read", "operator.approvals", "operator.admin"]
+        gw.send(lifecycle("run-4", 1, "start"))
+        cid = oc_map.card_id("host-a", "agent:main:main")
+        c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
+        r = c.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
+        assert r.status_code == 409 and "cancel = true" in r.json()["error"], r.text
+    finally:
+        c.stop()
+        gw.close()
+
+
+# -- robustness -------------------------------------------------------------------------------------------------
+
+def test_malformed_and_oversized_frames_cost_the_connection_at_most(center: Center, gateway: Gateway) -> None:
+    for bad in ("not json", "[1, 2]", '{"type": "event", "event": "agent", "payload": "x"}',
+                '{"type": "event", "event": "agent", "payload": {"stream": "lifecycle", "data": []}}',
+                '{"type": "event", "event": "exec.approval.requested", "payload": {"id": 5}}',
+                "[" * 100000):
+        gateway.send(bad)
+    gateway.send(lifecycle("run-ok", 1, "start"))
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    assert oc_status(center)["malformed"] >= 3
+    gateway.send("x" * (2 * 1024 * 1024))  # over max_frame_bytes: the connection is closed, then made again
+    gateway.wait_clients()
+    end = time.time() + 10
+    while oc_status(center)["connects"] < 2 and time.time() < end:
+        time.sleep(0.05)
+    assert oc_status(center)["connects"] == 2
+    gateway.wait_clients()
+    gateway.send(lifecycle("run-ok", 2, "end", stopReason="stop", aborted=False))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+
+
+def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without_bound(
+        center: Center, gateway: Gateway) -> None:
+    # The writer thread's function, called directly on the server's own store (its schema, a real file).
+    import sqlite3
+
+    from agent_hooks.server import fleetdb
+
+    gateway.send(lifecycle("run-0", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center))
+    store = sqlite3.connect(str(center.home / "store.db"), timeout=10)
+    try:
+        mapper = oc_map.Mapper()
+        extra_cards, extra_requests = oc_map.MAX_CARDS + 5, oc_map.MAX_PENDING + 7
+        acts = [a for i in range(extra_cards)
+                for a in mapper.actions("agent", lifecycle(f"r{i}", 1, "start", key=f"agent:x:{i}")["payload"])]
+        acts += [a for i in range(extra_requests)
+                 for a in mapper.actions("exec.approval.requested", approval(f"flood-{i}", "ls")["payload"])]
+        with store:
+            out = oc_map.apply(store, acts, "host-a", time.time())
+        n_cards = store.execute("SELECT count(*) FROM fleet_sessions WHERE agent_type = 'openclaw'").fetchone()[0]
+        n_pending = store.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").fetchone()[0]
+        assert (n_cards, n_pending) == (oc_map.MAX_CARDS, oc_map.MAX_PENDING)
+        assert out.body["refused"] == extra_cards + 1 - oc_map.MAX_CARDS
+        assert isinstance(fleetdb.get(store, card_of(center)), dict)  # the sessions it had keep their cards
+    finally:
+        store.close()
+
+
+def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gateway: Gateway) -> None:
+    import threading
+
+    noise = json.dumps({"type": "event", "event": "agent", "payload": {
+        "runId": "r", "stream": "assistant", "data": {"text": "x" * 2000, "delta": "x"}, "sessionKey": "agent:main:main",
+        "seq": 1}})
+    times: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            status, _, _ = center.post({"hook_event_name": "PreToolUse", "session_id": "cc-1", "tool_name": "Bash",
+                                        "tool_input": {"command": "ls"}, "cwd": "/tmp",
+                                        "transcript_path": "", "permission_mode": "default"})
+            times.append((time.perf_counter() - t0) * 1000)
+            assert status == 200
+
+    t = threading.Thread(target=probe)
+    t.start()
+    try:
+        gateway.flood(noise, 30000)
+        gateway.send(lifecycle("run-f", 1, "start"))  # a lifecycle frame still gets through the flood
+    finally:
+        stop.set()
+        t.join(30)
+    st = oc_status(center)
+    assert st["dropped"] > 0, st  # bounded per second: most of the noise was never read
+    assert st["state"] == "connected"
+    times.sort()
+    assert len(times) >= 20
+    p95 = times[int(len(times) * 0.95)]
+    assert p95 < 250, f"hook answers under the flood: p50 {times[len(times) // 2]:.1f} ms, p95 {p95:.1f} ms"
+    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+
+
+# -- the board (headless Chromium) -----------------------------------------------------------------------------
+
+def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(center: Center,
+                                                                               gateway: Gateway) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    claude = center.ingest({"tmux_session": "agent-cc", "event": "tool_use", "agent_type": "claude-code"}).json()["session"]
+    gateway.send(lifecycle("run-b", 1, "start"))
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid)
+    with chromium_page(sync_api, 1400, 800) as page:
+        page.goto(center.base + "/")
+        page.wait_for_selector("#gateway[data-state=live]", timeout=15000)
+        assert page.inner_text("#gateway") == "OpenClaw connected"
+        page.wait_for_selector(f'#col-running .card[data-id="{cid}"]', timeout=5000)
+        page.select_option("#f-type", "openclaw")
+        page.wait_for_selector(f'.card[data-id="{claude}"]', state="detached", timeout=2000)
+        assert page.locator(f'.card[data-id="{cid}"]').count() == 1
+        assert "main · openclaw" in page.inner_text(f'.card[data-id="{cid}"]')
+        page.select_option("#f-type", "claude-code")
+        page.wait_for_selector(f'.card[data-id="{cid}"]', state="detached", timeout=2000)
+        page.select_option("#f-type", "")
+        # The gateway goes away: the header says so, with no reload; it comes back: connected again.
+        gateway.stop()
+        page.wait_for_selector("#gateway[data-state=down]", timeout=10000)
+        assert page.inner_text("#gateway") == "OpenClaw down"
+        assert "OpenClaw gateway" in (page.get_attribute("#gateway", "title") or "")
+        gateway.start()
+        page.wait_for_selector("#gateway[data-state=live]", timeout=15000)
+
+
+def test_the_board_hides_the_gateway_when_none_is_configured(tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    c = Center(tmp_path / "home").start()
+    try:
+        assert c.status()["openclaw"] is None
+        assert c.http.get("/api/board").json()["openclaw"] is None
+        with chromium_page(sync_api, 1400, 800) as page:
+            page.goto(c.base + "/")
+            page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+            assert not page.is_visible("#gateway")
+    finally:
+        c.stop()
+
+
+# -- frames recorded from the real gateway (tests/fixtures/openclaw/README.md) -----------------------------------
+
+def replay(gw: Gateway, name: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+    """Send the recorded events of a capture (after the handshake), from index ``start`` to ``stop``."""
+    events = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    for frame in events[start:stop]:
+        gw.send({k: v for k, v in frame.items() if k != "seq"})
+    return events
+
+
+def events_of(center: Center, cid: str) -> list[tuple[str, str | None]]:
+    return [(e["event"], e["metadata"]) for e in reversed(page(center, cid)["events"])]
+
+
+def test_a_recorded_turn_with_sessions_subscribed_lists_the_tool_with_its_input(center: Center,
+                                                                                gateway: Gateway) -> None:
+    gateway.wait_request("sessions.subscribe")
+    replay(gateway, "turn-tool-subscribed.jsonl")
+    cid = card_of(center)
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="the recorded turn")
+    assert card["tool_calls"] == 1 and card["agent"] == "main" and card["session_id"] == "agent:main:main"
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed"]
+    assert ("tool_use", "exec: echo hello-two") in events_of(center, cid)
+
+
+def test_a_recorded_turn_without_a_subscription_lists_the_tool_by_its_title(tmp_path: Path) -> None:
+    gw = Gateway(methods=["chat.abort", "exec.approval.resolve"]).start()  # no sessions.subscribe offered
+    c = Center(tmp_path / "home", env=center_env(gw)).start()
+    try:
+        gw.wait_clients()
+        replay(gw, "turn-tool-unsubscribed.jsonl")
+        cid = card_of(c)
+        c.wait_card(lambda x: x["id"] == cid and x["state"] == "completed")
+        got = events_of(c, cid)
+        assert [e for e, _ in got] == ["start", "tool_use", "completed"]
+        assert got[1] == ("tool_use", "exec: print text") and got[2] == ("completed", "stop")
+        assert not gw.requests_for("sessions.subscribe")
+    finally:
+        c.stop()
+        gw.close()
+
+
+def test_a_recorded_abort_fails_the_card_once(center: Center, gateway: Gateway) -> None:
+    events = replay(gateway, "abort-running-exec.jsonl")
+    cid = card_of(center, "agent:gated:capture-abort")  # the recording's agent asks before each command
+    card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="the aborted run")
+    assert card["waiting_on"] == "error" and card["waiting_detail"] == "aborted"
+    assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "awaiting_review", "running", "failed"]
+    assert events_of(center, cid)[1] == ("tool_use", "exec: echo started; sleep 30; echo finished")
+    # The request was answered at the gateway (by another operator): our copy says so, and is not pending.
+    gid = [e for e in events if e["event"] == "exec.approval.requested"][0]["payload"]["id"]
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    assert row["state"] == "allowed" and row["answer"]["by"] == "gateway-client" and row["answer"]["via"] == "remote"
+    assert row["tool_input"]["command"] == "echo started; sleep 30; echo finished"
+
+
+def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: Gateway) -> None:
+    name = "approval-allow-then-second-resolve.jsonl"
+    frames = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    asked = [i for i, f in enumerate(frames) if f["event"] == "exec.approval.requested"][0]
+    replay(gateway, name, stop=asked + 1)  # up to the request
+    gid = frames[asked]["payload"]["id"]
+    [row] = wait_pending(center, 1)
+    assert row["id"] == oc_map.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
+    assert row["tool_input"]["decisions"] == ["allow", "deny"]  # the gateway offers no allow-always here
+    assert row["suggestions"] is None  # so the board's "Always allow" is disabled
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
+    assert r.status_code == 400 and "does not offer allow_always" in r.json()["error"], r.text
+    assert not gateway.requests_for("exec.approval.resolve")
+    r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
+    assert r.status_code == 200, r.text
+    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": gid, "decision": "allow-once"}
+    replay(gateway, name, start=asked + 1)
+    cid = card_of(center, "agent:gated:capture-approval")  # the recording's agent asks before each command
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
+
+
+def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
+    import socket
+
+    from server_support import free_port
+
+    port = free_port()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", port))
+    silent.listen(8)  # accepts (the kernel completes the handshake) and never says a word
+    env = {"AGENT_HOOKS__OPENCLAW__URL": f"ws://127.0.0.1:{port}", "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN}
+    c = Center(tmp_path / "home", env=env).start()
+    try:
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            status, _, _ = c.post({"hook_event_name": "PreToolUse", "session_id": "cc-2", "tool_name": "Bash",
+                                   "tool_input": {"command": "ls"}, "cwd": "/tmp", "transcript_path": "",
+                                   "permission_mode": "default"})
+            times.append((time.perf_counter() - t0) * 1000)
+            assert status == 200
+        assert oc_status(c)["state"] == "connecting"
+        assert sorted(times)[len(times) // 2] < 100, times
+    finally:
+        c.stop()
+        silent.close()
+
+
+def test_the_board_answers_an_openclaw_request_from_needs_you(center: Center, gateway: Gateway) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    gateway.send(lifecycle("run-n", 1, "start"))
+    gateway.send(approval("gw-board-1", "git push origin main"))
+    [row] = wait_pending(center, 1)
+    assert row["suggestions"] == [{"type": "openclaw", "decision": "allow-always"}]  # offered: the button is live
+    with chromium_page(sync_api, 1400, 900) as page:
+        page.goto(center.base + "/")
+        page.wait_for_selector("#needs .need", timeout=15000)
+        text = page.inner_text("#needs")
+        assert "git push origin main" in text and "exec" in text
+        page.click("#needs .need button.always")
+        sent = gateway.wait_request("exec.approval.resolve")["params"]
+        assert sent == {"id": "gw-board-1", "decision": "allow-always"}
+        page.wait_for_selector("#needs .need", state="detached", timeout=5000)
+    history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+    [done] = [a for a in history if a["id"] == row["id"]]
+    assert done["state"] == "allowed" and done["answer"]["via"] == "board"
