@@ -1,0 +1,243 @@
+"""Memory search by words and by meaning, fused: ``memory search`` and SessionStart's recall.
+
+Two rankings of the same documents (memory files and session summaries):
+FTS5 (bm25, every word must match) and cosine similarity of their embeddings
+to the query's (features/embedder.py). They are merged by weighted
+reciprocal rank fusion::
+
+    score = fts_weight / (rrf_k + fts_rank) + 1 / (rrf_k + vector_rank)
+
+with a missing rank contributing nothing. With ``fts_weight`` 2 and 50
+candidates a side, any hit that has the query's words scores above every hit
+found by meaning alone (2/110 > 1/61): exact words still win. Without the
+model (not installed, broken files) the ranking is FTS5's alone and
+:func:`search` says why in its notice; it never fails for that.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_hooks.features import memory as mem
+from agent_hooks.features import summary as summaries
+from agent_hooks.features import vectors
+
+# One model per process: the CLI loads it once; the resident server hands in the one it holds.
+_model: Any = None
+_model_error: str | None = None
+
+
+def model(config: dict[str, Any]) -> Any:
+    """The loaded model, loaded on first use (None: unavailable; :func:`model_error` says why)."""
+    global _model, _model_error
+    if _model is None and _model_error is None:
+        from agent_hooks.features import embedder
+
+        try:
+            _model = embedder.load(config)
+        except embedder.Unavailable as exc:
+            _model_error = str(exc)
+    return _model
+
+
+def model_error() -> str | None:
+    return _model_error
+
+
+def use_model(loaded: Any) -> None:
+    """Hand in a model loaded elsewhere (the resident server's)."""
+    global _model, _model_error
+    _model, _model_error = loaded, None
+
+
+def _fts(conn: sqlite3.Connection, query: str, agent: str | None, n: int, raw: bool) -> list[dict[str, Any]]:
+    hits = mem.search(conn, query, agent, n, raw)
+    for h in hits:
+        h["kind"] = "memory"
+        h["key"] = h["path"]
+        h["bm25"] = -h.pop("score")  # bm25 is lower-is-better; shown higher-is-better
+    if not raw:
+        # All words, as for files: an any-word match would outrank every hit found by meaning.
+        for h in summaries.search(conn, query, n, any_word=False):
+            if agent and h["agent"] != agent:
+                continue
+            h["key"] = h["session_id"]
+            h["bm25"] = h.pop("score")
+            hits.append(h)
+    hits.sort(key=lambda h: h["bm25"], reverse=True)
+    return hits[:n]
+
+
+def _stored(conn: sqlite3.Connection, agent: str | None) -> tuple[list[tuple[str, str]], list[bytes]]:
+    """(kind, key) and vector bytes of every current vector the agent may see."""
+    sql = ("SELECT v.kind, v.key, v.vector FROM memory_vectors v JOIN memory_docs d ON d.path = v.key"
+           " AND d.sha256 = v.sha256 WHERE v.kind = ? AND v.model = ?")
+    args: list[Any] = [vectors.MEMORY, vectors.MODEL_ID]
+    if agent:
+        sql += " AND (d.agent = ? OR d.scope = 'shared')"
+        args.append(agent)
+    sql += (" UNION ALL SELECT v.kind, v.key, v.vector FROM memory_vectors v"
+            " JOIN session_summaries ss ON ss.session_id = v.key WHERE v.kind = ? AND v.model = ?")
+    args += [vectors.SESSION, vectors.MODEL_ID]
+    if agent:
+        sql += " AND ss.agent = ?"
+        args.append(agent)
+    keys, blobs = [], []
+    for kind, key, blob in conn.execute(sql, args):
+        keys.append((kind, key))
+        blobs.append(blob)
+    return keys, blobs
+
+
+def _visible(conn: sqlite3.Connection, kind: str, key: str, agent: str | None) -> bool:
+    if not agent:
+        return True
+    if kind == vectors.MEMORY:
+        row = conn.execute("SELECT agent, scope FROM memory_docs WHERE path = ?", (key,)).fetchone()
+        return bool(row) and (row[0] == agent or row[1] == mem.SHARED_SCOPE)
+    row = conn.execute("SELECT agent FROM session_summaries WHERE session_id = ?", (key,)).fetchone()
+    return bool(row) and row[0] == agent
+
+
+def _by_meaning(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: str | None,
+                model_: Any, n: int) -> tuple[list[tuple[str, str, float]], str | None]:
+    """Up to ``n`` (kind, key, similarity), best first, and a notice when some texts had to be left out."""
+    import numpy as np
+
+    m = config["memory"]
+    keys, blobs = _stored(conn, agent)
+    dim = model_.dim
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim) if blobs else np.zeros((0, dim),
+                                                                                                         "<f4")
+    notice = None
+    # Not embedded yet (written a moment ago, or no worker ran): embed them here, for this query only.
+    cap = int(m["embed_on_search_max"])
+    todo = [t for t in vectors.stale(conn, cap + 1) if _visible(conn, t[0], t[1], agent)]
+    if len(todo) > cap:
+        notice = f"more than {cap} texts are not embedded yet: run `agent-hook memory reindex`"
+        todo = todo[:cap]
+    if todo:
+        fresh = {(kind, key) for kind, key, _, _ in todo}
+        keep = [i for i, k in enumerate(keys) if k not in fresh]
+        keys = [keys[i] for i in keep] + [(kind, key) for kind, key, _, _ in todo]
+        matrix = np.vstack([matrix[keep], model_.embed([t for _, _, _, t in todo])])
+    if not keys:
+        return [], notice
+    q = model_.embed([query])[0]
+    sims = matrix @ q
+    floor = float(m["min_similarity"])
+    n = min(n, len(keys))
+    top = np.argpartition(-sims, n - 1)[:n] if n < len(keys) else np.arange(len(keys))
+    top = top[np.argsort(-sims[top], kind="stable")]
+    return [(keys[i][0], keys[i][1], float(sims[i])) for i in top if sims[i] >= floor], notice
+
+
+def _hit_for(conn: sqlite3.Connection, kind: str, key: str) -> dict[str, Any] | None:
+    """The display fields of a hit found by meaning alone (no FTS snippet: the text's start)."""
+    if kind == vectors.MEMORY:
+        row = conn.execute(
+            "SELECT d.path, d.name, d.scope, d.agent, d.root, d.indexed_at, f.content FROM memory_docs d"
+            " JOIN memory_fts f ON f.rowid = d.id WHERE d.path = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        cols = ("path", "name", "scope", "agent", "root", "indexed_at")
+        hit = dict(zip(cols, row[:6]))
+        hit.update(kind=vectors.MEMORY, key=key, snippet=_start(row[6]), bm25=None)
+        return hit
+    row = conn.execute(
+        "SELECT ss.agent, ss.task_id, ss.source, ss.at, s.transcript_path, ss.summary FROM session_summaries ss"
+        " LEFT JOIN sessions s ON s.session_id = ss.session_id WHERE ss.session_id = ?", (key,)).fetchone()
+    if row is None:
+        return None
+    agent, task, source, at, path, text = row
+    name = f"session {key[:8]}" + (f" ({agent})" if agent else "") + (f" task {task}" if task else "")
+    return {"name": name, "path": path, "snippet": _start(text), "kind": vectors.SESSION, "session_id": key,
+            "agent": agent, "task_id": task, "source": source, "at": at, "key": key, "bm25": None}
+
+
+def _start(text: str | None, chars: int = 160) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
+
+
+def search(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: str | None = None,
+           limit: int = 10, raw: bool = False, by_meaning: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+    """Hits best first, each with ``fts_rank``, ``vector_rank`` (1-based, None when not ranked there),
+    ``similarity`` and the fused ``score``; and a notice (None, or why meaning was left out).
+
+    ``raw`` (FTS5 syntax) ranks by words alone. A bad FTS5 query raises sqlite3.OperationalError.
+    """
+    m = config["memory"]
+    n = max(int(m["candidates"]), limit)
+    k, w_fts = float(m["rrf_k"]), float(m["fts_weight"])
+    words = _fts(conn, query, agent, n, raw)
+    meaning: list[tuple[str, str, float]] = []
+    notice = None
+    if by_meaning and not raw and vectors.enabled(config) and query.strip():
+        model_ = model(config)
+        if model_ is None:
+            notice = f"ranking by words only: {model_error()}"
+        else:
+            meaning, notice = _by_meaning(conn, config, query, agent, model_, n)
+    hits: dict[tuple[str, str], dict[str, Any]] = {}
+    for rank, h in enumerate(words, 1):
+        h.update(fts_rank=rank, vector_rank=None, similarity=None, score=w_fts / (k + rank))
+        hits[(h["kind"], h["key"])] = h
+    for rank, (kind, key, sim) in enumerate(meaning, 1):
+        h = hits.get((kind, key))
+        if h is None:
+            h = _hit_for(conn, kind, key)
+            if h is None:
+                continue
+            h.update(fts_rank=None, score=0.0)
+            hits[(kind, key)] = h
+        h["vector_rank"], h["similarity"] = rank, round(sim, 4)
+        h["score"] += 1.0 / (k + rank)
+    ranked = sorted(hits.values(), key=lambda h: h["score"], reverse=True)[:limit]
+    for h in ranked:
+        h.pop("key", None)
+    return ranked, notice
+
+
+def task_text(conn: sqlite3.Connection, session_id: str | None, env: Any) -> str:
+    """What the session is about at its start: its task's description, else its first prompt (a resume)."""
+    from agent_hooks.features.sessions import task_id
+
+    tid = task_id(env)
+    if tid:
+        row = conn.execute("SELECT description FROM tasks WHERE task_id = ?", (tid,)).fetchone()
+        if row and row[0]:
+            return str(row[0])
+    if session_id:
+        row = conn.execute("SELECT first_prompt FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        if row and row[0]:
+            return str(row[0])
+    return ""
+
+
+def session_start_block(conn: sqlite3.Connection, session_id: str | None, env: Any, config: dict[str, Any],
+                        agent: str | None) -> str:
+    """SessionStart's context: the agent's memories most relevant to its task, within the size budget."""
+    m = config["memory"]
+    if not m.get("session_start_recall"):
+        return ""
+    task = task_text(conn, session_id, env)
+    if not task.strip():
+        return ""
+    hits, _ = search(conn, config, task, agent, int(m["session_start_hits"]))
+    budget = int(m["session_start_max_chars"])
+    head = "Memories that may bear on this task (agent-hook memory search finds more):"
+    lines = [head]
+    used = len(head)
+    for h in hits:
+        where = h["path"] if h["kind"] == vectors.MEMORY else h["name"]
+        line = f"- {where}: {' '.join(str(h['snippet']).split())}"
+        if used + len(line) + 1 > budget:
+            line = line[: max(0, budget - used - 2)] + "…"
+            if len(line) > 20:
+                lines.append(line)
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) if len(lines) > 1 else ""
