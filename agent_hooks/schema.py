@@ -609,6 +609,8 @@ def m016_memory_vectors(db: sqlite_utils.Database) -> None:
         not_null=["sha256", "model", "vector", "at"],
         if_not_exists=True,
     )
+    # max(at) is part of the fingerprint a search checks before reusing its matrix: an index, not a scan.
+    db["memory_vectors"].create_index(["at"], if_not_exists=True)
 
 
 def _chmod_private(path: str) -> None:

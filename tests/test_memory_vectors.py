@@ -281,3 +281,29 @@ def test_session_start_offers_relevant_memories_when_turned_on(rig: Rig) -> None
     text = context(rig.hook("SessionStart", session="s4"))
     block = text[text.index("Memories that may bear"):]
     assert len(block) <= 120
+
+
+def test_the_resident_server_embeds_in_its_own_thread(hooks_home: Path, tmp_path: Path) -> None:
+    """Hooks answered by the server: a memory write wakes its embedding thread; no worker is started."""
+    from server_support import start_server
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    note = ws / "memory" / "note.md"
+    note.write_text("Postgres backups are taken hourly and kept for fourteen days.\n")
+    srv = start_server(hooks_home)
+    try:
+        base = {"session_id": "srv1", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(ws)}
+        srv.answer({**base, "hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+                    "tool_input": {"file_path": str(note), "content": "x"}, "tool_response": {"filePath": str(note)}})
+        deadline = time.monotonic() + 60
+        rows: list = []
+        while time.monotonic() < deadline and not rows:
+            with sqlite3.connect(hooks_home / "store.db") as conn:
+                rows = conn.execute("SELECT key FROM memory_vectors WHERE kind = 'memory'").fetchall()
+            time.sleep(0.2)
+        assert rows == [(str(note.resolve()),)]
+        srv.answer({**base, "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "ok"})
+    finally:
+        srv.cli("stop", check=False)
+    assert not list(hooks_home.rglob("embed-worker.started"))  # the server did it, no detached worker

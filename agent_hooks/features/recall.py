@@ -69,35 +69,58 @@ def _fts(conn: sqlite3.Connection, query: str, agent: str | None, n: int, raw: b
     return hits[:n]
 
 
-def _stored(conn: sqlite3.Connection, agent: str | None) -> tuple[list[tuple[str, str]], list[bytes]]:
-    """(kind, key) and vector bytes of every current vector the agent may see."""
-    sql = ("SELECT v.kind, v.key, v.vector FROM memory_vectors v JOIN memory_docs d ON d.path = v.key"
-           " AND d.sha256 = v.sha256 WHERE v.kind = ? AND v.model = ?")
-    args: list[Any] = [vectors.MEMORY, vectors.MODEL_ID]
-    if agent:
-        sql += " AND (d.agent = ? OR d.scope = 'shared')"
-        args.append(agent)
-    sql += (" UNION ALL SELECT v.kind, v.key, v.vector FROM memory_vectors v"
-            " JOIN session_summaries ss ON ss.session_id = v.key WHERE v.kind = ? AND v.model = ?")
-    args += [vectors.SESSION, vectors.MODEL_ID]
-    if agent:
-        sql += " AND ss.agent = ?"
-        args.append(agent)
-    keys, blobs = [], []
-    for kind, key, blob in conn.execute(sql, args):
+# The last corpus matrix built, reused while the store's fingerprint is unchanged (the server, SessionStart
+# and repeated searches in one process): rebuilding it reads every vector (~25 ms at 5,000 files).
+_corpus_cache: dict[str, Any] = {}
+
+
+def _corpus(conn: sqlite3.Connection, config: dict[str, Any], model_: Any) -> dict[str, Any]:
+    """Every current vector as one matrix: ``keys`` [(kind, key)], ``owners`` [(agent, scope)],
+    ``matrix`` (n x dim, unit rows), ``notice``. Texts not embedded yet are embedded here (in memory)."""
+    import numpy as np
+
+    fp = vectors.fingerprint(conn)
+    if _corpus_cache.get("fp") == fp and _corpus_cache.get("model") is model_:
+        return _corpus_cache
+    docs = {path: (digest, agent, scope) for path, digest, agent, scope in
+            conn.execute("SELECT path, sha256, agent, scope FROM memory_docs")}
+    sess = dict(conn.execute("SELECT session_id, agent FROM session_summaries"))
+    cap = int(config["memory"]["embed_on_search_max"])
+    todo = vectors.stale(conn, cap + 1)
+    notice = None
+    if len(todo) > cap:
+        notice = f"more than {cap} texts are not embedded yet: run `agent-hook memory reindex`"
+        todo = todo[:cap]
+    fresh = {(kind, key) for kind, key, _, _ in todo}
+    keys: list[tuple[str, str]] = []
+    owners: list[tuple[str | None, str]] = []
+    blobs: list[bytes] = []
+    for kind, key, digest, blob in conn.execute(
+            "SELECT kind, key, sha256, vector FROM memory_vectors WHERE model = ?", (vectors.MODEL_ID,)):
+        if (kind, key) in fresh:
+            continue
+        if kind == vectors.MEMORY:
+            doc = docs.get(key)
+            if doc is None or doc[0] != digest:
+                continue
+            owners.append((doc[1], doc[2]))
+        elif key in sess:
+            owners.append((sess[key], mem.AGENT_SCOPE))
+        else:
+            continue
         keys.append((kind, key))
         blobs.append(blob)
-    return keys, blobs
-
-
-def _visible(conn: sqlite3.Connection, kind: str, key: str, agent: str | None) -> bool:
-    if not agent:
-        return True
-    if kind == vectors.MEMORY:
-        row = conn.execute("SELECT agent, scope FROM memory_docs WHERE path = ?", (key,)).fetchone()
-        return bool(row) and (row[0] == agent or row[1] == mem.SHARED_SCOPE)
-    row = conn.execute("SELECT agent FROM session_summaries WHERE session_id = ?", (key,)).fetchone()
-    return bool(row) and row[0] == agent
+    dim = model_.dim
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+    if todo:
+        matrix = np.vstack([matrix, model_.embed([text for _, _, _, text in todo])])
+        for kind, key, _, _ in todo:
+            keys.append((kind, key))
+            owners.append((docs[key][1], docs[key][2]) if kind == vectors.MEMORY and key in docs
+                          else (sess.get(key), mem.AGENT_SCOPE))
+    _corpus_cache.clear()
+    _corpus_cache.update(fp=fp, model=model_, keys=keys, owners=owners, matrix=matrix, notice=notice)
+    return _corpus_cache
 
 
 def _by_meaning(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: str | None,
@@ -105,32 +128,20 @@ def _by_meaning(conn: sqlite3.Connection, config: dict[str, Any], query: str, ag
     """Up to ``n`` (kind, key, similarity), best first, and a notice when some texts had to be left out."""
     import numpy as np
 
-    m = config["memory"]
-    keys, blobs = _stored(conn, agent)
-    dim = model_.dim
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim) if blobs else np.zeros((0, dim),
-                                                                                                         "<f4")
-    notice = None
-    # Not embedded yet (written a moment ago, or no worker ran): embed them here, for this query only.
-    cap = int(m["embed_on_search_max"])
-    todo = [t for t in vectors.stale(conn, cap + 1) if _visible(conn, t[0], t[1], agent)]
-    if len(todo) > cap:
-        notice = f"more than {cap} texts are not embedded yet: run `agent-hook memory reindex`"
-        todo = todo[:cap]
-    if todo:
-        fresh = {(kind, key) for kind, key, _, _ in todo}
-        keep = [i for i, k in enumerate(keys) if k not in fresh]
-        keys = [keys[i] for i in keep] + [(kind, key) for kind, key, _, _ in todo]
-        matrix = np.vstack([matrix[keep], model_.embed([t for _, _, _, t in todo])])
+    corpus = _corpus(conn, config, model_)
+    keys, matrix = corpus["keys"], corpus["matrix"]
     if not keys:
-        return [], notice
-    q = model_.embed([query])[0]
-    sims = matrix @ q
-    floor = float(m["min_similarity"])
+        return [], corpus["notice"]
+    sims = matrix @ model_.embed([query])[0]
+    if agent:
+        allowed = np.fromiter((a == agent or scope == mem.SHARED_SCOPE for a, scope in corpus["owners"]),
+                              dtype=bool, count=len(keys))
+        sims = np.where(allowed, sims, -np.inf)
+    floor = float(config["memory"]["min_similarity"])
     n = min(n, len(keys))
     top = np.argpartition(-sims, n - 1)[:n] if n < len(keys) else np.arange(len(keys))
     top = top[np.argsort(-sims[top], kind="stable")]
-    return [(keys[i][0], keys[i][1], float(sims[i])) for i in top if sims[i] >= floor], notice
+    return [(keys[i][0], keys[i][1], float(sims[i])) for i in top if sims[i] >= floor], corpus["notice"]
 
 
 def _hit_for(conn: sqlite3.Connection, kind: str, key: str) -> dict[str, Any] | None:

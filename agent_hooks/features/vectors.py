@@ -71,15 +71,18 @@ def memory_text(name: str, content: str) -> str:
 
 def stale(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, str, str]]:
     """Up to ``limit`` (kind, key, sha256, text) with no current vector: memory files first."""
-    out: list[tuple[str, str, str, str]] = []
-    rows = conn.execute(
-        "SELECT d.path, d.sha256, d.name, f.content FROM memory_docs d"
-        " JOIN memory_fts f ON f.rowid = d.id"
-        " LEFT JOIN memory_vectors v ON v.kind = ? AND v.key = d.path"
+    ids = [r[0] for r in conn.execute(
+        "SELECT d.id FROM memory_docs d LEFT JOIN memory_vectors v ON v.kind = ? AND v.key = d.path"
         " WHERE v.key IS NULL OR v.sha256 != d.sha256 OR v.model != ? LIMIT ?",
         (MEMORY, MODEL_ID, int(limit)),
-    ).fetchall()
-    out += [(MEMORY, path, digest, memory_text(name, content or "")) for path, digest, name, content in rows]
+    )]
+    out: list[tuple[str, str, str, str]] = []
+    # The text only of those: reading every file's content to find the few stale ones cost ~10 ms at 5,000.
+    for doc_id in ids:
+        row = conn.execute("SELECT d.path, d.sha256, d.name, f.content FROM memory_docs d"
+                           " JOIN memory_fts f ON f.rowid = d.id WHERE d.id = ?", (doc_id,)).fetchone()
+        if row:
+            out.append((MEMORY, row[0], row[1], memory_text(row[2], row[3] or "")))
     if len(out) >= limit:
         return out
     known = {key: (digest, model) for key, digest, model in conn.execute(
@@ -91,6 +94,16 @@ def stale(conn: sqlite3.Connection, limit: int) -> list[tuple[str, str, str, str
             if len(out) >= limit:
                 break
     return out
+
+
+def fingerprint(conn: sqlite3.Connection) -> tuple[Any, ...]:
+    """Changes whenever a vector, a memory file's index row or a summary does (a search's cache key)."""
+    return conn.execute(
+        "SELECT (SELECT count(*) FROM memory_vectors), (SELECT max(at) FROM memory_vectors),"
+        " (SELECT count(*) FROM memory_docs), (SELECT max(indexed_at) FROM memory_docs),"
+        " (SELECT count(*) FROM session_summaries), (SELECT max(at) FROM session_summaries),"
+        " (SELECT total(length(summary)) FROM session_summaries)"
+    ).fetchone()
 
 
 def any_stale(conn: sqlite3.Connection) -> bool:
