@@ -4,7 +4,8 @@
   interpreter each run (what a worker, the server's thread or the CLI pays once);
 * throughput: texts embedded per second (memory-note sized texts, ~300 chars);
 * search at N files (default 5,000, all embedded): ``recall.search`` in process,
-  model loaded, over paraphrase queries: p50 / p95 / max; plus the whole
+  model loaded, over paraphrase queries: p50 / p95 / max, with the corpus matrix
+  reused (the server, repeated searches) and built anew each time; plus the whole
   ``agent-hook memory search`` command, cold, as a person runs it;
 * SessionStart, the installed executable with ``memory.session_start_recall``
   on vs off, alternating, a task description set, the same N files.
@@ -117,6 +118,13 @@ def main() -> int:
                 hits, notice = recall.search(conn, cfg, q, limit=10)
                 lat.append(time.perf_counter() - t0)
                 assert notice is None and hits
+        # The first search in a process builds the corpus matrix (read every vector): timed alone.
+        cold = []
+        for q in queries:
+            recall._corpus_cache.clear()
+            t0 = time.perf_counter()
+            recall.search(conn, cfg, q, limit=10)
+            cold.append(time.perf_counter() - t0)
         words = []
         for q in queries:
             t0 = time.perf_counter()
@@ -126,6 +134,9 @@ def main() -> int:
         print(f"search at {args.files} files, fused, model loaded ({len(lat)} queries): "
               f"p50 {pct(lat, 50) * 1000:.1f} ms  p95 {pct(lat, 95) * 1000:.1f} ms  max {max(lat) * 1000:.1f} ms"
               f"  (target p95 < 100 ms: {'yes' if pct(lat, 95) < 0.1 else 'NO'})")
+        print(f"search at {args.files} files, fused, first in its process (matrix built): "
+              f"p50 {pct(cold, 50) * 1000:.1f} ms  p95 {pct(cold, 95) * 1000:.1f} ms  max {max(cold) * 1000:.1f} ms"
+              f"  (target p95 < 100 ms: {'yes' if pct(cold, 95) < 0.1 else 'NO'})")
         print(f"search at {args.files} files, words alone: p50 {pct(words, 50) * 1000:.1f} ms"
               f"  p95 {pct(words, 95) * 1000:.1f} ms")
         cli = []
