@@ -307,3 +307,18 @@ def test_the_resident_server_embeds_in_its_own_thread(hooks_home: Path, tmp_path
     finally:
         srv.cli("stop", check=False)
     assert not list(hooks_home.rglob("embed-worker.started"))  # the server did it, no detached worker
+
+
+def test_doctor_says_whether_search_ranks_by_meaning(rig: Rig, tmp_path: Path) -> None:
+    mem = rig.ws / "memory"
+    mem.mkdir()
+    (mem / "a.md").write_text("Postgres backups are taken hourly.\n")
+    (mem / "b.md").write_text("The coffee machine is broken.\n")
+    rig.cli("memory", "reindex", "-w", str(rig.ws))
+    (mem / "c.md").write_text("Certificates renew automatically.\n")
+    rig.tool("Write", mem / "c.md")
+    out = rig.cli("doctor", "--no-run", ok=False).stdout
+    assert "✓ memory      search ranks by words and meaning; 2 of 3 memory files embedded" in out
+    rig.env["AGENT_HOOKS__MEMORY__MODEL_DIR"] = str(tmp_path / "nowhere")
+    out = rig.cli("doctor", "--no-run", ok=False).stdout
+    assert "! memory      search ranks by words only: " in out and "missing under" in out

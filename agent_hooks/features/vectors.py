@@ -152,7 +152,7 @@ def kick() -> bool:
 def after_stop(conn: sqlite3.Connection, env: Any, config: dict[str, Any], paths: Any) -> str:
     """Stop, after its transaction: get stale vectors computed, never waiting for it.
 
-    Returns what was done: off | nested | fresh | server | recent | spawned.
+    Returns what was done: off | nested | server | fresh | no-model | recent | spawned.
     """
     if not enabled(config):
         return "off"
@@ -162,6 +162,11 @@ def after_stop(conn: sqlite3.Connection, env: Any, config: dict[str, Any], paths
         return "server"  # the server's thread looks for itself, summaries included: a wake-up costs nothing
     if not any_stale(conn):
         return "fresh"
+    if not config["memory"].get("model_dir"):
+        import importlib.util
+
+        if importlib.util.find_spec("wordllama") is None:
+            return "no-model"  # installed without the model: search says so; doctor's memory line too
     # One detached worker goes round until nothing is stale: a Stop right after it started adds
     # nothing but another model load.
     mark = os.path.join(paths.lock_dir, SPAWN_MARK)
