@@ -79,9 +79,11 @@ def _corpus(conn: sqlite3.Connection, config: dict[str, Any], model_: Any) -> di
     ``matrix`` (n x dim, unit rows), ``notice``. Texts not embedded yet are embedded here (in memory)."""
     import numpy as np
 
+    global _corpus_cache
     fp = vectors.fingerprint(conn)
-    if _corpus_cache.get("fp") == fp and _corpus_cache.get("model") is model_:
-        return _corpus_cache
+    cached = _corpus_cache  # one read: another thread (the server's pool) may replace it meanwhile
+    if cached.get("fp") == fp and cached.get("model") is model_:
+        return cached
     docs = {path: (digest, agent, scope) for path, digest, agent, scope in
             conn.execute("SELECT path, sha256, agent, scope FROM memory_docs")}
     sess = dict(conn.execute("SELECT session_id, agent FROM session_summaries"))
@@ -118,9 +120,10 @@ def _corpus(conn: sqlite3.Connection, config: dict[str, Any], model_: Any) -> di
             keys.append((kind, key))
             owners.append((docs[key][1], docs[key][2]) if kind == vectors.MEMORY and key in docs
                           else (sess.get(key), mem.AGENT_SCOPE))
-    _corpus_cache.clear()
-    _corpus_cache.update(fp=fp, model=model_, keys=keys, owners=owners, matrix=matrix, notice=notice)
-    return _corpus_cache
+    # Replaced whole, never changed in place: a reader holds either the old corpus or the new one.
+    corpus = {"fp": fp, "model": model_, "keys": keys, "owners": owners, "matrix": matrix, "notice": notice}
+    _corpus_cache = corpus
+    return corpus
 
 
 def _by_meaning(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: str | None,
