@@ -8,7 +8,8 @@
   reused (the server, repeated searches) and built anew each time; plus the whole
   ``agent-hook memory search`` command, cold, as a person runs it;
 * SessionStart, the installed executable with ``memory.session_start_recall``
-  on vs off, alternating, a task description set, the same N files.
+  on vs off, alternating, a task description set, the same N files; and the
+  same answered by the resident server (http transport), which holds the model.
 
 Prints medians with the spread (p25-p75, min..max) over the runs.
 
@@ -54,6 +55,50 @@ def note(rng: random.Random, i: int, eval_notes: list[str]) -> str:
     if i < len(eval_notes):
         return eval_notes[i]
     return f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60))) + ".\n"
+
+
+def served(bindir: Path, env: dict[str, str], ws: Path, tmp: str, runs: int) -> None:
+    """SessionStart answered by the resident server (http transport), recall on vs off: the server
+    holds the model, so recall costs a search, not a model load. The switch is the config file,
+    which the server reloads when it changes."""
+    import http.client
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    senv = {**env, "AGENT_HOOKS__SERVE__PORT": str(port)}
+    conf = Path(env["AGENT_HOOKS_HOME"]) / "config.toml"
+    subprocess.run([str(bindir / "agent-hook"), "server", "start"], env=senv, check=True, capture_output=True)
+    try:
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        for i in range(-3, runs):
+            for label in ("off", "on"):
+                conf.write_text(f"[memory]\nsession_start_recall = {'true' if label == 'on' else 'false'}\n")
+                time.sleep(0.05)  # a new mtime for the server's reload check
+                body = json.dumps({"session_id": f"h{label}{i}", "transcript_path": f"{tmp}/t.jsonl",
+                                   "cwd": str(ws), "hook_event_name": "SessionStart", "source": "startup"})
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                t0 = time.perf_counter()
+                conn.request("POST", "/hooks/SessionStart", body, {
+                    "Content-Type": "application/json", "X-Agent-Hooks-Env-AGENT-HOOKS-TASK-ID": "bench-task",
+                    "X-Agent-Hooks-Env-AGENT-HOOKS-AGENT": env["AGENT_HOOKS_AGENT"]})
+                data = conn.getresponse().read()
+                dt = time.perf_counter() - t0
+                conn.close()
+                if label == "on" and i >= 0 and b"Memories that may bear" not in data:
+                    log = Path(env["AGENT_HOOKS_HOME"]) / "logs" / "errors.log"
+                    raise SystemExit(f"no recall in the server's answer {data!r}; errors: "
+                                     f"{log.read_text()[-2000:] if log.exists() else 'none'}")
+                if i >= 0:
+                    times[label].append(dt)
+        for label in ("off", "on"):
+            print(f"SessionStart via the resident server, recall {label:<3}: {spread(times[label])}")
+        extra = statistics.median(times["on"]) - statistics.median(times["off"])
+        print(f"SessionStart recall via the server costs {extra * 1000:.1f} ms (median difference)")
+    finally:
+        subprocess.run([str(bindir / "agent-hook"), "server", "stop"], env=senv, capture_output=True)
+        conf.unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -171,6 +216,7 @@ def main() -> int:
         extra = statistics.median(times["on"]) - statistics.median(times["off"])
         print(f"SessionStart recall costs {extra * 1000:.0f} ms (median difference); "
               f"default {'off' if extra > 0.05 else 'could be on'} (threshold 50 ms)")
+        served(bindir, env, ws, tmp, args.runs)
     return 0
 
 

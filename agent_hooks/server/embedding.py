@@ -11,6 +11,7 @@ log; search then ranks by words alone.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from starlette.routing import BaseRoute
@@ -21,6 +22,7 @@ from agent_hooks.server.app import ServerState
 from agent_hooks.store import Store
 
 EVENT = "server"
+DEBOUNCE_S = 0.25
 
 
 class Embedder:
@@ -55,6 +57,10 @@ class Embedder:
             self.wake.wait()
             if self.stopping:
                 return
+            # A hook kicks from inside its write transaction: give it time to commit, and let a burst
+            # of writes (an agent saving several notes) become one pass. A commit later still (a busy
+            # store) is picked up at the session's next Stop, which kicks again.
+            time.sleep(DEBOUNCE_S)
             self.wake.clear()
             try:
                 if not vectors.enabled(self.state.config) or self._load() is None:
