@@ -603,6 +603,7 @@ def m016_memory_vectors(db: sqlite_utils.Database) -> None:
     # Embeddings beside the FTS5 rows, so search finds notes by meaning (features/vectors.py):
     # kind memory (key: the file's path, which survives a reindex) or session (key: session id).
     # sha256 is the text's when embedded and model the embedder's id: either differing -> stale.
+    # vector: the unit vector as little-endian float16 (512 bytes for 256 dimensions).
     db["memory_vectors"].create(
         {"kind": str, "key": str, "sha256": str, "model": str, "vector": bytes, "at": float},
         pk=("kind", "key"),

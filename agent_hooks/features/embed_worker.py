@@ -31,7 +31,8 @@ def refresh(store: Store, model: Any, max_batches: int = MAX_BATCHES) -> dict[st
         if not todo:
             break
         matrix = model.embed([text for _, _, _, text in todo])
-        items = [(kind, key, digest, matrix[i].astype("<f4").tobytes())
+        # float16: half the bytes a search reads, and cosines unchanged to the third decimal.
+        items = [(kind, key, digest, matrix[i].astype("<f2").tobytes())
                  for i, (kind, key, digest, _) in enumerate(todo)]
         with store.write() as conn:
             vectors.save(conn, items, time.time())

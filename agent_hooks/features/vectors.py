@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 MEMORY, SESSION = "memory", "session"
 # The embedder's id (features/embedder.py): vectors made by another model or pooling are stale.
-MODEL_ID = "wordllama-l2_supercat-256/mean-centred-nostop-1"
+MODEL_ID = "wordllama-l2_supercat-256/mean-centred-nostop-1/f16"
 WORKER_MODULE = "agent_hooks.features.embed_worker"
 SPAWN_MARK = "embed-worker.started"
 
