@@ -7,6 +7,7 @@
 #   ./install.sh --spec SPEC          install any pip requirement (a path, a wheel, git+https://...)
 #   ./install.sh --http               PreToolUse/PostToolUse(Failure) as http hooks to the resident server
 #   ./install.sh --uninstall          take our hooks out of the settings and remove the environment
+#   ./install.sh --no-memory-model    leave out the embedding model (memory search then ranks by words only)
 #
 # Safe to re-run: the environment is reused and upgraded, the settings are rewritten only when
 # they change. The environment is uv's or pipx's when present, else a venv at
@@ -25,6 +26,8 @@ manager=""
 target_args=()
 transport=command
 run_doctor=1
+# The optional "memory" dependencies (the embedding model, ~150 MB with numpy): installed by default.
+extras="[memory]"
 
 say() { printf '%s\n' "install.sh: $*"; }
 die() { printf '%s\n' "install.sh: error: $*" >&2; exit 1; }
@@ -44,6 +47,8 @@ Options:
   --http           wire the frequent events as http hooks to the resident server (docs/server.md),
                    and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
+  --no-memory-model  leave out the embedding model that memory search ranks by meaning with
+                   (~150 MB installed; search then ranks by words alone, docs/memory.md)
   --uninstall      remove our hooks from the settings file and remove the environment
 EOF
 }
@@ -55,22 +60,25 @@ while [ $# -gt 0 ]; do
                    target_args+=(--project "$(cd "$2" && pwd)"); shift 2 ;;
         --local) target_args+=(--local); shift ;;
         --settings) [ $# -ge 2 ] || die "--settings needs a path"; target_args+=(--settings "$2"); shift 2 ;;
-        --version) [ $# -ge 2 ] || die "--version needs a version"; spec="$PACKAGE==$2"; shift 2 ;;
+        --version) [ $# -ge 2 ] || die "--version needs a version"; version="$2"; shift 2 ;;
         --spec) [ $# -ge 2 ] || die "--spec needs a requirement"; spec="$2"; shift 2 ;;
         --venv) manager=venv; shift ;;
         --python) [ $# -ge 2 ] || die "--python needs an interpreter"; PYTHON="$2"; shift 2 ;;
         --http) transport=http; shift ;;
         --command) transport=command; shift ;;
         --no-doctor) run_doctor=0; shift ;;
+        --no-memory-model) extras=""; shift ;;
         --uninstall) action=uninstall; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option: $1" ;;
     esac
 done
 
-if [ -z "$spec" ]; then
+if [ -n "${version:-}" ]; then
+    spec="$PACKAGE$extras==$version"
+elif [ -z "$spec" ]; then
     [ -f "$here/pyproject.toml" ] || die "no checkout next to install.sh; pass --version X or --spec SPEC"
-    spec="$here"
+    spec="$here$extras"
 fi
 if [ -z "$manager" ]; then
     if command -v uv >/dev/null 2>&1; then manager=uv

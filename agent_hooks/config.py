@@ -271,6 +271,27 @@ DEFAULTS: dict[str, Any] = {
         "max_files": 5000,
         # Default number of hits for `memory search`.
         "search_limit": 10,
+        # Embed memory files and session summaries, and rank search hits by meaning as well as words.
+        "vectors": True,
+        # Directory holding the model's weights/ and tokenizers/ ("": the files the wordllama package ships).
+        "model_dir": "",
+        # At most one detached embedding worker started by Stop per this many seconds.
+        "embed_interval_s": 30,
+        # Reciprocal rank fusion: score = fts_weight/(rrf_k + words rank) + 1/(rrf_k + meaning rank).
+        # A weight above 1 keeps a hit that has every word of the query above ones found by meaning alone.
+        "rrf_k": 60,
+        "fts_weight": 2.0,
+        # Candidates taken from each ranking before they are fused.
+        "candidates": 50,
+        # A hit found by meaning alone needs at least this cosine similarity to the query.
+        "min_similarity": 0.1,
+        # `memory search` embeds at most this many not-yet-embedded texts itself (in memory only).
+        "embed_on_search_max": 500,
+        # SessionStart: offer the agent its memories most relevant to its task (measured cost:
+        # docs/memory.md), at most session_start_hits of them within session_start_max_chars.
+        "session_start_recall": False,
+        "session_start_hits": 3,
+        "session_start_max_chars": 2000,
     },
     "persist": {
         # Stop holds a worker whose task persists and is open (features/persist.py, docs/persistence.md).

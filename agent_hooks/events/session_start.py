@@ -30,8 +30,28 @@ def handle(ctx: Context) -> Outcome:
     if p.get("source") == "compact":
         out.add_context(reminders.reminder(ctx.store.conn, p, ctx.env, ctx.config))
     out.add_context(lead_context.block(ctx.store.conn, p.session_id, ctx.env, ctx.config, ctx.started))
+    if ctx.config["memory"].get("session_start_recall"):  # off by default: docs/memory.md has its cost
+        out.add_context(_recall(ctx))
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
+
+
+def _recall(ctx: Context) -> str:
+    """The agent's most relevant memories for its task; on any error, none (and the error log says why)."""
+    try:
+        from agent_hooks.features import recall
+        from agent_hooks.features.sessions import agent_name
+
+        return recall.session_start_block(ctx.store.conn, ctx.payload.session_id, ctx.env, ctx.config,
+                                          agent_name(ctx.env, ctx.config))
+    except Exception as exc:  # noqa: BLE001 - a memory lookup never stops a session from starting
+        import traceback
+
+        from agent_hooks.log import log_error
+
+        log_error(ctx.paths, EVENT, "error", f"memory recall: {type(exc).__name__}: {exc}", ctx.payload.session_id,
+                  traceback.format_exc())
+        return ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@ unless a bypass applies); otherwise the session now awaits input. Session summar
 
 from __future__ import annotations
 
-from agent_hooks.features import cleanup, cost, detach, identity, lineage, memory, persist, sessions, summary
+from agent_hooks.features import cleanup, cost, detach, identity, lineage, memory, persist, sessions, summary, vectors
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -50,8 +50,22 @@ def handle(ctx: Context) -> Outcome:
     # Detached workers (only when configured): the hook never waits for them.
     summary.after_stop(p, ctx.env, ctx.config)
     cleanup.after_stop(p, ctx.env, ctx.config)
+    _embed_after_stop(ctx)
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out
+
+
+def _embed_after_stop(ctx: Context) -> None:
+    """Stale embeddings (a memory file, this session's summary) computed off the hook path."""
+    try:
+        vectors.after_stop(ctx.store.conn, ctx.env, ctx.config, ctx.paths)
+    except Exception as exc:  # noqa: BLE001 - search falls back to words; the error log says why
+        import traceback
+
+        from agent_hooks.log import log_error
+
+        log_error(ctx.paths, EVENT, "error", f"embeddings: {type(exc).__name__}: {exc}", ctx.payload.session_id,
+                  traceback.format_exc())
 
 
 def _decide(conn: Any, ctx: Context, seen: persist.TranscriptState) -> persist.Decision | None:

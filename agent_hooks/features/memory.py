@@ -3,7 +3,7 @@
 PostToolUse on Write/Edit/MultiEdit of a file under a memory directory of the
 workspace (``memory.dirs``, scope ``agent``; ``memory.shared_dirs``, scope
 ``shared``) indexes it in SQLite FTS5, re-indexes it when it changed, and drops
-it when it is gone. Stop rescans the session's memory directories (cheap: a
+it when it is gone (its embedding too: features/vectors.py). Stop rescans the session's memory directories (cheap: a
 stat per file) so files written by Bash, or deleted, are caught too.
 ``agent-hook memory reindex`` rebuilds the index from disk.
 """
@@ -14,7 +14,7 @@ import os
 import sqlite3
 import stat
 
-from agent_hooks.features import files
+from agent_hooks.features import files, vectors
 from agent_hooks.features.sessions import agent_name
 from agent_hooks.features.toolcalls import WRITE_TOOLS
 
@@ -85,6 +85,7 @@ def drop(conn: sqlite3.Connection, path: str) -> bool:
         return False
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
     conn.execute("DELETE FROM memory_docs WHERE id = ?", (row[0],))
+    vectors.drop_memory(conn, path)
     return True
 
 
@@ -152,7 +153,11 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context") -> None:
     if found is None:
         return
     root, scope = found
-    index_file(conn, ctx.config, root, path, scope, agent_name(ctx.env, ctx.config), p.session_id, ctx.started)
+    if index_file(conn, ctx.config, root, path, scope, agent_name(ctx.env, ctx.config), p.session_id,
+                  ctx.started) != "unchanged":
+        # In the resident server its embedding thread picks it up; elsewhere nothing is started here
+        # (Stop starts the worker): a memory write costs PostToolUse no more than before.
+        vectors.kick()
 
 
 def walk(config: dict[str, Any], root: str) -> list[tuple[str, int, int]]:

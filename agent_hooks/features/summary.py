@@ -166,14 +166,14 @@ def _fts_query(query: str, joiner: str) -> str:
     return joiner.join(f'"{w}"' for w in words)
 
 
-def search(conn: sqlite3.Connection, query: str, limit: int = 10) -> list[dict[str, Any]]:
-    """Summaries matching ``query`` (all words, else any word), best first.
+def search(conn: sqlite3.Connection, query: str, limit: int = 10, any_word: bool = True) -> list[dict[str, Any]]:
+    """Summaries matching ``query`` (all words, else any word unless ``any_word`` is False), best first.
 
     Each hit: name, path (the transcript), snippet, score (higher is better),
     kind ``session``, plus session_id, agent, task_id, source, at.
     """
     hits: list[dict[str, Any]] = []
-    for joiner in (" ", " OR "):
+    for joiner in (" ", " OR ") if any_word else (" ",):
         match = _fts_query(query, joiner)
         if not match:
             return []

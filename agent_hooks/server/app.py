@@ -55,6 +55,8 @@ ROUTE_MODULES: list[str] = [
     # After control: a host subscribed to a command center reports its sessions to it.
     "agent_hooks.server.report",
     "agent_hooks.server.board",
+    # Embeddings of memory files and summaries, computed here while the server runs.
+    "agent_hooks.server.embedding",
 ]
 
 # Answer times kept for p50/p99 (the newest ones).
