@@ -82,7 +82,11 @@ class OpenClawGateway:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self.gateway.env()
-        env.update({"HOME": str(self.home), "NO_COLOR": "1", "FORCE_COLOR": "0", "OPENCLAW_NO_AUTO_UPDATE": "1"})
+        # TMPDIR too: the gateway keeps lock files under the temporary directory.
+        tmp = self.root / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        env.update({"HOME": str(self.home), "TMPDIR": str(tmp), "NO_COLOR": "1", "FORCE_COLOR": "0",
+                    "OPENCLAW_NO_AUTO_UPDATE": "1"})
         env.update(extra or {})
         return env
 
