@@ -614,6 +614,13 @@ def m016_memory_vectors(db: sqlite_utils.Database) -> None:
     db["memory_vectors"].create_index(["at"], if_not_exists=True)
 
 
+@migration
+def m017_approvals_agent(db: sqlite_utils.Database) -> None:
+    # The subagent a dialog came from (its hooks carry agent_id; the main thread's carry none), so a
+    # subagent's finished tool call withdraws its own open dialog, never the main thread's.
+    db["approvals"].add_column("agent_id", str)
+
+
 def _chmod_private(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -259,6 +259,25 @@ def test_the_tools_next_event_withdraws_a_dialog_answered_at_the_terminal(hooks_
     assert got["state"] == "withdrawn" and got["note"] == "answered at the terminal: the tool ran"
 
 
+def test_a_subagents_tool_ran_withdraws_only_its_own_dialog(hooks_home: Path) -> None:
+    # A subagent's hooks carry its agent_id (the main thread's carry none). The main thread's open
+    # dialog for Bash must stay on the board when a subagent's Bash call finishes, and the reverse.
+    held = Held(PERMISSION, {"AGENT_HOOKS__APPROVALS__WAIT_S": "20"})
+    [main_row] = _wait_for(lambda: _pending(hooks_home))
+    post = {**fixture_payload("PostToolUse-Bash.json"), "session_id": PERMISSION["session_id"]}
+    assert run_exe(EXECUTABLES["PostToolUse"], {**post, "agent_id": "a1b2c3"}).returncode == 0
+    assert [r["id"] for r in _pending(hooks_home)] == [main_row["id"]]
+    sub = Held({**PERMISSION, "agent_id": "a1b2c3", "agent_type": "general-purpose"},
+               {"AGENT_HOOKS__APPROVALS__WAIT_S": "20"})
+    _wait_for(lambda: len(_pending(hooks_home)) == 2 or None)
+    assert run_exe(EXECUTABLES["PostToolUse"], post).returncode == 0  # the main thread's call ran
+    [left] = _pending(hooks_home)
+    assert left["id"] != main_row["id"]
+    assert run_exe(EXECUTABLES["PostToolUse"], {**post, "agent_id": "a1b2c3"}).returncode == 0
+    assert _pending(hooks_home) == []
+    assert held.answer() is None and sub.answer() is None
+
+
 # -- gates ---------------------------------------------------------------------------------
 
 

@@ -19,7 +19,8 @@ def handle(ctx: Context) -> Outcome:
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         sessions.log_event(conn, p, ctx.started, waiting.tool_asked(p))
-        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "denied by the permission system", p.tool_name)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "denied by the permission system", p.tool_name,
+                                  sessions.subagent_of(p))
         forward(conn, ctx)
     return Outcome()
 

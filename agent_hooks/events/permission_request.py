@@ -44,6 +44,7 @@ def handle(ctx: Context) -> Outcome:
                 questions=tool_input.get("questions") if kind == approvals.QUESTION else None,
                 suggestions=p.get("permission_suggestions") if isinstance(p.get("permission_suggestions"), list)
                 else None,
+                agent_id=sessions.subagent_of(p),
             )
             out.hold = approvals.Hold(aid, kind, ctx.started + wait_s, EVENT)
         forward(conn, ctx)

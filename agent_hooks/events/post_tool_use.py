@@ -25,7 +25,8 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=True, output_hash=output_hash)
         cost.apply(conn, ctx, spent)
-        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran", p.tool_name)
+        sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran", p.tool_name,
+                                  sessions.subagent_of(p))
         if p.tool_name in toolcalls.WRITE_TOOLS:  # other tools: nothing more imported, nothing more done
             _file_written(conn, ctx, out)
         if pressure is not None and persist.note_pressure(conn, p.session_id, pressure[1], ctx.started):

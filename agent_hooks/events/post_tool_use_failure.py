@@ -19,7 +19,7 @@ def handle(ctx: Context) -> Outcome:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE)
         toolcalls.finish(conn, p, ctx.started, ctx.config, ok=False, output_hash=output_hash)
         sessions.withdraw_dialogs(conn, p.session_id, ctx.started, "answered at the terminal: the tool ran and failed",
-                                  p.tool_name)
+                                  p.tool_name, sessions.subagent_of(p))
         forward(conn, ctx)
     user_handlers.apply(ctx, EVENT, out)  # user handlers, after the built-ins (docs/handlers.md)
     return out

@@ -131,15 +131,19 @@ def kind_of(tool_name: str) -> str:
 
 def insert(conn: sqlite3.Connection, *, session_id: str, kind: str, tool_name: str, tool_input: Any,
            at: float, wait_s: float, questions: Any = None, suggestions: Any = None, tool_use_id: str | None = None,
-           gate: str | None = None, on_timeout: str | None = None, host: str = "") -> str:
-    """Record a pending request (inside the caller's write transaction); its id."""
+           gate: str | None = None, on_timeout: str | None = None, host: str = "", agent_id: str | None = None) -> str:
+    """Record a pending request (inside the caller's write transaction); its id.
+
+    ``agent_id``: the subagent that asked (None for the main thread), so only its own finished
+    tool call withdraws the dialog (sessions.withdraw_dialogs).
+    """
     aid = new_id()
     conn.execute(
         "INSERT INTO approvals (id, host, session_id, kind, tool_name, tool_input, tool_use_id, questions,"
-        " permission_suggestions, gate, on_timeout, state, created_at, expires_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        " permission_suggestions, gate, on_timeout, state, created_at, expires_at, agent_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
         (aid, host, session_id, kind, tool_name, _dumps(tool_input, MAX_INPUT_CHARS), tool_use_id,
-         _dumps(questions), _dumps(suggestions), gate, on_timeout, at, at + wait_s),
+         _dumps(questions), _dumps(suggestions), gate, on_timeout, at, at + wait_s, agent_id),
     )
     return aid
 

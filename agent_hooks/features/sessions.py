@@ -162,11 +162,18 @@ def with_task(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     return dict(zip(_WITH_TASK, row)) if row else {}
 
 
+def subagent_of(payload: Payload) -> str | None:
+    """The subagent a hook fired in (its ``agent_id``); None in the main thread."""
+    agent_id = payload.get("agent_id")
+    return agent_id if isinstance(agent_id, str) and agent_id else None
+
+
 def withdraw_dialogs(conn: sqlite3.Connection, session_id: str, at: float, note: str,
-                     tool_name: str | None = None) -> int:
+                     tool_name: str | None = None, agent_id: str | None = None) -> int:
     """The session moved on, so its open permission dialogs and questions were answered at the
     terminal: mark their approval requests withdrawn (features/approvals.py). Gates are left to
-    the hook that holds them. ``tool_name`` narrows it to that tool's dialog (its PostToolUse).
+    the hook that holds them. ``tool_name`` narrows it to that tool's dialog (its PostToolUse),
+    asked by the same thread: ``agent_id`` is the subagent's, None the main thread's.
 
     Here rather than in features/approvals so the tool events import nothing more: when nothing is
     pending, which is nearly always, it is one probe of a partial index that finds no row.
@@ -177,5 +184,6 @@ def withdraw_dialogs(conn: sqlite3.Connection, session_id: str, at: float, note:
     # created_at: an event replayed from the spool is older than a dialog opened since; it leaves that one be.
     if tool_name is None:
         return conn.execute(sql, (note, at, at, session_id, at)).rowcount
-    return conn.execute(sql + " AND tool_name = ?", (note, at, at, session_id, at, tool_name)).rowcount
+    return conn.execute(sql + " AND tool_name = ? AND agent_id IS ?",
+                        (note, at, at, session_id, at, tool_name, agent_id)).rowcount
 
