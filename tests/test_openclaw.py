@@ -628,11 +628,35 @@ def test_the_board_hides_the_gateway_when_none_is_configured(tmp_path: Path) -> 
 
 # -- frames recorded from the real gateway (tests/fixtures/openclaw/README.md) -----------------------------------
 
+def _ms_stamps(value: Any) -> list[float]:
+    """Every epoch-milliseconds stamp in a frame: ``ts`` and the ``...AtMs`` keys, at any depth."""
+    if isinstance(value, list):
+        return [t for v in value for t in _ms_stamps(v)]
+    if not isinstance(value, dict):
+        return []
+    own = [v for k, v in value.items() if (k == "ts" or k.endswith("AtMs")) and isinstance(v, (int, float))]
+    return own + [t for v in value.values() for t in _ms_stamps(v)]
+
+
+def _shifted(value: Any, by_ms: float) -> Any:
+    """``value`` with its stamps moved by ``by_ms``: a recording replays as if it happened now, so a
+    request's expiry (createdAtMs + the gateway's timeout) lies ahead, as it did when recorded."""
+    if isinstance(value, list):
+        return [_shifted(v, by_ms) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: (v + by_ms if (k == "ts" or k.endswith("AtMs")) and isinstance(v, (int, float)) else _shifted(v, by_ms))
+            for k, v in value.items()}
+
+
 def replay(gw: Gateway, name: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
-    """Send the recorded events of a capture (after the handshake), from index ``start`` to ``stop``."""
+    """Send the recorded events of a capture (after the handshake), from index ``start`` to ``stop``,
+    with their time stamps moved to now (the capture's first stamp becomes this moment)."""
     events = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    stamps = _ms_stamps(events)
+    by_ms = time.time() * 1000 - min(stamps) if stamps else 0.0
     for frame in events[start:stop]:
-        gw.send({k: v for k, v in frame.items() if k != "seq"})
+        gw.send(_shifted({k: v for k, v in frame.items() if k != "seq"}, by_ms))
     return events
 
 
