@@ -109,6 +109,59 @@ def test_token_comes_from_the_environment_or_a_private_file_never_from_config(tm
     assert any("openclaw.token" in p and "never read" in p for p in config_mod.validate(cfg))
 
 
+def test_a_token_file_that_is_not_a_small_regular_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    """A FIFO named as the token file would hold the server's event loop on open(); a huge file is not a token."""
+    import os
+    import threading
+
+    cfg = config_mod.defaults()
+    cfg["openclaw"]["url"] = "ws://127.0.0.1:18789"
+    fifo = tmp_path / "gw-fifo"
+    os.mkfifo(fifo, 0o600)
+    cfg["openclaw"]["token_file"] = str(fifo)
+    got: list[BaseException] = []
+    reader = threading.Thread(target=lambda: got.append(pytest.raises(settings.SettingError,
+                                                                      settings.token, cfg, {}).value), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():
+        with open(fifo, "w") as f:  # let the stuck reader go before failing
+            f.write("x\n")
+        pytest.fail("reading a FIFO token_file blocked")
+    assert got and "not a regular file" in str(got[0])
+    big = tmp_path / "gw-big"
+    big.write_text("x" * 10_000)
+    big.chmod(0o600)
+    cfg["openclaw"]["token_file"] = str(big)
+    with pytest.raises(settings.SettingError, match="not a token"):
+        settings.token(cfg, {})
+
+
+def test_a_url_with_a_credential_is_refused_and_never_shown() -> None:
+    cfg = config_mod.defaults()
+    cfg["openclaw"]["url"] = "wss://op:sekrit@gw.example:18789/?token=sekrit2"
+    problems = settings.problems(cfg, {settings.TOKEN_ENV: "T"})
+    assert any("user name or password" in p for p in problems), problems
+    assert not any("sekrit" in p for p in problems), problems
+    assert settings.shown_url(cfg["openclaw"]["url"]) == "wss://***@gw.example:18789/?***"
+    assert settings.url_problem("ws://127.0.0.1:18789") is None
+    assert "sekrit" not in (settings.url_problem("http://op:sekrit@gw.example/") or "sekrit")
+
+
+def test_a_url_with_a_credential_stays_out_of_status_and_the_board(tmp_path: Path, gateway: Gateway) -> None:
+    url = gateway.url.replace("ws://", "ws://op:sekrit@")
+    c = Center(tmp_path / "home", env={**center_env(gateway), "AGENT_HOOKS__OPENCLAW__URL": url}).start()
+    try:
+        st = wait_status(c, "down")
+        assert "user name or password" in (st["last_error"] or ""), st
+        for route in ("/status", "/api/fleet/status", "/api/board"):
+            r = c.http.get(route)
+            assert r.status_code == 200 and "sekrit" not in r.text, (route, r.text[:500])
+        assert not gateway.connects  # refused before connecting
+    finally:
+        c.stop()
+
+
 def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
     cfg = config_mod.defaults()
     for url in ("ws://127.0.0.1:18789", "wss://gw.example:18789", "ws://localhost:1"):

@@ -94,6 +94,7 @@ class Gateway:
         self.hub = hub
         cfg = settings.section(state.config)
         self.url = str(cfg.get("url") or "").strip()
+        self.shown_url = settings.shown_url(self.url)  # what status and the log say: never a credential
         self.host = settings.gateway_host(state.config, hub.own_host)
         self.scopes = settings.scopes(state.config)
         self.caps = settings.caps(state.config)
@@ -118,7 +119,7 @@ class Gateway:
     # -- what status, doctor and the board show ------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return {"url": self.url, "host": self.host, "state": self.state_name, "since": self.since,
+        return {"url": self.shown_url, "host": self.host, "state": self.state_name, "since": self.since,
                 "last_error": self.last_error, "connected_at": self.connected_at, "scopes": self.scopes,
                 "cancel": "operator.write" in self.scopes, "approvals": "operator.approvals" in self.scopes,
                 **self.counts}
@@ -127,9 +128,9 @@ class Gateway:
         if name != self.state_name:
             self.since = time.time()
             if name == CONNECTED:
-                log.info("OpenClaw gateway %s: connected", self.url)
+                log.info("OpenClaw gateway %s: connected", self.shown_url)
         if name == DOWN and error != self.last_error:
-            log.warning("OpenClaw gateway %s: down: %s (said once until it changes)", self.url, error)
+            log.warning("OpenClaw gateway %s: down: %s (said once until it changes)", self.shown_url, error)
         changed = name != self.state_name or (error is not None and error != self.last_error)
         self.state_name = name
         if error is not None:
@@ -164,7 +165,7 @@ class Gateway:
             except (OSError, WebSocketException, asyncio.TimeoutError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             except Exception as exc:  # noqa: BLE001 - the subscription must outlive a bad frame or a bug
-                log.exception("OpenClaw gateway %s: unexpected error", self.url)
+                log.exception("OpenClaw gateway %s: unexpected error", self.shown_url)
                 error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._drop_connection()
@@ -242,14 +243,14 @@ class Gateway:
             try:
                 self._queue(self.mapper.pending_list(await self.call("exec.approval.list", {})))
             except GatewayError as exc:
-                log.info("OpenClaw gateway %s: exec.approval.list refused (%s)", self.url, exc)
+                log.info("OpenClaw gateway %s: exec.approval.list refused (%s)", self.shown_url, exc)
         if not self.offers("sessions.subscribe"):
             return
         try:
             result = await self.call("sessions.subscribe", {})
         except GatewayError as exc:
             log.info("OpenClaw gateway %s: sessions.subscribe refused (%s); tool calls show without input",
-                     self.url, exc)
+                     self.shown_url, exc)
             return
         self.mapper.subscribed = not (isinstance(result, dict) and result.get("subscribed") is False)
 
@@ -289,7 +290,7 @@ class Gateway:
                 acts = self.mapper.actions(doc["event"], doc.get("payload"))
             except Exception:  # noqa: BLE001 - one odd frame is dropped, not the connection
                 self.counts["malformed"] += 1
-                log.exception("OpenClaw gateway %s: could not read a %s event", self.url, doc["event"])
+                log.exception("OpenClaw gateway %s: could not read a %s event", self.shown_url, doc["event"])
                 continue
             if acts:
                 self._queue(acts)
@@ -313,7 +314,8 @@ class Gateway:
                 self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
                 if not self.counts["write_errors"]:
-                    log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.url, len(batch), exc)
+                    log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.shown_url, len(batch),
+                                exc)
                 self.counts["write_errors"] += len(batch)
 
     # -- calls: resolve an approval, abort a run ------------------------------------------------
