@@ -162,6 +162,15 @@ def test_a_url_with_a_credential_stays_out_of_status_and_the_board(tmp_path: Pat
         c.stop()
 
 
+def test_distinct_gateway_request_ids_never_share_a_row() -> None:
+    ids = ["a/b", "a_b", "x" * 61, "x" * 60 + "y", "x" * 60, "id with space", "id\u00e9"]
+    rows = [oc_map.approval_id(i) for i in ids]
+    assert len(set(rows)) == len(ids), rows
+    assert oc_map.approval_id("4cbcddb3-5d57-4d5f-bb83-463c5be46eaf") == "oc-4cbcddb3-5d57-4d5f-bb83-463c5be46eaf"
+    for row in rows:  # safe in a URL path and the board's ids
+        assert all(ch.isalnum() or ch in "-_." for ch in row) and row.startswith("oc-"), row
+
+
 def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
     cfg = config_mod.defaults()
     for url in ("ws://127.0.0.1:18789", "wss://gw.example:18789", "ws://localhost:1"):

@@ -89,7 +89,12 @@ def card_id(host: str, session_key: str) -> str:
 
 
 def approval_id(gateway_id: str) -> str:
-    return ID_PREFIX + _ID_SAFE.sub("_", gateway_id)[:60]
+    """Our row's id for the gateway's request: the gateway's own id when it is short and URL-safe (a UUID),
+    else a digest of it. Never a cut or rewritten id: two requests must not share a row (the second one
+    would go unlisted, and an answer to either would settle the other)."""
+    if len(gateway_id) <= 60 and not _ID_SAFE.search(gateway_id):
+        return ID_PREFIX + gateway_id
+    return ID_PREFIX + "h." + hashlib.sha256(gateway_id.encode()).hexdigest()[:32]  # "." is never in the above
 
 
 class Mapper:
@@ -334,8 +339,13 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
     if conn.execute("SELECT count(*) FROM approvals WHERE host = ? AND state = 'pending' AND id LIKE 'oc-%'",
                     (host,)).fetchone()[0] >= MAX_PENDING:
         return False  # a gateway flooding requests: the oldest ones stay, answerable
-    created = act["created_at"] or at
-    expires = act["expires_at"] or created + 120.0
+    # The gateway's window (expiresAtMs - createdAtMs), counted from when we heard the request: its clock is
+    # another host's (or a recording's), and a skew must not list a live request as expired, or a dead one
+    # as open for long. The gateway's own word on the end (resolved, or gone from its list) settles it anyway.
+    window = 120.0
+    if act["created_at"] is not None and act["expires_at"] is not None:
+        window = min(max(act["expires_at"] - act["created_at"], 0.0), 24 * 3600.0)
+    created, expires = at, at + window
     # "Always allow" is offered (the board's button, the CLI's --always) when the gateway offers allow-always.
     always = [{"type": "openclaw", "decision": "allow-always"}] if "allow_always" in (act.get("allowed") or []) else None
     conn.execute(
