@@ -280,6 +280,30 @@ def test_a_reconnect_hears_the_run_again_without_a_second_card_or_event(center: 
     assert [e["event"] for e in reversed(page(center, cid)["events"])] == ["start", "tool_use", "completed"]
 
 
+def test_a_gateway_restart_ends_the_runs_it_had_and_a_reconnect_to_the_same_boot_does_not(
+        center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    other = card_of(center, "agent:main:other")
+    gateway.send(lifecycle("run-1", 1, "start", startedAt=1))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.start()  # the same boot: only the connection dropped; the run goes on
+    gateway.wait_clients()
+    wait_status(center, "connected")
+    gateway.send(lifecycle("run-2", 1, "start", key="agent:main:other", startedAt=1))
+    center.wait_card(lambda c: c["id"] == other and c["state"] == "running")
+    assert center.board_cards()[cid]["state"] == "running"
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.boot_id = "boot-2"  # the gateway restarted: its runs died with it and will send no end
+    gateway.start()
+    gateway.wait_clients()
+    for card in (cid, other):
+        center.wait_card(lambda c, card=card: c["id"] == card and c["state"] == "failed")
+    assert "restarted" in (page(center, cid)["events"][0]["metadata"] or ""), page(center, cid)["events"][0]
+
+
 def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
     cid = card_of(center)
     # Connected after the run started: its first frame is a tool call.

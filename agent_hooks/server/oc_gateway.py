@@ -115,6 +115,7 @@ class Gateway:
         self.pending: list[dict[str, Any]] = []
         self.stopping_reason: str | None = None  # the gateway's own word before it closes (event "shutdown")
         self.writer: asyncio.Task[None] | None = None
+        self.boot: str | None = None  # the gateway's bootId from its hello: a new one means it restarted
 
     # -- what status, doctor and the board show ------------------------------------------------
 
@@ -192,6 +193,7 @@ class Gateway:
             self.counts["connects"] += 1
             self._set(CONNECTED)
             self.last_error = None
+            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (oc_map._rebooted)
             subscribe = asyncio.create_task(self._subscribe())
             try:
                 await self._read(ws)
@@ -233,6 +235,9 @@ class Gateway:
         auth = hello.get("auth") if isinstance(hello.get("auth"), dict) else {}
         scopes = auth.get("scopes")
         self.granted = [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None
+        server = hello.get("server") if isinstance(hello.get("server"), dict) else {}
+        boot = server.get("bootId")
+        self.boot = boot[:100] if isinstance(boot, str) and boot else None
 
     async def _subscribe(self) -> None:
         """Ask for the sessions' events too: tool calls then come with their input (session.tool).

@@ -107,6 +107,13 @@ class Mapper:
         self.approvals = approvals
         # True once sessions.subscribe succeeded: tool calls then come with their input (session.tool).
         self.subscribed = False
+        # The gateway's bootId (hello-ok): a run is remembered with the boot it ran in (see :func:`apply`).
+        self.boot: str | None = None
+
+    def connected(self, boot: str | None) -> list[dict[str, Any]]:
+        """After a hello: the gateway's boot. A new one means it restarted, and the runs it had died with it."""
+        self.boot = boot
+        return [{"kind": "boot", "boot": boot}] if boot else []
 
     def _session(self, payload: dict[str, Any], run_id: str | None) -> tuple[str | None, str | None]:
         key, agent = _str(payload.get("sessionKey")), _str(payload.get("agentId"), 80)
@@ -160,7 +167,7 @@ class Mapper:
             return []
         # Idempotency keys say what happened, not the event's seq: a run's seq restarts after an abort, and
         # an aborted run's end is followed by an error for the same run (the first end wins).
-        base: dict[str, Any] = {"session_key": key, "agent": agent, "run_id": run_id, "idem": None}
+        base: dict[str, Any] = {"session_key": key, "agent": agent, "run_id": run_id, "idem": None, "boot": self.boot}
         phase = data.get("phase")
         if stream == "lifecycle":
             if phase == "start":
@@ -258,6 +265,9 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
             if _sync(conn, set(act["ids"]), host, at, out):
                 out.body["approvals_changed"] = True
             continue
+        if act["kind"] == "boot":
+            _rebooted(conn, act["boot"], host, at, out)
+            continue
         idem = f"oc:{host}:{act['idem']}" if act.get("idem") else None
         if _seen(conn, idem):
             continue  # heard again after a reconnect: applied once already
@@ -309,6 +319,8 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
                     _event(conn, out, card, "awaiting_review", f"needs input: exec {one_line(act['command'], 80)}", at)
                 details.update(waiting_on="needs_input", waiting_detail=one_line(f"exec: {act['command']}", 200),
                                waiting_since=at)
+        if details.get("run_id") and act.get("boot"):
+            details["boot"] = act["boot"]  # the gateway's boot this run lives in (_rebooted)
         details["last_activity"] = at
         details.setdefault("label", act["session_key"])
         if json.dumps(details, sort_keys=True) != before:
@@ -317,6 +329,30 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
         out.changed.add(card["id"])
         out.body["applied"] += 1
     return out
+
+
+def _rebooted(conn: sqlite3.Connection, boot: str, host: str, at: float, out: fleetdb.Outcome) -> None:
+    """The gateway's boot after a (re)connect: a run still open on a card from another boot died with the
+    gateway's restart, and will never send its end. Its card fails saying so, rather than run forever."""
+    rows = conn.execute("SELECT id, details FROM fleet_sessions WHERE host = ? AND agent_type = ? AND state IN (?, ?)",
+                        (host, AGENT_TYPE, contract.RUNNING, contract.AWAITING_REVIEW)).fetchall()
+    for cid, raw in rows:
+        try:
+            details = json.loads(raw) if raw else {}
+        except ValueError:
+            continue
+        if not isinstance(details, dict) or not details.get("run_id") or details.get("boot") in (None, boot):
+            continue  # no run, or one of this boot (heard again after a reconnect), or of unknown boot
+        card = fleetdb.get(conn, cid)
+        if card is None:
+            continue
+        why = "the OpenClaw gateway restarted; the run ended with it"
+        _event(conn, out, card, "failed", why, at)
+        details.update(run_id=None, tool_running=False, waiting_on="error", waiting_detail=why, waiting_since=at,
+                       last_activity=at)
+        conn.execute("UPDATE fleet_sessions SET details = ?, updated_at = ? WHERE id = ?",
+                     (json.dumps(details), at, cid))
+        out.changed.add(cid)
 
 
 def _under_way(conn: sqlite3.Connection, out: fleetdb.Outcome, card: dict[str, Any], details: dict[str, Any],
