@@ -304,6 +304,33 @@ def test_a_gateway_restart_ends_the_runs_it_had_and_a_reconnect_to_the_same_boot
     assert "restarted" in (page(center, cid)["events"][0]["metadata"] or ""), page(center, cid)["events"][0]
 
 
+def test_backoff_grows_again_after_a_long_connection_ends(tmp_path: Path, gateway: Gateway) -> None:
+    """After a good connection the first retry comes soon, then the pauses grow to backoff_max_s; the
+    connection's age must not keep them at the shortest for good while the gateway stays down."""
+    import socket
+
+    c = Center(tmp_path / "home", env={**center_env(gateway), "AGENT_HOOKS__OPENCLAW__BACKOFF_MAX_S": "1"}).start()
+    try:
+        gateway.wait_clients()
+        time.sleep(5.3)  # up longer than 5 x backoff_max_s
+        gateway.stop()
+        tries: list[float] = []
+        with socket.socket() as lsn:  # the gateway's port, taking connections and closing them at once
+            lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lsn.bind(("127.0.0.1", gateway.port))
+            lsn.listen(16)
+            lsn.settimeout(5)
+            while len(tries) < 5:
+                conn, _ = lsn.accept()
+                tries.append(time.monotonic())
+                conn.close()
+        gaps = [b - a for a, b in zip(tries, tries[1:])]
+        # Pauses 0.5 s then 1 s, each +-25%: some gap >= 0.75 s. Without growth every gap is <= 0.625 s.
+        assert max(gaps) >= 0.7, gaps
+    finally:
+        c.stop()
+
+
 def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
     cid = card_of(center)
     # Connected after the run started: its first frame is a tool call.

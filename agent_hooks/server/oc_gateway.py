@@ -147,6 +147,7 @@ class Gateway:
         while True:
             if self.state_name != DOWN:
                 self._set(CONNECTING)  # down stays down, since its first failure, until a connect succeeds
+            connects = self.counts["connects"]
             try:
                 token = settings.token(self.state.config, self.state.env)
                 bad = settings.url_problem(self.url)
@@ -170,8 +171,12 @@ class Gateway:
                 error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._drop_connection()
-            if self.connected_at is not None and time.time() - self.connected_at > 5 * self.backoff_max:
-                delay = BACKOFF_MIN_S  # it had been up a good while: try again soon
+            # This attempt's connection, if it got one, was a good one (it outlived the longest pause): the
+            # gateway went away after working, so try again soon. Only this attempt's: an old connection's
+            # time must not keep a gateway that is now down from backing off at all.
+            if self.counts["connects"] > connects and self.connected_at is not None \
+                    and time.time() - self.connected_at >= self.backoff_max:
+                delay = BACKOFF_MIN_S
             self._set(DOWN, error)
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
