@@ -381,6 +381,18 @@ def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway)
     assert f"OpenClaw gateway {gateway.url}: connected" in doctor.stdout, doctor.stdout
 
 
+def test_doctor_warns_when_the_gateway_s_events_were_lost(center: Center, gateway: Gateway) -> None:
+    """Connected, but frames that could not be read: doctor says so instead of a plain OK."""
+    gateway.send("not json")
+    gateway.send(lifecycle("run-ok", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    assert oc_status(center)["malformed"] == 1
+    doctor = subprocess.run([str(BIN / "agent-hook"), "doctor"], capture_output=True, text=True,
+                            env=center.env, timeout=60)
+    line = [ln for ln in doctor.stdout.splitlines() if "OpenClaw gateway" in ln]
+    assert line and "1 frame(s) could not be read" in line[0], doctor.stdout
+
+
 def test_a_wrong_token_is_shown_as_the_gateway_s_refusal(tmp_path: Path, gateway: Gateway) -> None:
     c = Center(tmp_path / "home", env=center_env(gateway, AGENT_HOOKS_OPENCLAW_TOKEN="wrong")).start()
     try:

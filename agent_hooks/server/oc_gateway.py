@@ -111,6 +111,7 @@ class Gateway:
         self.since = time.time()
         self.connected_at: float | None = None
         self.last_error: str | None = None
+        self.last_write_error: str | None = None  # why the store refused the last batch (doctor shows it)
         self.counts = {"events": 0, "dropped": 0, "malformed": 0, "connects": 0, "write_errors": 0}
         self.pending: list[dict[str, Any]] = []
         self.stopping_reason: str | None = None  # the gateway's own word before it closes (event "shutdown")
@@ -123,7 +124,7 @@ class Gateway:
         return {"url": self.shown_url, "host": self.host, "state": self.state_name, "since": self.since,
                 "last_error": self.last_error, "connected_at": self.connected_at, "scopes": self.scopes,
                 "cancel": "operator.write" in self.scopes, "approvals": "operator.approvals" in self.scopes,
-                **self.counts}
+                "last_write_error": self.last_write_error, **self.counts}
 
     def _set(self, name: str, error: str | None = None) -> None:
         if name != self.state_name:
@@ -323,6 +324,7 @@ class Gateway:
                 out = await self.hub.write(oc_map.apply, batch, self.host, time.time())
                 self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
+                self.last_write_error = f"{type(exc).__name__}: {exc}"[:300]
                 if not self.counts["write_errors"]:
                     log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.shown_url, len(batch),
                                 exc)
