@@ -856,6 +856,23 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
 
 
+def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gateway: Gateway) -> None:
+    """A gateway that stops answering (its loop frozen) after the hello: a closing handshake would wait
+    out close_timeout (2 s); the server's stop ends the connection at once instead."""
+    async def freeze(ws: Any) -> None:
+        time.sleep(6)  # holds the test gateway's loop: nothing it gets is answered
+    gateway.on_connect = freeze
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        gateway.wait_clients()
+        wait_status(c, "connected")
+    finally:
+        t0 = time.monotonic()
+        c.stop()
+        took = time.monotonic() - t0
+    assert took < 1.9, f"server stop took {took:.2f} s with a hung gateway"  # about 0.4 s; 2.4 s when it waited
+
+
 def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
     import socket
 

@@ -360,6 +360,11 @@ class Gateway:
         return doc.get("payload")
 
     async def stop(self) -> None:
+        """At the server's shutdown: end the connection at once. The closing handshake would wait up to
+        close_timeout for a gateway that is slow or hung; the server's stop must not wait on it."""
+        ws = self.ws
+        if ws is not None and ws.transport is not None:
+            ws.transport.abort()
         await cancel_task(self.task)
         await cancel_task(self.writer)
 
