@@ -639,6 +639,26 @@ def test_malformed_and_oversized_frames_cost_the_connection_at_most(center: Cent
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
 
 
+def test_odd_characters_from_the_gateway_lose_no_events_and_reach_no_terminal(center: Center,
+                                                                              gateway: Gateway) -> None:
+    """A lone surrogate (valid JSON, not storable) or a terminal escape in what the gateway sends: the
+    frame's text is made safe, and the good events written in the same batch are kept."""
+    gateway.send(lifecycle("run-1", 1, "start"))
+    gateway.send(tool("run-1", 2, "call-1", "exec", {"command": "echo \ud800 \x1b]0;owned\x07 \x1b[2J done"}))
+    gateway.send(lifecycle("run-bad", 1, "start", key="agent:main:\x1b[31mred"))  # no id: dropped
+    gateway.send(approval("gid-odd", "rm \udcff -rf \x1b[8m/"))
+    gateway.send(lifecycle("run-1", 3, "end", stopReason="stop", aborted=False))
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    [row] = wait_pending(center, 1)
+    assert "\x1b" not in row["tool_input"]["command"] and "rm ? -rf" in row["tool_input"]["command"], row
+    events = page(center, cid)["events"]
+    [used] = [e for e in events if e["event"] == "tool_use"]
+    assert "\x1b" not in used["metadata"] and "\x07" not in used["metadata"] and "done" in used["metadata"], used
+    assert oc_status(center)["write_errors"] == 0
+    assert not [c for c in center.board_cards().values() if "\x1b" in (c.get("label") or "")]
+
+
 def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without_bound(
         center: Center, gateway: Gateway) -> None:
     # The writer thread's function, called directly on the server's own store (its schema, a real file).

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sqlite3
 from collections import OrderedDict
@@ -57,10 +58,34 @@ DECISIONS_IN = {"allow-once": ("allow", approvals.ALLOWED), "allow-always": ("al
                 "deny": ("deny", approvals.DENIED)}
 
 
+# Control characters (C0 but tab and newline, DEL, C1): never part of an id, and shown in a terminal
+# (the CLI lists commands and labels) they could rewrite what the operator sees.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _str(value: Any, limit: int = MAX_KEY_CHARS) -> str | None:
-    if isinstance(value, str) and value and "\x00" not in value:
+    """An id from the gateway (session key, run id, agent id...), clipped; None when it is not a plain
+    string: one with a control character or a lone surrogate is no id, and SQLite cannot store the latter."""
+    if isinstance(value, str) and value and not _CONTROL.search(value) and not _has_surrogate(value):
         return value[:limit]
     return None
+
+
+def _text(value: Any, limit: int) -> str | None:
+    """Free text from the gateway (a command, an error, a title), made safe to store and show: clipped,
+    lone surrogates and control characters replaced (one odd character must not lose a batch of events)."""
+    if not isinstance(value, str) or not value:
+        return None
+    value = _CONTROL.sub("\ufffd", value[:limit])
+    return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value  # "?" for each
+
+
+def _has_surrogate(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 def safe_view(args: Any, limit: int = VIEW_CHARS) -> str:
@@ -79,7 +104,7 @@ def safe_view(args: Any, limit: int = VIEW_CHARS) -> str:
             text = json.dumps(args, ensure_ascii=False, default=str, separators=(",", ":"))[: limit * 4]
     elif isinstance(args, str):
         text = args
-    text = _SECRET.sub(lambda m: f"{m.group(1)}=***", text[: limit * 4])
+    text = _SECRET.sub(lambda m: f"{m.group(1)}=***", _text(text[: limit * 4], limit * 4) or "")
     return one_line(text, limit) if text else ""
 
 
@@ -144,7 +169,7 @@ class Mapper:
             gid, decision = _str(payload.get("id")), payload.get("decision")
             if gid and decision in DECISIONS_IN:
                 return [{"kind": "resolved", "id": approval_id(gid), "decision": decision,
-                         "by": _str(payload.get("resolvedBy"), 200)}]
+                         "by": _text(payload.get("resolvedBy"), 200)}]
         return []
 
     def pending_list(self, items: Any) -> list[dict[str, Any]]:
@@ -178,11 +203,11 @@ class Mapper:
                 return [{**base, "kind": "resumed"}]
             if phase in ("end", "error"):
                 aborted = data.get("aborted") is True
-                error = _str(data.get("error"), 200) if not isinstance(data.get("error"), dict) else \
-                    _str(data["error"].get("message"), 200)
+                error = _text(data.get("error"), 200) if not isinstance(data.get("error"), dict) else \
+                    _text(data["error"].get("message"), 200)
                 failed = aborted or phase == "error" or data.get("stopReason") == "error"
                 why = "aborted" if aborted else (f"error: {error}" if error else
-                                                 ("error" if failed else _str(data.get("stopReason"), 60)))
+                                                 ("error" if failed else _text(data.get("stopReason"), 60)))
                 return [{**base, "kind": "run_end", "failed": failed, "why": why,
                          "idem": f"{run_id}:end" if run_id else None}]
             return []
@@ -194,7 +219,7 @@ class Mapper:
             base["idem"] = f"{run_id}:tool-seq:{p['seq']}"  # no call id (not seen from the real gateway)
         if phase == "start":
             view = safe_view(data.get("args")) if stream == "tool" else \
-                safe_view(_str(data.get("meta"), 1000) or _str(data.get("title"), 1000) or "")
+                safe_view(_text(data.get("meta"), 1000) or _text(data.get("title"), 1000) or "")
             return [{**base, "kind": "tool", "tool": name, "view": view}]
         if phase in ("result", "end"):
             return [{**base, "kind": "tool_end", "tool": name, "error": data.get("isError") is True}]
@@ -205,15 +230,15 @@ class Mapper:
         req = p.get("request") if isinstance(p.get("request"), dict) else {}
         if not gid:
             return []
-        command = _str(req.get("command"), approvals.MAX_MESSAGE_CHARS)
+        command = _text(req.get("command"), approvals.MAX_MESSAGE_CHARS)
         if command is None and isinstance(req.get("commandArgv"), list):
-            command = " ".join(str(a) for a in req["commandArgv"])[: approvals.MAX_MESSAGE_CHARS]
+            command = _text(" ".join(str(a) for a in req["commandArgv"]), approvals.MAX_MESSAGE_CHARS)
         key = _str(req.get("sessionKey")) or f"agent:{_str(req.get('agentId'), 80) or 'unknown'}:approvals"
         created, expires = p.get("createdAtMs"), p.get("expiresAtMs")
         unavailable = req.get("unavailableDecisions")
         allowed = [d for d in DECISIONS_OUT if not (isinstance(unavailable, list) and DECISIONS_OUT[d] in unavailable)]
         return [{"kind": "approval", "id": approval_id(gid), "gateway_id": gid, "session_key": key,
-                 "agent": _str(req.get("agentId"), 80), "command": command or "", "cwd": _str(req.get("cwd"), 500),
+                 "agent": _str(req.get("agentId"), 80), "command": command or "", "cwd": _text(req.get("cwd"), 500),
                  "allowed": allowed,
                  "created_at": created / 1000 if isinstance(created, (int, float)) else None,
                  "expires_at": expires / 1000 if isinstance(expires, (int, float)) else None}]
@@ -379,7 +404,8 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
     # another host's (or a recording's), and a skew must not list a live request as expired, or a dead one
     # as open for long. The gateway's own word on the end (resolved, or gone from its list) settles it anyway.
     window = 120.0
-    if act["created_at"] is not None and act["expires_at"] is not None:
+    if act["created_at"] is not None and act["expires_at"] is not None \
+            and math.isfinite(act["expires_at"] - act["created_at"]):  # JSON may say NaN or Infinity
         window = min(max(act["expires_at"] - act["created_at"], 0.0), 24 * 3600.0)
     created, expires = at, at + window
     # "Always allow" is offered (the board's button, the CLI's --always) when the gateway offers allow-always.
