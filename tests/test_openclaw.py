@@ -10,6 +10,7 @@ holds the hook routes, and a reconnect adds no card twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -491,6 +492,35 @@ def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Cente
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 502 and "missing scope" in r.json()["error"], r.text
     assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
+
+
+def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center: Center, gateway: Gateway) -> None:
+    """Ours is on its way when someone answers at the gateway: the gateway refuses ours (409 here) and the
+    row says what was decided there, by whom; whether its word comes before or after its refusal."""
+    for n, before in enumerate((True, False)):
+        gid = f"gw-race-{n}"
+        frame = json.dumps({**resolved(gid, "deny", by="operator-b"), "seq": 900 + n})
+
+        def refuse(params: dict[str, Any], frame: str = frame, before: bool = before) -> tuple[bool, Any]:
+            if before:  # the broadcast of the other answer leaves ahead of our refusal
+                for ws in list(gateway.clients):
+                    asyncio.ensure_future(ws.send(frame))
+            return False, "approval already resolved"
+        gateway.handlers["exec.approval.resolve"] = refuse
+        gateway.send(approval(gid, "git push"))
+        [row] = wait_pending(center, 1)
+        r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+        assert r.status_code == 409 and r.json()["already"], r.text
+        if not before:
+            gateway.send(frame)
+        end = time.time() + 10
+        while time.time() < end:
+            history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+            [mine] = [a for a in history if a["id"] == row["id"]]
+            if mine["state"] == "denied":
+                break
+            time.sleep(0.05)
+        assert mine["state"] == "denied" and "operator-b" in json.dumps(mine), (before, mine)
 
 
 def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:

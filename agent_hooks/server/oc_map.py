@@ -47,6 +47,9 @@ MAX_CARDS = 2000
 MAX_PENDING = 500
 # An approval row's id: ours, so the answer route knows to send it to the gateway (agent_hooks.server.openclaw).
 ID_PREFIX = "oc-"
+# The note on a row whose answer from here the gateway refused (it was answered there first): the gateway's
+# own word on it (exec.approval.resolved), heard before or after, still becomes the row's answer.
+REFUSED_NOTE = "the OpenClaw gateway refused the answer"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 # KEY=value where KEY looks like a secret: the value is not shown on a card.
 _SECRET = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|AUTH)[A-Za-z0-9_]*)=(\S+)",
@@ -132,6 +135,9 @@ class Mapper:
         self.approvals = approvals
         # True once sessions.subscribe succeeded: tool calls then come with their input (session.tool).
         self.subscribed = False
+        # The newest requests the gateway said were answered (approval id -> action), for an answer from
+        # here that raced one given there: the gateway's refusal of ours then records theirs (openclaw.answer).
+        self.resolved: OrderedDict[str, dict[str, Any]] = OrderedDict()
         # The gateway's bootId (hello-ok): a run is remembered with the boot it ran in (see :func:`apply`).
         self.boot: str | None = None
 
@@ -168,8 +174,12 @@ class Mapper:
         if event == "exec.approval.resolved":
             gid, decision = _str(payload.get("id")), payload.get("decision")
             if gid and decision in DECISIONS_IN:
-                return [{"kind": "resolved", "id": approval_id(gid), "decision": decision,
-                         "by": _text(payload.get("resolvedBy"), 200)}]
+                act = {"kind": "resolved", "id": approval_id(gid), "decision": decision,
+                       "by": _text(payload.get("resolvedBy"), 200)}
+                self.resolved[act["id"]] = act
+                while len(self.resolved) > RUNS_KEPT:
+                    self.resolved.popitem(last=False)
+                return [act]
         return []
 
     def pending_list(self, items: Any) -> list[dict[str, Any]]:
@@ -423,15 +433,16 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
 def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: float, out: fleetdb.Outcome) -> bool:
     """The gateway says a request was answered (by us, another operator or its own CLI): our row follows."""
     row = approvals.get(conn, act["id"], raw=True)
-    if row is None or row["host"] != host or row["state"] != approvals.PENDING:
+    raced = row is not None and row["state"] == approvals.WITHDRAWN and (row["note"] or "").startswith(REFUSED_NOTE)
+    if row is None or row["host"] != host or (row["state"] != approvals.PENDING and not raced):
         return False
     decision, state = DECISIONS_IN[act["decision"]]
     changed = conn.execute(
         "UPDATE approvals SET state = ?, decision = ?, answered_by = ?, answered_via = 'remote', answered_where = ?,"
         " answered_at = ?, waited_ms = CAST((? - created_at) * 1000 AS INTEGER), note = ? WHERE id = ?"
-        " AND state = 'pending'",
+        " AND state = ?",
         (state, decision, (act.get("by") or "the OpenClaw gateway")[:200], host, at, at,
-         "answered at the OpenClaw gateway", row["id"])).rowcount > 0
+         "answered at the OpenClaw gateway", row["id"], row["state"])).rowcount > 0
     if changed:
         resumed(conn, row["session_id"], host, at, out)
     return changed

@@ -140,16 +140,19 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
             doc["already"] = True
         return JSONResponse(doc, status_code=out.status)
     row = out.body["approval"]
-    from agent_hooks.server.oc_map import DECISIONS_OUT
+    from agent_hooks.server import oc_map
 
     try:
-        await gw.call("exec.approval.resolve", {"id": row["tool_use_id"], "decision": DECISIONS_OUT[row["decision"]]})
+        await gw.call("exec.approval.resolve", {"id": row["tool_use_id"],
+                                                "decision": oc_map.DECISIONS_OUT[row["decision"]]})
     except Exception as exc:  # noqa: BLE001 - GatewayError, or the connection going: the gateway's word decides
         text = str(exc)
         if getattr(exc, "reached", False) and getattr(exc, "code", None) == "INVALID_REQUEST":
             # The gateway no longer holds it ("approval already resolved", "unknown or expired approval id").
-            await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN,
-                            f"the OpenClaw gateway refused the answer: {text}")
+            await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN, f"{oc_map.REFUSED_NOTE}: {text}")
+            theirs = gw.mapper.resolved.get(row["id"])
+            if theirs is not None:  # its answer was heard while ours was on its way: it is the row's answer
+                await hub.write(oc_map.apply, [theirs], gw.host, time.time())
             return JSONResponse({"error": f"already answered at the OpenClaw gateway, or expired there: {text}",
                                  "already": True}, status_code=409)
         await hub.write(_undo, row["id"], row["answered_at"], approvals.PENDING, "")
