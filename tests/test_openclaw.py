@@ -415,6 +415,20 @@ def test_a_refused_handshake_is_shown_in_the_gateway_s_words(tmp_path: Path, gat
         c.stop()
 
 
+def test_a_gateway_error_quoting_the_token_is_shown_without_it(tmp_path: Path, gateway: Gateway) -> None:
+    gateway.refusal = {"code": "INVALID_REQUEST", "message": f"unauthorized: token {TOKEN} is not known here"}
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"] == "refused: unauthorized: token *** is not known here", st
+        for route in ("/status", "/api/fleet/status", "/api/board"):
+            assert TOKEN not in c.http.get(route).text, route
+    finally:
+        c.stop()
+    logs = [p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log")]
+    assert logs and not [text for text in logs if TOKEN in text]
+
+
 def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
     home = tmp_path / "home"
     home.mkdir()

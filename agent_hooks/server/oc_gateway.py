@@ -116,6 +116,7 @@ class Gateway:
         self.pending: list[dict[str, Any]] = []
         self.stopping_reason: str | None = None  # the gateway's own word before it closes (event "shutdown")
         self.writer: asyncio.Task[None] | None = None
+        self._token: str | None = None  # the token in use: never in what status, the log or an error says
         self.boot: str | None = None  # the gateway's bootId from its hello: a new one means it restarted
 
     # -- what status, doctor and the board show ------------------------------------------------
@@ -150,7 +151,7 @@ class Gateway:
                 self._set(CONNECTING)  # down stays down, since its first failure, until a connect succeeds
             connects = self.counts["connects"]
             try:
-                token = settings.token(self.state.config, self.state.env)
+                token = self._token = settings.token(self.state.config, self.state.env)
                 bad = settings.url_problem(self.url)
                 if bad:
                     raise settings.SettingError(bad)
@@ -178,7 +179,7 @@ class Gateway:
             if self.counts["connects"] > connects and self.connected_at is not None \
                     and time.time() - self.connected_at >= self.backoff_max:
                 delay = BACKOFF_MIN_S
-            self._set(DOWN, error)
+            self._set(DOWN, self._redact(error))
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
 
@@ -332,6 +333,10 @@ class Gateway:
 
     # -- calls: resolve an approval, abort a run ------------------------------------------------
 
+    def _redact(self, text: str) -> str:
+        """``text`` (a gateway's error may quote what it was sent) without the token in it."""
+        return text.replace(self._token, "***") if self._token else text
+
     def offers(self, method: str) -> bool:
         """Whether the gateway offers ``method`` (when its hello said what it offers)."""
         return self.methods is None or method in self.methods
@@ -356,7 +361,7 @@ class Gateway:
         if not doc.get("ok"):
             error = doc.get("error")
             code = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), str) else None
-            raise GatewayError(_error_text(error), code=code, reached=True)
+            raise GatewayError(self._redact(_error_text(error)), code=code, reached=True)
         return doc.get("payload")
 
     async def stop(self) -> None:
