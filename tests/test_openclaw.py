@@ -767,6 +767,19 @@ def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gatewa
     center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
 
 
+def test_large_frames_cost_the_events_budget_by_their_size(center: Center, gateway: Gateway) -> None:
+    """100 frames of 512 KB are 100 events but 50 MB to parse: the budget (200 a second) counts each
+    64 KB begun as one event, so most of them are dropped unread."""
+    big = json.dumps({"type": "event", "event": "agent", "payload": {
+        "runId": "r", "stream": "assistant", "data": {"text": "x" * (512 * 1024)}, "sessionKey": "agent:main:main"}})
+    gateway.flood(big, 100)
+    gateway.send(lifecycle("run-big", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    st = oc_status(center)
+    assert st["dropped"] >= 30, st
+    assert st["state"] == "connected" and st["connects"] == 1
+
+
 # -- the board (headless Chromium) -----------------------------------------------------------------------------
 
 def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(center: Center,

@@ -52,6 +52,9 @@ BACKOFF_MIN_S = 0.5
 MAX_PENDING_ACTIONS = 10_000
 # Actions per write: one write holds the process's write lock, which the hook calls' writes wait for.
 BATCH_ACTIONS = 200
+# A frame costs one event of the budget per this many bytes begun: parsing is what the loop pays, so a
+# gateway sending frames near max_frame_bytes gets fewer of them per second, not max_events_per_s MB/s.
+EVENT_BYTES = 64 * 1024
 # Frames worth reading even past the events budget: a run's start or end, an approval, an answer to a call.
 _PRIORITY_MARKS = ("lifecycle", "exec.approval", '"res"')
 
@@ -76,12 +79,12 @@ class Bucket:
         self.tokens = self.rate
         self.at = time.monotonic()
 
-    def take(self) -> bool:
+    def take(self, n: float = 1.0) -> bool:
         now = time.monotonic()
         self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
         self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+        if self.tokens >= n:
+            self.tokens -= n
             return True
         return False
 
@@ -273,8 +276,9 @@ class Gateway:
             if not isinstance(raw, str):
                 self.counts["malformed"] += 1
                 continue
-            if not events.take():
-                if not any(mark in raw for mark in _PRIORITY_MARKS) or not priority.take():
+            cost = 1 + len(raw) // EVENT_BYTES
+            if not events.take(cost):
+                if not any(mark in raw for mark in _PRIORITY_MARKS) or not priority.take(cost):
                     self.counts["dropped"] += 1
                     continue
             try:
