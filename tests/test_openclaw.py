@@ -933,6 +933,36 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
 
 
+def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -> None:
+    """Frames before connect.challenge are not events (no budget applies yet): a peer sending thousands
+    of them is dropped as not speaking the handshake, instead of being read for the hello's 10 s."""
+    import threading
+
+    from websockets.sync.server import serve
+    from server_support import free_port
+
+    port = free_port()
+
+    def handler(ws: Any) -> None:
+        try:
+            for i in range(20000):
+                ws.send(json.dumps({"type": "event", "event": "tick", "payload": {"n": i}}))
+        except Exception:  # noqa: BLE001 - the client went away, as it should
+            pass
+
+    with serve(handler, "127.0.0.1", port) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        env = {"AGENT_HOOKS__OPENCLAW__URL": f"ws://127.0.0.1:{port}", "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN,
+               "AGENT_HOOKS__FLEET__HOST": "host-a"}
+        c = Center(tmp_path / "home", env=env).start()
+        try:
+            st = wait_status(c, "down", timeout=5)
+            assert "frames before its hello" in (st["last_error"] or ""), st
+        finally:
+            c.stop()
+            server.shutdown()
+
+
 def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gateway: Gateway) -> None:
     """A gateway that stops answering (its loop frozen) after the hello: a closing handshake would wait
     out close_timeout (2 s); the server's stop ends the connection at once instead."""

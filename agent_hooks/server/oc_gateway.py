@@ -47,6 +47,7 @@ CLIENT_ID = "gateway-client"
 CLIENT_MODE = "backend"
 HELLO_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 5.0
+HELLO_FRAMES = 64  # frames read at most while waiting for connect.challenge and the answer to connect
 BACKOFF_MIN_S = 0.5
 # Actions waiting for the writer thread at most; past this (a store that cannot keep up) they are dropped.
 MAX_PENDING_ACTIONS = 10_000
@@ -213,8 +214,16 @@ class Gateway:
     async def _hello(self, ws: Any, token: str) -> None:
         """Wait for connect.challenge, send connect, wait for its answer (hello-ok)."""
         deadline = time.monotonic() + HELLO_TIMEOUT_S
+        seen = 0
 
         async def frame() -> dict[str, Any]:
+            # The events budget starts after the hello: until then a gateway gets HELLO_FRAMES frames at
+            # most, and the loop is yielded after each, so one that floods before it holds nothing.
+            nonlocal seen
+            seen += 1
+            if seen > HELLO_FRAMES:
+                raise GatewayError(f"{HELLO_FRAMES} frames before its hello: not an OpenClaw gateway's handshake")
+            await asyncio.sleep(0)
             raw = await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
             doc = json.loads(raw)
             if not isinstance(doc, dict):
