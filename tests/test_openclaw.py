@@ -601,6 +601,18 @@ def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gate
     assert len(gateway.requests_for("chat.abort")) == 1
 
 
+def test_a_cancel_while_the_gateway_is_down_is_refused_as_unavailable(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    gateway.send(lifecycle("run-7", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    gateway.stop()
+    wait_status(center, "down")
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop it"})
+    assert r.status_code == 503 and "nothing was cancelled" in r.json()["error"], r.text
+    assert r.headers["Retry-After"] == "1"
+    assert not center.board_cards()[cid]["badges"].get("cancelled")
+
+
 def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, gateway: Gateway) -> None:
     frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
     [refused] = [f for f in frames if not f.get("ok")]

@@ -228,6 +228,9 @@ async def cancel(state: ServerState, ref: str, cancelling: bool, reason: str | N
         try:
             result = await gw.call("chat.abort", {"sessionKey": card["session_id"], "runId": run_id})
         except Exception as exc:  # noqa: BLE001 - GatewayError: the gateway's own words
+            if not getattr(exc, "reached", False):  # not connected, or no answer: try again later
+                return JSONResponse({"error": f"the OpenClaw gateway could not be asked to abort the run: {exc};"
+                                              " nothing was cancelled"}, status_code=503, headers={"Retry-After": "1"})
             return JSONResponse({"error": f"the OpenClaw gateway did not abort the run: {exc}"}, status_code=502)
         if isinstance(result, dict) and result.get("aborted") is False:
             return JSONResponse({"error": "the OpenClaw gateway found no run to abort (it had ended)",
