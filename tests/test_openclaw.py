@@ -27,7 +27,7 @@ from openclaw_support import TOKEN, Gateway, approval, fixture_frames, lifecycle
 
 from agent_hooks import config as config_mod
 from agent_hooks import openclaw as settings
-from agent_hooks.server import oc_map
+from agent_hooks.server import oc_map, oc_store
 
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
@@ -727,17 +727,17 @@ def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without
     store = sqlite3.connect(str(center.home / "store.db"), timeout=10)
     try:
         mapper = oc_map.Mapper()
-        extra_cards, extra_requests = oc_map.MAX_CARDS + 5, oc_map.MAX_PENDING + 7
+        extra_cards, extra_requests = oc_store.MAX_CARDS + 5, oc_store.MAX_PENDING + 7
         acts = [a for i in range(extra_cards)
                 for a in mapper.actions("agent", lifecycle(f"r{i}", 1, "start", key=f"agent:x:{i}")["payload"])]
         acts += [a for i in range(extra_requests)
                  for a in mapper.actions("exec.approval.requested", approval(f"flood-{i}", "ls")["payload"])]
         with store:
-            out = oc_map.apply(store, acts, "host-a", time.time())
+            out = oc_store.apply(store, acts, "host-a", time.time())
         n_cards = store.execute("SELECT count(*) FROM fleet_sessions WHERE agent_type = 'openclaw'").fetchone()[0]
         n_pending = store.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").fetchone()[0]
-        assert (n_cards, n_pending) == (oc_map.MAX_CARDS, oc_map.MAX_PENDING)
-        assert out.body["refused"] == extra_cards + 1 - oc_map.MAX_CARDS
+        assert (n_cards, n_pending) == (oc_store.MAX_CARDS, oc_store.MAX_PENDING)
+        assert out.body["refused"] == extra_cards + 1 - oc_store.MAX_CARDS
         assert isinstance(fleetdb.get(store, card_of(center)), dict)  # the sessions it had keep their cards
     finally:
         store.close()

@@ -37,7 +37,7 @@ from websockets.exceptions import WebSocketException
 
 from agent_hooks import __version__
 from agent_hooks import openclaw as settings
-from agent_hooks.server import oc_map
+from agent_hooks.server import oc_map, oc_store
 from agent_hooks.server.app import ServerState, cancel_task
 from agent_hooks.server.live import Fleet
 
@@ -204,7 +204,7 @@ class Gateway:
             self.counts["connects"] += 1
             self._set(CONNECTED)
             self.last_error = None
-            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (oc_map._rebooted)
+            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (oc_store._rebooted)
             subscribe = asyncio.create_task(self._subscribe())
             try:
                 await self._read(ws)
@@ -335,7 +335,7 @@ class Gateway:
         while self.pending:
             batch, self.pending = self.pending[:BATCH_ACTIONS], self.pending[BATCH_ACTIONS:]
             try:
-                out = await self.hub.write(oc_map.apply, batch, self.host, time.time())
+                out = await self.hub.write(oc_store.apply, batch, self.host, time.time())
                 self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
                 self.last_write_error = f"{type(exc).__name__}: {exc}"[:300]

@@ -106,12 +106,12 @@ def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str
 
 
 def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outcome:
-    from agent_hooks.server import oc_map
+    from agent_hooks.server import oc_store
 
     out = fleetdb.Outcome(200, {"approvals_changed": True})
     row = approvals.get(conn, approval_id, raw=True)
     if row is not None:
-        oc_map.resumed(conn, row["session_id"], host, at, out)
+        oc_store.resumed(conn, row["session_id"], host, at, out)
     return out
 
 
@@ -140,7 +140,7 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
             doc["already"] = True
         return JSONResponse(doc, status_code=out.status)
     row = out.body["approval"]
-    from agent_hooks.server import oc_map
+    from agent_hooks.server import oc_map, oc_store
 
     try:
         await gw.call("exec.approval.resolve", {"id": row["tool_use_id"],
@@ -149,10 +149,11 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
         text = str(exc)
         if getattr(exc, "reached", False) and getattr(exc, "code", None) == "INVALID_REQUEST":
             # The gateway no longer holds it ("approval already resolved", "unknown or expired approval id").
-            await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN, f"{oc_map.REFUSED_NOTE}: {text}")
+            await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN,
+                            f"{oc_store.REFUSED_NOTE}: {text}")
             theirs = gw.mapper.resolved.get(row["id"])
             if theirs is not None:  # its answer was heard while ours was on its way: it is the row's answer
-                await hub.write(oc_map.apply, [theirs], gw.host, time.time())
+                await hub.write(oc_store.apply, [theirs], gw.host, time.time())
             return JSONResponse({"error": f"already answered at the OpenClaw gateway, or expired there: {text}",
                                  "already": True}, status_code=409)
         await hub.write(_undo, row["id"], row["answered_at"], approvals.PENDING, "")
