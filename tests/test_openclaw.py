@@ -537,6 +537,18 @@ def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center:
         assert mine["state"] == "denied" and "operator-b" in json.dumps(mine), (before, mine)
 
 
+def test_a_gateway_whose_clock_is_behind_still_has_its_requests_listed(center: Center, gateway: Gateway) -> None:
+    """The gateway's createdAtMs/expiresAtMs are its clock's: an hour behind ours, its 2-minute window is
+    still 2 minutes from when the request was heard here."""
+    frame = approval("gw-skewed-1", "make test")
+    frame["payload"]["createdAtMs"] -= 3600_000
+    frame["payload"]["expiresAtMs"] -= 3600_000
+    gateway.send(frame)
+    [row] = wait_pending(center, 1)
+    assert row["id"] == oc_map.approval_id("gw-skewed-1")
+    assert 100 <= row["expires_at"] - time.time() <= 125, row
+
+
 def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:
     gateway.send(approval("gw-cli-1", "npm publish"))
     [row] = wait_pending(center, 1)
