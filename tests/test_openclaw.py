@@ -429,6 +429,18 @@ def test_a_gateway_error_quoting_the_token_is_shown_without_it(tmp_path: Path, g
     assert logs and not [text for text in logs if TOKEN in text]
 
 
+def test_a_gateway_error_is_kept_on_one_clean_line(tmp_path: Path, gateway: Gateway) -> None:
+    """Its words go to status, doctor and the log: a newline or an escape there must not forge a line."""
+    gateway.refusal = {"code": "INVALID_REQUEST", "message": "no\nERROR forged line \x1b[2J\ud800 end"}
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"].startswith("refused: no ERROR forged line") and st["last_error"].endswith(" end"), st
+        assert not any(ch in st["last_error"] for ch in "\n\x1b\ud800"), st
+    finally:
+        c.stop()
+
+
 def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -37,6 +37,7 @@ from websockets.exceptions import WebSocketException
 
 from agent_hooks import __version__
 from agent_hooks import openclaw as settings
+from agent_hooks.output import one_line
 from agent_hooks.server import oc_map, oc_store
 from agent_hooks.server.app import ServerState, cancel_task
 from agent_hooks.server.live import Fleet
@@ -388,7 +389,11 @@ class Gateway:
 
 
 def _error_text(error: Any) -> str:
+    """The gateway's words for a refusal, on one clean line: they go to status, doctor, the board and the log,
+    where a newline or a terminal escape from the gateway must not forge lines of our own."""
     if isinstance(error, dict):
         text = error.get("message") or error.get("code")
-        return str(text)[:300] if text else json.dumps(error)[:300]
-    return str(error)[:300] if error else "no reason given"
+        text = str(text) if text else json.dumps(error)
+    else:
+        text = str(error) if error else "no reason given"
+    return one_line(oc_map.clean_text(text, 1000) or "", 300)

@@ -60,7 +60,7 @@ def _str(value: Any, limit: int = MAX_KEY_CHARS) -> str | None:
     return None
 
 
-def _text(value: Any, limit: int) -> str | None:
+def clean_text(value: Any, limit: int) -> str | None:
     """Free text from the gateway (a command, an error, a title), made safe to store and show: clipped,
     lone surrogates and control characters replaced (one odd character must not lose a batch of events)."""
     if not isinstance(value, str) or not value:
@@ -93,7 +93,7 @@ def safe_view(args: Any, limit: int = VIEW_CHARS) -> str:
             text = json.dumps(args, ensure_ascii=False, default=str, separators=(",", ":"))[: limit * 4]
     elif isinstance(args, str):
         text = args
-    text = _SECRET.sub(lambda m: f"{m.group(1)}=***", _text(text[: limit * 4], limit * 4) or "")
+    text = _SECRET.sub(lambda m: f"{m.group(1)}=***", clean_text(text[: limit * 4], limit * 4) or "")
     return one_line(text, limit) if text else ""
 
 
@@ -161,7 +161,7 @@ class Mapper:
             gid, decision = _str(payload.get("id")), payload.get("decision")
             if gid and decision in DECISIONS_IN:
                 act = {"kind": "resolved", "id": approval_id(gid), "decision": decision,
-                       "by": _text(payload.get("resolvedBy"), 200)}
+                       "by": clean_text(payload.get("resolvedBy"), 200)}
                 self.resolved[act["id"]] = act
                 while len(self.resolved) > RUNS_KEPT:
                     self.resolved.popitem(last=False)
@@ -199,11 +199,11 @@ class Mapper:
                 return [{**base, "kind": "resumed"}]
             if phase in ("end", "error"):
                 aborted = data.get("aborted") is True
-                error = _text(data.get("error"), 200) if not isinstance(data.get("error"), dict) else \
-                    _text(data["error"].get("message"), 200)
+                error = clean_text(data.get("error"), 200) if not isinstance(data.get("error"), dict) else \
+                    clean_text(data["error"].get("message"), 200)
                 failed = aborted or phase == "error" or data.get("stopReason") == "error"
                 why = "aborted" if aborted else (f"error: {error}" if error else
-                                                 ("error" if failed else _text(data.get("stopReason"), 60)))
+                                                 ("error" if failed else clean_text(data.get("stopReason"), 60)))
                 return [{**base, "kind": "run_end", "failed": failed, "why": why,
                          "idem": f"{run_id}:end" if run_id else None}]
             return []
@@ -215,7 +215,7 @@ class Mapper:
             base["idem"] = f"{run_id}:tool-seq:{p['seq']}"  # no call id (not seen from the real gateway)
         if phase == "start":
             view = safe_view(data.get("args")) if stream == "tool" else \
-                safe_view(_text(data.get("meta"), 1000) or _text(data.get("title"), 1000) or "")
+                safe_view(clean_text(data.get("meta"), 1000) or clean_text(data.get("title"), 1000) or "")
             return [{**base, "kind": "tool", "tool": name, "view": view}]
         if phase in ("result", "end"):
             return [{**base, "kind": "tool_end", "tool": name, "error": data.get("isError") is True}]
@@ -226,15 +226,16 @@ class Mapper:
         req = p.get("request") if isinstance(p.get("request"), dict) else {}
         if not gid:
             return []
-        command = _text(req.get("command"), approvals.MAX_MESSAGE_CHARS)
+        command = clean_text(req.get("command"), approvals.MAX_MESSAGE_CHARS)
         if command is None and isinstance(req.get("commandArgv"), list):
-            command = _text(" ".join(str(a) for a in req["commandArgv"]), approvals.MAX_MESSAGE_CHARS)
+            command = clean_text(" ".join(str(a) for a in req["commandArgv"]), approvals.MAX_MESSAGE_CHARS)
         key = _str(req.get("sessionKey")) or f"agent:{_str(req.get('agentId'), 80) or 'unknown'}:approvals"
         created, expires = p.get("createdAtMs"), p.get("expiresAtMs")
         unavailable = req.get("unavailableDecisions")
         allowed = [d for d in DECISIONS_OUT if not (isinstance(unavailable, list) and DECISIONS_OUT[d] in unavailable)]
         return [{"kind": "approval", "id": approval_id(gid), "gateway_id": gid, "session_key": key,
-                 "agent": _str(req.get("agentId"), 80), "command": command or "", "cwd": _text(req.get("cwd"), 500),
+                 "agent": _str(req.get("agentId"), 80), "command": command or "",
+                 "cwd": clean_text(req.get("cwd"), 500),
                  "allowed": allowed,
                  "created_at": created / 1000 if isinstance(created, (int, float)) else None,
                  "expires_at": expires / 1000 if isinstance(expires, (int, float)) else None}]
