@@ -441,6 +441,14 @@ def test_a_gateway_error_is_kept_on_one_clean_line(tmp_path: Path, gateway: Gate
         c.stop()
 
 
+def test_a_shutdown_reason_with_odd_characters_keeps_status_up(center: Center, gateway: Gateway) -> None:
+    gateway.send({"type": "event", "event": "shutdown", "payload": {"reason": "bye\ud800\nnow"}})
+    gateway.stop()
+    st = wait_status(center, "down")
+    assert st["last_error"] == "the gateway stopped (bye? now)", st
+    assert center.http.get("/status").status_code == 200
+
+
 def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -184,7 +184,8 @@ class Gateway:
             if self.counts["connects"] > connects and self.connected_at is not None \
                     and time.time() - self.connected_at >= self.backoff_max:
                 delay = BACKOFF_MIN_S
-            self._set(DOWN, self._redact(error))
+            # Whatever said it (the gateway's words, its close frame's reason, a library's message): one clean line.
+            self._set(DOWN, one_line(oc_map.clean_text(self._redact(error), 1000) or "", 300))
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
 
