@@ -303,6 +303,15 @@ def test_a_gateway_restart_ends_the_runs_it_had_and_a_reconnect_to_the_same_boot
     for card in (cid, other):
         center.wait_card(lambda c, card=card: c["id"] == card and c["state"] == "failed")
     assert "restarted" in (page(center, cid)["events"][0]["metadata"] or ""), page(center, cid)["events"][0]
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.boot_id = "boot-\ud800"  # an odd one: the cards (which keep it) are still served
+    gateway.start()
+    gateway.wait_clients()
+    wait_status(center, "connected")
+    gateway.send(lifecycle("run-3", 1, "start", startedAt=1))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    assert center.http.get("/api/board").status_code == 200 and page(center, cid)["events"]
 
 
 def test_backoff_grows_again_after_a_long_connection_ends(tmp_path: Path, gateway: Gateway) -> None:
