@@ -191,7 +191,8 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
         window = min(max(act["expires_at"] - act["created_at"], 0.0), 24 * 3600.0)
     created, expires = at, at + window
     # "Always allow" is offered (the board's button, the CLI's --always) when the gateway offers allow-always.
-    always = [{"type": "openclaw", "decision": "allow-always"}] if "allow_always" in (act.get("allowed") or []) else None
+    offered = act.get("allowed") or []
+    always = [{"type": "openclaw", "decision": "allow-always"}] if "allow_always" in offered else None
     conn.execute(
         "INSERT INTO approvals (id, host, session_id, kind, tool_name, tool_input, tool_use_id, permission_suggestions,"
         " state, created_at, expires_at) VALUES (?, ?, ?, ?, 'exec', ?, ?, ?, 'pending', ?, ?)",
