@@ -9,11 +9,13 @@ or the file ``[openclaw] token_file`` names (0600), never from config.toml.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 TOKEN_ENV = "AGENT_HOOKS_OPENCLAW_TOKEN"
+MAX_TOKEN_BYTES = 4096  # a token file larger than this is the wrong file
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
@@ -35,14 +37,28 @@ def url_problem(url: str) -> str | None:
     """Why ``url`` cannot be a gateway's WebSocket address, or None."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss"):
-        return f"openclaw.url must start with ws:// or wss://, got {url!r}"
+        return f"openclaw.url must start with ws:// or wss://, got {shown_url(url)!r}"
     if not parts.hostname:
-        return f"openclaw.url has no host: {url!r}"
+        return f"openclaw.url has no host: {shown_url(url)!r}"
+    if parts.username is not None or parts.password is not None:
+        # A credential in the url would be shown wherever the url is (status, doctor, the board, logs).
+        return (f"openclaw.url carries a user name or password ({shown_url(url)}): remove it; the gateway token"
+                f" goes in the 0600 file named by openclaw.token_file, or in ${TOKEN_ENV}")
     try:
         parts.port
     except ValueError as exc:
         return f"openclaw.url: {exc}"
     return None
+
+
+def shown_url(url: str) -> str:
+    """``url`` as status, doctor, the board and the log may show it: any user name or password, query or
+    fragment replaced by ``***`` (the gateway's address stays; what might be a credential goes)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", "***" if parts.fragment else ""))
 
 
 def gateway_host(config: Mapping[str, Any], own_host: str) -> str:
@@ -68,12 +84,22 @@ def token(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
         raise SettingError(f"no gateway token: set ${TOKEN_ENV} or openclaw.token_file")
     path = os.path.expanduser(path)
     try:
-        st = os.stat(path)
-        if st.st_mode & 0o077:
-            raise SettingError(f"openclaw.token_file {path} is readable by others (mode {st.st_mode & 0o777:o});"
-                               f" chmod 600 {path}")
-        with open(path, encoding="utf-8") as f:
-            value = f.read().strip()
+        # O_NONBLOCK: the server reads this on its event loop, and a FIFO put there must not hold it. The
+        # checks are on the opened file (fstat), so what is checked is what is read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SettingError(f"openclaw.token_file {path} is not a regular file")
+            if st.st_mode & 0o077:
+                raise SettingError(f"openclaw.token_file {path} is readable by others (mode {st.st_mode & 0o777:o});"
+                                   f" chmod 600 {path}")
+            if st.st_size > MAX_TOKEN_BYTES:
+                raise SettingError(f"openclaw.token_file {path} is {st.st_size} bytes: not a token"
+                                   f" (at most {MAX_TOKEN_BYTES})")
+            value = os.read(fd, MAX_TOKEN_BYTES + 1).decode("utf-8", "replace").strip()
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise SettingError(f"openclaw.token_file {path}: {exc.strerror or exc}") from None
     if not value:
@@ -102,8 +128,8 @@ def cleartext_problem(config: Mapping[str, Any]) -> str | None:
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme == "ws" and host and host not in LOOPBACK_HOSTS and not host.startswith("127."):
-        return (f"openclaw.url {url} is ws:// to another host: the gateway token and the agents' commands cross"
-                " the network unencrypted; use wss:// (or a tunnel to loopback)")
+        return (f"openclaw.url {shown_url(url)} is ws:// to another host: the gateway token and the agents' commands"
+                " cross the network unencrypted; use wss:// (or a tunnel to loopback)")
     return None
 
 

@@ -59,6 +59,7 @@ class Gateway:
         # An error object to refuse every connect with (as a recorded refusal of the real gateway).
         self.refusal: dict[str, Any] | None = None
         self.seq = 0
+        self.boot_id = "boot-1"  # what hello-ok says: a new one after stop/start is the gateway restarted
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -128,7 +129,7 @@ class Gateway:
             await ws.close()
             return
         await ws.send(json.dumps({"type": "res", "id": req.get("id"), "ok": True, "payload": {
-            "type": "hello-ok", "protocol": 4, "server": {"version": "test", "bootId": "boot-1"},
+            "type": "hello-ok", "protocol": 4, "server": {"version": "test", "bootId": self.boot_id},
             "features": {"methods": self.methods, "events": ["agent", "exec.approval.requested"]},
             "auth": {"method": "token", "role": "operator", "scopes": params.get("scopes")}}}))
         self.clients.add(ws)

@@ -10,6 +10,7 @@ holds the hook routes, and a reconnect adds no card twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from openclaw_support import TOKEN, Gateway, approval, fixture_frames, lifecycle
 
 from agent_hooks import config as config_mod
 from agent_hooks import openclaw as settings
-from agent_hooks.server import oc_map
+from agent_hooks.server import oc_map, oc_store
 
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
@@ -107,6 +108,68 @@ def test_token_comes_from_the_environment_or_a_private_file_never_from_config(tm
     with pytest.raises(settings.SettingError, match="never read from there"):
         settings.token(cfg, {settings.TOKEN_ENV: "T1"})
     assert any("openclaw.token" in p and "never read" in p for p in config_mod.validate(cfg))
+
+
+def test_a_token_file_that_is_not_a_small_regular_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    """A FIFO named as the token file would hold the server's event loop on open(); a huge file is not a token."""
+    import os
+    import threading
+
+    cfg = config_mod.defaults()
+    cfg["openclaw"]["url"] = "ws://127.0.0.1:18789"
+    fifo = tmp_path / "gw-fifo"
+    os.mkfifo(fifo, 0o600)
+    cfg["openclaw"]["token_file"] = str(fifo)
+    got: list[BaseException] = []
+    reader = threading.Thread(target=lambda: got.append(pytest.raises(settings.SettingError,
+                                                                      settings.token, cfg, {}).value), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():
+        with open(fifo, "w") as f:  # let the stuck reader go before failing
+            f.write("x\n")
+        pytest.fail("reading a FIFO token_file blocked")
+    assert got and "not a regular file" in str(got[0])
+    big = tmp_path / "gw-big"
+    big.write_text("x" * 10_000)
+    big.chmod(0o600)
+    cfg["openclaw"]["token_file"] = str(big)
+    with pytest.raises(settings.SettingError, match="not a token"):
+        settings.token(cfg, {})
+
+
+def test_a_url_with_a_credential_is_refused_and_never_shown() -> None:
+    cfg = config_mod.defaults()
+    cfg["openclaw"]["url"] = "wss://op:sekrit@gw.example:18789/?token=sekrit2"
+    problems = settings.problems(cfg, {settings.TOKEN_ENV: "T"})
+    assert any("user name or password" in p for p in problems), problems
+    assert not any("sekrit" in p for p in problems), problems
+    assert settings.shown_url(cfg["openclaw"]["url"]) == "wss://***@gw.example:18789/?***"
+    assert settings.url_problem("ws://127.0.0.1:18789") is None
+    assert "sekrit" not in (settings.url_problem("http://op:sekrit@gw.example/") or "sekrit")
+
+
+def test_a_url_with_a_credential_stays_out_of_status_and_the_board(tmp_path: Path, gateway: Gateway) -> None:
+    url = gateway.url.replace("ws://", "ws://op:sekrit@")
+    c = Center(tmp_path / "home", env={**center_env(gateway), "AGENT_HOOKS__OPENCLAW__URL": url}).start()
+    try:
+        st = wait_status(c, "down")
+        assert "user name or password" in (st["last_error"] or ""), st
+        for route in ("/status", "/api/fleet/status", "/api/board"):
+            r = c.http.get(route)
+            assert r.status_code == 200 and "sekrit" not in r.text, (route, r.text[:500])
+        assert not gateway.connects  # refused before connecting
+    finally:
+        c.stop()
+
+
+def test_distinct_gateway_request_ids_never_share_a_row() -> None:
+    ids = ["a/b", "a_b", "x" * 61, "x" * 60 + "y", "x" * 60, "id with space", "id\u00e9"]
+    rows = [oc_map.approval_id(i) for i in ids]
+    assert len(set(rows)) == len(ids), rows
+    assert oc_map.approval_id("4cbcddb3-5d57-4d5f-bb83-463c5be46eaf") == "oc-4cbcddb3-5d57-4d5f-bb83-463c5be46eaf"
+    for row in rows:  # safe in a URL path and the board's ids
+        assert all(ch.isalnum() or ch in "-_." for ch in row) and row.startswith("oc-"), row
 
 
 def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
@@ -218,6 +281,66 @@ def test_a_reconnect_hears_the_run_again_without_a_second_card_or_event(center: 
     assert [e["event"] for e in reversed(page(center, cid)["events"])] == ["start", "tool_use", "completed"]
 
 
+def test_a_gateway_restart_ends_the_runs_it_had_and_a_reconnect_to_the_same_boot_does_not(
+        center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    other = card_of(center, "agent:main:other")
+    gateway.send(lifecycle("run-1", 1, "start", startedAt=1))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.start()  # the same boot: only the connection dropped; the run goes on
+    gateway.wait_clients()
+    wait_status(center, "connected")
+    gateway.send(lifecycle("run-2", 1, "start", key="agent:main:other", startedAt=1))
+    center.wait_card(lambda c: c["id"] == other and c["state"] == "running")
+    assert center.board_cards()[cid]["state"] == "running"
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.boot_id = "boot-2"  # the gateway restarted: its runs died with it and will send no end
+    gateway.start()
+    gateway.wait_clients()
+    for card in (cid, other):
+        center.wait_card(lambda c, card=card: c["id"] == card and c["state"] == "failed")
+    assert "restarted" in (page(center, cid)["events"][0]["metadata"] or ""), page(center, cid)["events"][0]
+    gateway.stop()
+    wait_status(center, "down")
+    gateway.boot_id = "boot-\ud800"  # an odd one: the cards (which keep it) are still served
+    gateway.start()
+    gateway.wait_clients()
+    wait_status(center, "connected")
+    gateway.send(lifecycle("run-3", 1, "start", startedAt=1))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    assert center.http.get("/api/board").status_code == 200 and page(center, cid)["events"]
+
+
+def test_backoff_grows_again_after_a_long_connection_ends(tmp_path: Path, gateway: Gateway) -> None:
+    """After a good connection the first retry comes soon, then the pauses grow to backoff_max_s; the
+    connection's age must not keep them at the shortest for good while the gateway stays down."""
+    import socket
+
+    c = Center(tmp_path / "home", env={**center_env(gateway), "AGENT_HOOKS__OPENCLAW__BACKOFF_MAX_S": "1"}).start()
+    try:
+        gateway.wait_clients()
+        time.sleep(5.3)  # up longer than 5 x backoff_max_s
+        gateway.stop()
+        tries: list[float] = []
+        with socket.socket() as lsn:  # the gateway's port, taking connections and closing them at once
+            lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lsn.bind(("127.0.0.1", gateway.port))
+            lsn.listen(16)
+            lsn.settimeout(5)
+            while len(tries) < 5:
+                conn, _ = lsn.accept()
+                tries.append(time.monotonic())
+                conn.close()
+        gaps = [b - a for a, b in zip(tries, tries[1:])]
+        # Pauses 0.5 s then 1 s, each +-25%: some gap >= 0.75 s. Without growth every gap is <= 0.625 s.
+        assert max(gaps) >= 0.7, gaps
+    finally:
+        c.stop()
+
+
 def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
     cid = card_of(center)
     # Connected after the run started: its first frame is a tool call.
@@ -268,6 +391,18 @@ def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway)
     assert f"OpenClaw gateway {gateway.url}: connected" in doctor.stdout, doctor.stdout
 
 
+def test_doctor_warns_when_the_gateway_s_events_were_lost(center: Center, gateway: Gateway) -> None:
+    """Connected, but frames that could not be read: doctor says so instead of a plain OK."""
+    gateway.send("not json")
+    gateway.send(lifecycle("run-ok", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    assert oc_status(center)["malformed"] == 1
+    doctor = subprocess.run([str(BIN / "agent-hook"), "doctor"], capture_output=True, text=True,
+                            env=center.env, timeout=60)
+    line = [ln for ln in doctor.stdout.splitlines() if "OpenClaw gateway" in ln]
+    assert line and "1 frame(s) could not be read" in line[0], doctor.stdout
+
+
 def test_a_wrong_token_is_shown_as_the_gateway_s_refusal(tmp_path: Path, gateway: Gateway) -> None:
     c = Center(tmp_path / "home", env=center_env(gateway, AGENT_HOOKS_OPENCLAW_TOKEN="wrong")).start()
     try:
@@ -287,6 +422,40 @@ def test_a_refused_handshake_is_shown_in_the_gateway_s_words(tmp_path: Path, gat
         assert st["last_error"] == "refused: protocol mismatch" and st["connects"] == 0
     finally:
         c.stop()
+
+
+def test_a_gateway_error_quoting_the_token_is_shown_without_it(tmp_path: Path, gateway: Gateway) -> None:
+    gateway.refusal = {"code": "INVALID_REQUEST", "message": f"unauthorized: token {TOKEN} is not known here"}
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"] == "refused: unauthorized: token *** is not known here", st
+        for route in ("/status", "/api/fleet/status", "/api/board"):
+            assert TOKEN not in c.http.get(route).text, route
+    finally:
+        c.stop()
+    logs = [p.read_text(errors="replace") for p in (tmp_path / "home").rglob("*.log")]
+    assert logs and not [text for text in logs if TOKEN in text]
+
+
+def test_a_gateway_error_is_kept_on_one_clean_line(tmp_path: Path, gateway: Gateway) -> None:
+    """Its words go to status, doctor and the log: a newline or an escape there must not forge a line."""
+    gateway.refusal = {"code": "INVALID_REQUEST", "message": "no\nERROR forged line \x1b[2J\ud800 end"}
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        st = wait_status(c, "down")
+        assert st["last_error"].startswith("refused: no ERROR forged line") and st["last_error"].endswith(" end"), st
+        assert not any(ch in st["last_error"] for ch in "\n\x1b\ud800"), st
+    finally:
+        c.stop()
+
+
+def test_a_shutdown_reason_with_odd_characters_keeps_status_up(center: Center, gateway: Gateway) -> None:
+    gateway.send({"type": "event", "event": "shutdown", "payload": {"reason": "bye\ud800\nnow"}})
+    gateway.stop()
+    st = wait_status(center, "down")
+    assert st["last_error"] == "the gateway stopped (bye? now)", st
+    assert center.http.get("/status").status_code == 200
 
 
 def test_a_token_in_config_toml_is_refused_with_a_clear_error(tmp_path: Path, gateway: Gateway) -> None:
@@ -368,6 +537,47 @@ def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Cente
     assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
 
 
+def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center: Center, gateway: Gateway) -> None:
+    """Ours is on its way when someone answers at the gateway: the gateway refuses ours (409 here) and the
+    row says what was decided there, by whom; whether its word comes before or after its refusal."""
+    for n, before in enumerate((True, False)):
+        gid = f"gw-race-{n}"
+        frame = json.dumps({**resolved(gid, "deny", by="operator-b"), "seq": 900 + n})
+
+        def refuse(params: dict[str, Any], frame: str = frame, before: bool = before) -> tuple[bool, Any]:
+            if before:  # the broadcast of the other answer leaves ahead of our refusal
+                for ws in list(gateway.clients):
+                    asyncio.ensure_future(ws.send(frame))
+            return False, "approval already resolved"
+        gateway.handlers["exec.approval.resolve"] = refuse
+        gateway.send(approval(gid, "git push"))
+        [row] = wait_pending(center, 1)
+        r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
+        assert r.status_code == 409 and r.json()["already"], r.text
+        if not before:
+            gateway.send(frame)
+        end = time.time() + 10
+        while time.time() < end:
+            history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
+            [mine] = [a for a in history if a["id"] == row["id"]]
+            if mine["state"] == "denied":
+                break
+            time.sleep(0.05)
+        assert mine["state"] == "denied" and "operator-b" in json.dumps(mine), (before, mine)
+
+
+def test_a_gateway_whose_clock_is_behind_still_has_its_requests_listed(center: Center, gateway: Gateway) -> None:
+    """The gateway's createdAtMs/expiresAtMs are its clock's: an hour behind ours, its 2-minute window is
+    still 2 minutes from when the request was heard here."""
+    frame = approval("gw-skewed-1", "make test")
+    frame["payload"]["createdAtMs"] -= 3600_000
+    frame["payload"]["expiresAtMs"] -= 3600_000
+    gateway.send(frame)
+    [row] = wait_pending(center, 1)
+    assert row["id"] == oc_map.approval_id("gw-skewed-1")
+    assert 100 <= row["expires_at"] - time.time() <= 125, row
+
+
 def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:
     gateway.send(approval("gw-cli-1", "npm publish"))
     [row] = wait_pending(center, 1)
@@ -430,6 +640,18 @@ def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gate
     r = center.http.post(f"/api/sessions/{cid}/uncancel")
     assert r.status_code == 409 and "nothing to uncancel" in r.json()["error"]
     assert len(gateway.requests_for("chat.abort")) == 1
+
+
+def test_a_cancel_while_the_gateway_is_down_is_refused_as_unavailable(center: Center, gateway: Gateway) -> None:
+    cid = card_of(center)
+    gateway.send(lifecycle("run-7", 1, "start"))
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
+    gateway.stop()
+    wait_status(center, "down")
+    r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop it"})
+    assert r.status_code == 503 and "nothing was cancelled" in r.json()["error"], r.text
+    assert r.headers["Retry-After"] == "1"
+    assert not center.board_cards()[cid]["badges"].get("cancelled")
 
 
 def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, gateway: Gateway) -> None:
@@ -514,6 +736,26 @@ def test_malformed_and_oversized_frames_cost_the_connection_at_most(center: Cent
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
 
 
+def test_odd_characters_from_the_gateway_lose_no_events_and_reach_no_terminal(center: Center,
+                                                                              gateway: Gateway) -> None:
+    """A lone surrogate (valid JSON, not storable) or a terminal escape in what the gateway sends: the
+    frame's text is made safe, and the good events written in the same batch are kept."""
+    gateway.send(lifecycle("run-1", 1, "start"))
+    gateway.send(tool("run-1", 2, "call-1", "exec", {"command": "echo \ud800 \x1b]0;owned\x07 \x1b[2J done"}))
+    gateway.send(lifecycle("run-bad", 1, "start", key="agent:main:\x1b[31mred"))  # no id: dropped
+    gateway.send(approval("gid-odd", "rm \udcff -rf \x1b[8m/"))
+    gateway.send(lifecycle("run-1", 3, "end", stopReason="stop", aborted=False))
+    cid = card_of(center)
+    center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
+    [row] = wait_pending(center, 1)
+    assert "\x1b" not in row["tool_input"]["command"] and "rm ? -rf" in row["tool_input"]["command"], row
+    events = page(center, cid)["events"]
+    [used] = [e for e in events if e["event"] == "tool_use"]
+    assert "\x1b" not in used["metadata"] and "\x07" not in used["metadata"] and "done" in used["metadata"], used
+    assert oc_status(center)["write_errors"] == 0
+    assert not [c for c in center.board_cards().values() if "\x1b" in (c.get("label") or "")]
+
+
 def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without_bound(
         center: Center, gateway: Gateway) -> None:
     # The writer thread's function, called directly on the server's own store (its schema, a real file).
@@ -526,17 +768,17 @@ def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without
     store = sqlite3.connect(str(center.home / "store.db"), timeout=10)
     try:
         mapper = oc_map.Mapper()
-        extra_cards, extra_requests = oc_map.MAX_CARDS + 5, oc_map.MAX_PENDING + 7
+        extra_cards, extra_requests = oc_store.MAX_CARDS + 5, oc_store.MAX_PENDING + 7
         acts = [a for i in range(extra_cards)
                 for a in mapper.actions("agent", lifecycle(f"r{i}", 1, "start", key=f"agent:x:{i}")["payload"])]
         acts += [a for i in range(extra_requests)
                  for a in mapper.actions("exec.approval.requested", approval(f"flood-{i}", "ls")["payload"])]
         with store:
-            out = oc_map.apply(store, acts, "host-a", time.time())
+            out = oc_store.apply(store, acts, "host-a", time.time())
         n_cards = store.execute("SELECT count(*) FROM fleet_sessions WHERE agent_type = 'openclaw'").fetchone()[0]
         n_pending = store.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").fetchone()[0]
-        assert (n_cards, n_pending) == (oc_map.MAX_CARDS, oc_map.MAX_PENDING)
-        assert out.body["refused"] == extra_cards + 1 - oc_map.MAX_CARDS
+        assert (n_cards, n_pending) == (oc_store.MAX_CARDS, oc_store.MAX_PENDING)
+        assert out.body["refused"] == extra_cards + 1 - oc_store.MAX_CARDS
         assert isinstance(fleetdb.get(store, card_of(center)), dict)  # the sessions it had keep their cards
     finally:
         store.close()
@@ -576,6 +818,19 @@ def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gatewa
     p95 = times[int(len(times) * 0.95)]
     assert p95 < 250, f"hook answers under the flood: p50 {times[len(times) // 2]:.1f} ms, p95 {p95:.1f} ms"
     center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+
+
+def test_large_frames_cost_the_events_budget_by_their_size(center: Center, gateway: Gateway) -> None:
+    """100 frames of 512 KB are 100 events but 50 MB to parse: the budget (200 a second) counts each
+    64 KB begun as one event, so most of them are dropped unread."""
+    big = json.dumps({"type": "event", "event": "agent", "payload": {
+        "runId": "r", "stream": "assistant", "data": {"text": "x" * (512 * 1024)}, "sessionKey": "agent:main:main"}})
+    gateway.flood(big, 100)
+    gateway.send(lifecycle("run-big", 1, "start"))
+    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    st = oc_status(center)
+    assert st["dropped"] >= 30, st
+    assert st["state"] == "connected" and st["connects"] == 1
 
 
 # -- the board (headless Chromium) -----------------------------------------------------------------------------
@@ -729,6 +984,53 @@ def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: G
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
     assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
+
+
+def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -> None:
+    """Frames before connect.challenge are not events (no budget applies yet): a peer sending thousands
+    of them is dropped as not speaking the handshake, instead of being read for the hello's 10 s."""
+    import threading
+
+    from websockets.sync.server import serve
+    from server_support import free_port
+
+    port = free_port()
+
+    def handler(ws: Any) -> None:
+        try:
+            for i in range(20000):
+                ws.send(json.dumps({"type": "event", "event": "tick", "payload": {"n": i}}))
+        except Exception:  # noqa: BLE001 - the client went away, as it should
+            pass
+
+    with serve(handler, "127.0.0.1", port) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        env = {"AGENT_HOOKS__OPENCLAW__URL": f"ws://127.0.0.1:{port}", "AGENT_HOOKS_OPENCLAW_TOKEN": TOKEN,
+               "AGENT_HOOKS__FLEET__HOST": "host-a"}
+        c = Center(tmp_path / "home", env=env).start()
+        try:
+            st = wait_status(c, "down", timeout=5)
+            assert "frames before its hello" in (st["last_error"] or ""), st
+        finally:
+            c.stop()
+            server.shutdown()
+
+
+def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gateway: Gateway) -> None:
+    """A gateway that stops answering (its loop frozen) after the hello: a closing handshake would wait
+    out close_timeout (2 s); the server's stop ends the connection at once instead."""
+    async def freeze(ws: Any) -> None:
+        time.sleep(6)  # holds the test gateway's loop: nothing it gets is answered
+    gateway.on_connect = freeze
+    c = Center(tmp_path / "home", env=center_env(gateway)).start()
+    try:
+        gateway.wait_clients()
+        wait_status(c, "connected")
+    finally:
+        t0 = time.monotonic()
+        c.stop()
+        took = time.monotonic() - t0
+    assert took < 1.9, f"server stop took {took:.2f} s with a hung gateway"  # about 0.4 s; 2.4 s when it waited
 
 
 def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:

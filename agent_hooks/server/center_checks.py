@@ -97,7 +97,12 @@ def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[
         out.append(Check("board", WARN, f"OpenClaw gateway: {clear}", "see docs/openclaw.md"))
     if not openclaw.configured(cfg) or problems or status is None:
         return out
-    if status.get("state") == "connected":
+    lost = _openclaw_losses(status)
+    if status.get("state") == "connected" and lost:
+        out.append(Check("board", WARN, f"OpenClaw gateway {status.get('url')}: connected, but {lost}",
+                         "see the server's log; max_events_per_s and max_frame_bytes in [openclaw] bound what"
+                         " is taken (docs/openclaw.md)"))
+    elif status.get("state") == "connected":
         out.append(Check("board", OK, f"OpenClaw gateway {status.get('url')}: connected, scopes"
                          f" {', '.join(status.get('scopes') or [])} ({status.get('events', 0)} event(s),"
                          f" {status.get('dropped', 0)} dropped)"))
@@ -106,3 +111,17 @@ def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[
                          f" ({status.get('last_error') or 'no answer yet'}); its agents' cards do not move meanwhile",
                          "is `openclaw gateway` running there, and is the token right?"))
     return out
+
+
+def _openclaw_losses(status: dict[str, Any]) -> str:
+    """What the gateway's events lost since the server started, in words ("" when nothing): events that
+    could not be recorded (the store), could not be read (malformed) or were over the bounds (dropped)."""
+    parts = []
+    if status.get("write_errors"):
+        error = f" (last: {status['last_write_error']})" if status.get("last_write_error") else ""
+        parts.append(f"{status['write_errors']} event(s) could not be recorded{error}")
+    if status.get("malformed"):
+        parts.append(f"{status['malformed']} frame(s) could not be read")
+    if status.get("dropped"):
+        parts.append(f"{status['dropped']} event(s) dropped over the bounds")
+    return "; ".join(parts)

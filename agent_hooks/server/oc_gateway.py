@@ -37,7 +37,8 @@ from websockets.exceptions import WebSocketException
 
 from agent_hooks import __version__
 from agent_hooks import openclaw as settings
-from agent_hooks.server import oc_map
+from agent_hooks.output import one_line
+from agent_hooks.server import oc_map, oc_store
 from agent_hooks.server.app import ServerState, cancel_task
 from agent_hooks.server.live import Fleet
 
@@ -47,11 +48,15 @@ CLIENT_ID = "gateway-client"
 CLIENT_MODE = "backend"
 HELLO_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 5.0
+HELLO_FRAMES = 64  # frames read at most while waiting for connect.challenge and the answer to connect
 BACKOFF_MIN_S = 0.5
 # Actions waiting for the writer thread at most; past this (a store that cannot keep up) they are dropped.
 MAX_PENDING_ACTIONS = 10_000
 # Actions per write: one write holds the process's write lock, which the hook calls' writes wait for.
 BATCH_ACTIONS = 200
+# A frame costs one event of the budget per this many bytes begun: parsing is what the loop pays, so a
+# gateway sending frames near max_frame_bytes gets fewer of them per second, not max_events_per_s MB/s.
+EVENT_BYTES = 64 * 1024
 # Frames worth reading even past the events budget: a run's start or end, an approval, an answer to a call.
 _PRIORITY_MARKS = ("lifecycle", "exec.approval", '"res"')
 
@@ -76,12 +81,12 @@ class Bucket:
         self.tokens = self.rate
         self.at = time.monotonic()
 
-    def take(self) -> bool:
+    def take(self, n: float = 1.0) -> bool:
         now = time.monotonic()
         self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
         self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+        if self.tokens >= n:
+            self.tokens -= n
             return True
         return False
 
@@ -94,6 +99,7 @@ class Gateway:
         self.hub = hub
         cfg = settings.section(state.config)
         self.url = str(cfg.get("url") or "").strip()
+        self.shown_url = settings.shown_url(self.url)  # what status and the log say: never a credential
         self.host = settings.gateway_host(state.config, hub.own_host)
         self.scopes = settings.scopes(state.config)
         self.caps = settings.caps(state.config)
@@ -110,26 +116,29 @@ class Gateway:
         self.since = time.time()
         self.connected_at: float | None = None
         self.last_error: str | None = None
+        self.last_write_error: str | None = None  # why the store refused the last batch (doctor shows it)
         self.counts = {"events": 0, "dropped": 0, "malformed": 0, "connects": 0, "write_errors": 0}
         self.pending: list[dict[str, Any]] = []
         self.stopping_reason: str | None = None  # the gateway's own word before it closes (event "shutdown")
         self.writer: asyncio.Task[None] | None = None
+        self._token: str | None = None  # the token in use: never in what status, the log or an error says
+        self.boot: str | None = None  # the gateway's bootId from its hello: a new one means it restarted
 
     # -- what status, doctor and the board show ------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return {"url": self.url, "host": self.host, "state": self.state_name, "since": self.since,
+        return {"url": self.shown_url, "host": self.host, "state": self.state_name, "since": self.since,
                 "last_error": self.last_error, "connected_at": self.connected_at, "scopes": self.scopes,
                 "cancel": "operator.write" in self.scopes, "approvals": "operator.approvals" in self.scopes,
-                **self.counts}
+                "last_write_error": self.last_write_error, **self.counts}
 
     def _set(self, name: str, error: str | None = None) -> None:
         if name != self.state_name:
             self.since = time.time()
             if name == CONNECTED:
-                log.info("OpenClaw gateway %s: connected", self.url)
+                log.info("OpenClaw gateway %s: connected", self.shown_url)
         if name == DOWN and error != self.last_error:
-            log.warning("OpenClaw gateway %s: down: %s (said once until it changes)", self.url, error)
+            log.warning("OpenClaw gateway %s: down: %s (said once until it changes)", self.shown_url, error)
         changed = name != self.state_name or (error is not None and error != self.last_error)
         self.state_name = name
         if error is not None:
@@ -145,8 +154,9 @@ class Gateway:
         while True:
             if self.state_name != DOWN:
                 self._set(CONNECTING)  # down stays down, since its first failure, until a connect succeeds
+            connects = self.counts["connects"]
             try:
-                token = settings.token(self.state.config, self.state.env)
+                token = self._token = settings.token(self.state.config, self.state.env)
                 bad = settings.url_problem(self.url)
                 if bad:
                     raise settings.SettingError(bad)
@@ -164,13 +174,18 @@ class Gateway:
             except (OSError, WebSocketException, asyncio.TimeoutError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             except Exception as exc:  # noqa: BLE001 - the subscription must outlive a bad frame or a bug
-                log.exception("OpenClaw gateway %s: unexpected error", self.url)
+                log.exception("OpenClaw gateway %s: unexpected error", self.shown_url)
                 error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._drop_connection()
-            if self.connected_at is not None and time.time() - self.connected_at > 5 * self.backoff_max:
-                delay = BACKOFF_MIN_S  # it had been up a good while: try again soon
-            self._set(DOWN, error)
+            # This attempt's connection, if it got one, was a good one (it outlived the longest pause): the
+            # gateway went away after working, so try again soon. Only this attempt's: an old connection's
+            # time must not keep a gateway that is now down from backing off at all.
+            if self.counts["connects"] > connects and self.connected_at is not None \
+                    and time.time() - self.connected_at >= self.backoff_max:
+                delay = BACKOFF_MIN_S
+            # Whatever said it (the gateway's words, its close frame's reason, a library's message): one clean line.
+            self._set(DOWN, one_line(oc_map.clean_text(self._redact(error), 1000) or "", 300))
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
 
@@ -191,6 +206,7 @@ class Gateway:
             self.counts["connects"] += 1
             self._set(CONNECTED)
             self.last_error = None
+            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (oc_store._rebooted)
             subscribe = asyncio.create_task(self._subscribe())
             try:
                 await self._read(ws)
@@ -200,8 +216,16 @@ class Gateway:
     async def _hello(self, ws: Any, token: str) -> None:
         """Wait for connect.challenge, send connect, wait for its answer (hello-ok)."""
         deadline = time.monotonic() + HELLO_TIMEOUT_S
+        seen = 0
 
         async def frame() -> dict[str, Any]:
+            # The events budget starts after the hello: until then a gateway gets HELLO_FRAMES frames at
+            # most, and the loop is yielded after each, so one that floods before it holds nothing.
+            nonlocal seen
+            seen += 1
+            if seen > HELLO_FRAMES:
+                raise GatewayError(f"{HELLO_FRAMES} frames before its hello: not an OpenClaw gateway's handshake")
+            await asyncio.sleep(0)
             raw = await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
             doc = json.loads(raw)
             if not isinstance(doc, dict):
@@ -232,6 +256,9 @@ class Gateway:
         auth = hello.get("auth") if isinstance(hello.get("auth"), dict) else {}
         scopes = auth.get("scopes")
         self.granted = [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None
+        server = hello.get("server") if isinstance(hello.get("server"), dict) else {}
+        boot = server.get("bootId")
+        self.boot = boot[:100] if isinstance(boot, str) and boot else None
 
     async def _subscribe(self) -> None:
         """Ask for the sessions' events too: tool calls then come with their input (session.tool).
@@ -242,14 +269,14 @@ class Gateway:
             try:
                 self._queue(self.mapper.pending_list(await self.call("exec.approval.list", {})))
             except GatewayError as exc:
-                log.info("OpenClaw gateway %s: exec.approval.list refused (%s)", self.url, exc)
+                log.info("OpenClaw gateway %s: exec.approval.list refused (%s)", self.shown_url, exc)
         if not self.offers("sessions.subscribe"):
             return
         try:
             result = await self.call("sessions.subscribe", {})
         except GatewayError as exc:
             log.info("OpenClaw gateway %s: sessions.subscribe refused (%s); tool calls show without input",
-                     self.url, exc)
+                     self.shown_url, exc)
             return
         self.mapper.subscribed = not (isinstance(result, dict) and result.get("subscribed") is False)
 
@@ -260,8 +287,9 @@ class Gateway:
             if not isinstance(raw, str):
                 self.counts["malformed"] += 1
                 continue
-            if not events.take():
-                if not any(mark in raw for mark in _PRIORITY_MARKS) or not priority.take():
+            cost = 1 + len(raw) // EVENT_BYTES
+            if not events.take(cost):
+                if not any(mark in raw for mark in _PRIORITY_MARKS) or not priority.take(cost):
                     self.counts["dropped"] += 1
                     continue
             try:
@@ -289,7 +317,7 @@ class Gateway:
                 acts = self.mapper.actions(doc["event"], doc.get("payload"))
             except Exception:  # noqa: BLE001 - one odd frame is dropped, not the connection
                 self.counts["malformed"] += 1
-                log.exception("OpenClaw gateway %s: could not read a %s event", self.url, doc["event"])
+                log.exception("OpenClaw gateway %s: could not read a %s event", self.shown_url, doc["event"])
                 continue
             if acts:
                 self._queue(acts)
@@ -309,14 +337,20 @@ class Gateway:
         while self.pending:
             batch, self.pending = self.pending[:BATCH_ACTIONS], self.pending[BATCH_ACTIONS:]
             try:
-                out = await self.hub.write(oc_map.apply, batch, self.host, time.time())
+                out = await self.hub.write(oc_store.apply, batch, self.host, time.time())
                 self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
+                self.last_write_error = f"{type(exc).__name__}: {exc}"[:300]
                 if not self.counts["write_errors"]:
-                    log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.url, len(batch), exc)
+                    log.warning("OpenClaw gateway %s: could not record %d event(s): %s", self.shown_url, len(batch),
+                                exc)
                 self.counts["write_errors"] += len(batch)
 
     # -- calls: resolve an approval, abort a run ------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        """``text`` (a gateway's error may quote what it was sent) without the token in it."""
+        return text.replace(self._token, "***") if self._token else text
 
     def offers(self, method: str) -> bool:
         """Whether the gateway offers ``method`` (when its hello said what it offers)."""
@@ -342,16 +376,25 @@ class Gateway:
         if not doc.get("ok"):
             error = doc.get("error")
             code = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), str) else None
-            raise GatewayError(_error_text(error), code=code, reached=True)
+            raise GatewayError(self._redact(_error_text(error)), code=code, reached=True)
         return doc.get("payload")
 
     async def stop(self) -> None:
+        """At the server's shutdown: end the connection at once. The closing handshake would wait up to
+        close_timeout for a gateway that is slow or hung; the server's stop must not wait on it."""
+        ws = self.ws
+        if ws is not None and ws.transport is not None:
+            ws.transport.abort()
         await cancel_task(self.task)
         await cancel_task(self.writer)
 
 
 def _error_text(error: Any) -> str:
+    """The gateway's words for a refusal, on one clean line: they go to status, doctor, the board and the log,
+    where a newline or a terminal escape from the gateway must not forge lines of our own."""
     if isinstance(error, dict):
         text = error.get("message") or error.get("code")
-        return str(text)[:300] if text else json.dumps(error)[:300]
-    return str(error)[:300] if error else "no reason given"
+        text = str(text) if text else json.dumps(error)
+    else:
+        text = str(error) if error else "no reason given"
+    return one_line(oc_map.clean_text(text, 1000) or "", 300)

@@ -106,12 +106,12 @@ def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str
 
 
 def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outcome:
-    from agent_hooks.server import oc_map
+    from agent_hooks.server import oc_store
 
     out = fleetdb.Outcome(200, {"approvals_changed": True})
     row = approvals.get(conn, approval_id, raw=True)
     if row is not None:
-        oc_map.resumed(conn, row["session_id"], host, at, out)
+        oc_store.resumed(conn, row["session_id"], host, at, out)
     return out
 
 
@@ -140,16 +140,20 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
             doc["already"] = True
         return JSONResponse(doc, status_code=out.status)
     row = out.body["approval"]
-    from agent_hooks.server.oc_map import DECISIONS_OUT
+    from agent_hooks.server import oc_map, oc_store
 
     try:
-        await gw.call("exec.approval.resolve", {"id": row["tool_use_id"], "decision": DECISIONS_OUT[row["decision"]]})
+        await gw.call("exec.approval.resolve", {"id": row["tool_use_id"],
+                                                "decision": oc_map.DECISIONS_OUT[row["decision"]]})
     except Exception as exc:  # noqa: BLE001 - GatewayError, or the connection going: the gateway's word decides
         text = str(exc)
         if getattr(exc, "reached", False) and getattr(exc, "code", None) == "INVALID_REQUEST":
             # The gateway no longer holds it ("approval already resolved", "unknown or expired approval id").
             await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN,
-                            f"the OpenClaw gateway refused the answer: {text}")
+                            f"{oc_store.REFUSED_NOTE}: {text}")
+            theirs = gw.mapper.resolved.get(row["id"])
+            if theirs is not None:  # its answer was heard while ours was on its way: it is the row's answer
+                await hub.write(oc_store.apply, [theirs], gw.host, time.time())
             return JSONResponse({"error": f"already answered at the OpenClaw gateway, or expired there: {text}",
                                  "already": True}, status_code=409)
         await hub.write(_undo, row["id"], row["answered_at"], approvals.PENDING, "")
@@ -225,6 +229,9 @@ async def cancel(state: ServerState, ref: str, cancelling: bool, reason: str | N
         try:
             result = await gw.call("chat.abort", {"sessionKey": card["session_id"], "runId": run_id})
         except Exception as exc:  # noqa: BLE001 - GatewayError: the gateway's own words
+            if not getattr(exc, "reached", False):  # not connected, or no answer: try again later
+                return JSONResponse({"error": f"the OpenClaw gateway could not be asked to abort the run: {exc};"
+                                              " nothing was cancelled"}, status_code=503, headers={"Retry-After": "1"})
             return JSONResponse({"error": f"the OpenClaw gateway did not abort the run: {exc}"}, status_code=502)
         if isinstance(result, dict) and result.get("aborted") is False:
             return JSONResponse({"error": "the OpenClaw gateway found no run to abort (it had ended)",

@@ -377,8 +377,8 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out["errors"] = sum(out["requests"].get(k, 0) for k in ("problem", "timeout"))
     out["p50_ms"] = stats.get("p50_ms")
     out["p99_ms"] = stats.get("p99_ms")
-    out["store_state"] = stats.get("store_state")
-    out["openclaw"] = stats.get("openclaw")  # the gateway's connection, when [openclaw] url is set  # writable, or why not and what was spooled (recovery.py)
+    out["store_state"] = stats.get("store_state")  # writable, or why not and what was spooled (recovery.py)
+    out["openclaw"] = stats.get("openclaw")  # the gateway's connection, when [openclaw] url is set
     # How fast it answers right now, from here: one /health round trip.
     t0 = time.perf_counter()
     fetch(port, "/health")
