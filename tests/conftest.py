@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,6 +79,34 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def hooks_home(isolated_env: Path) -> Path:
     return isolated_env
+
+
+_store_template: list[Path] = []
+
+
+@pytest.fixture
+def migrated_store(isolated_env: Path) -> Path:
+    """The test's store already at the current schema, as the first hook on a new host leaves it.
+
+    A hook that meets no store creates and migrates it: a fifth of a second of CPU (sqlite-utils'
+    import, fifteen migrations) and up to a second of fsyncs, in every test that starts from an
+    empty AGENT_HOOKS_HOME. Under load that can pass the hook's own deadline, and the hook then
+    answers before the store has its tables (the "no such table: sessions" the fast tier showed).
+    Tests that are about what a hook records, not about creating the store, start from a copy of
+    one store this process migrated with the package's own migration (agent_hooks.schema.migrate),
+    private to the test (0600 in a 0700 home). Tests about a new or missing store must not use it.
+    """
+    if not _store_template:
+        from agent_hooks.schema import migrate
+
+        root = Path(tempfile.mkdtemp(prefix="agent-hooks-store-template-"))
+        atexit.register(shutil.rmtree, root, True)
+        migrate(str(root / "store.db"))
+        _store_template.append(root / "store.db")
+    isolated_env.mkdir(mode=0o700, parents=True, exist_ok=True)
+    store = isolated_env / "store.db"
+    shutil.copy2(_store_template[0], store)  # keeps its 0600 mode
+    return store
 
 
 # Tiers that take minutes run only when asked for by name: pytest -m load, pytest -m fuzz.

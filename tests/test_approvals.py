@@ -25,6 +25,10 @@ from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
 from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 PERMISSION = fixture_payload("permission_request_bash.json", "2.1.330")
 QUESTIONS = [
     {"question": "Which database should we use?", "header": "Database", "multiSelect": False,

@@ -12,6 +12,10 @@ import pytest
 from helpers import agent_hook, run_hook, store_rows
 from test_cost import assistant, expected_usd, payload, post_tool, tpath, write
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 # About $0.0285 at claude-sonnet-4-5's data-set prices (computed by expected_usd, never assumed).
 LINES = [assistant("m1", "r1", input_tokens=1000, output_tokens=1000, cache_read_input_tokens=20000)]
 

@@ -163,8 +163,12 @@ def test_failing_summarizer_keeps_the_extractive_summary_and_logs(env: dict[str,
 
 def test_cleanup_commands_run_detached_with_results_recorded(env: dict[str, str], tmp_path: Path) -> None:
     marker = tmp_path / "cleaned"
+    release = tmp_path / "stop-has-answered"
     commands = [
-        f"sleep 2; echo cleaned $AGENT_HOOKS_SESSION_ID > {marker}; echo done-shell",
+        # Writes its marker only once the test has seen Stop answer (a condition, not a sleep). A Stop
+        # that waited for it would see it killed at timeout_s, and its row would not say done-shell.
+        f"i=0; while [ ! -e {release} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+        f"echo cleaned $AGENT_HOOKS_SESSION_ID > {marker}; echo done-shell",
         [sys.executable, "-c", "import sys; print('bad'); sys.exit(4)"],
         "sleep 60",
     ]
@@ -172,8 +176,9 @@ def test_cleanup_commands_run_detached_with_results_recorded(env: dict[str, str]
     start(env, SID, tmp_path)
     stop = hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID), env)
     assert stop.returncode == 0 and stop.stdout == b""
-    # Stop did not wait for the first command (it sleeps before writing its marker).
+    # Stop did not wait for the first command (it waits for this test before writing its marker).
     assert not marker.exists()
+    release.touch()
     conn = store(env)
     rows = wait_for(lambda: conn.execute("SELECT command, exit_code, timed_out, output_tail FROM cleanup_runs"
                                          " ORDER BY id").fetchall() if conn.execute(
@@ -288,17 +293,23 @@ def test_stop_on_a_huge_transcript_reads_only_its_tail(env: dict[str, str], tmp_
 def test_summarizer_never_overwrites_a_newer_stop(env: dict[str, str], tmp_path: Path) -> None:
     prog = tmp_path / "slow_summarize.py"
     log = tmp_path / "runs.log"
+    release = tmp_path / "second-stop-recorded"
+    # The first run holds until the test has recorded the second Stop (a condition, not a fixed
+    # sleep): its output arrives after a newer stop, which is the case under test.
     prog.write_text(
-        "import sys, time\n"
+        "import os, sys, time\n"
         "outcome = next(l for l in sys.stdin.read().splitlines() if l.startswith('Outcome:'))\n"
         f"open({str(log)!r}, 'a').write(outcome + '\\n')\n"
-        "time.sleep(3)\n"
+        "end = time.monotonic() + 30\n"
+        f"while 'first turn' in outcome and not os.path.exists({str(release)!r}) and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\n"
         "print('COMMAND', outcome)\n")
     _config(env, f"[summary]\nsummarizer_command = {json.dumps([sys.executable, str(prog)])}\n")
     start(env, SID, tmp_path)
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="first turn"), env)
     assert wait_for(lambda: log.exists())  # the worker is running the command for the first Stop
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="second turn"), env)
+    release.touch()
     conn = store(env)
     row = wait_for(lambda: conn.execute(
         "SELECT summary FROM session_summaries WHERE source = 'command' AND summary LIKE '%second turn%'").fetchone(),

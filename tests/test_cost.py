@@ -15,6 +15,10 @@ import pytest
 
 from helpers import FIXTURES_ROOT, agent_hook, run_hook, store_rows
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 genai_prices = pytest.importorskip("genai_prices")
 
 SAMPLE = FIXTURES_ROOT / "claude-code-2.1.332" / "transcript-sample.jsonl"

@@ -22,6 +22,9 @@ ALL = [(v, p.name) for v in VERSIONS for p in sorted((FIXTURES_ROOT / f"claude-c
 # Known = an event the package validates (payload.EVENT_FIELDS); each has its executable.
 KNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] in EVENT_FIELDS]
 UNKNOWN = [(v, n) for v, n in ALL if fixture_payload(n, v)["hook_event_name"] not in EVENT_FIELDS]
+# These tests are about what each payload records, not about creating a store: each starts from
+# a migrated one (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 
 def _id(case: tuple[str, str]) -> str:

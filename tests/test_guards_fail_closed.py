@@ -19,6 +19,10 @@ import pytest
 from helpers import agent_hook, error_log, fixture_payload, run_hook, store_rows
 from server_support import Server, free_port, start_server
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 STRICT = {"AGENT_HOOKS__GUARDS__FAIL_CLOSED": "true"}
 
 

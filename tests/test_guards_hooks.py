@@ -8,7 +8,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from guards_support import cli, context_of, denial_of, fixture, hook, post, pre
+
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 SID = "4e1b1715-2e19-4bfd-953a-1656f3b17796"
 APPEND = {"command": "echo tick >> ticks.txt", "description": "tick"}

@@ -11,6 +11,10 @@ from agent_hooks.features import loops
 from agent_hooks.features.loops import decide, pingpong, reset_point
 from agent_hooks.store import Store
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 A = ("Bash", "a" * 64)
 B = ("Read", "b" * 64)
 

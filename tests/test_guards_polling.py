@@ -11,6 +11,10 @@ from agent_hooks.features import polling
 from agent_hooks.features.polling import PollSnapshot, decide, match, unchanged_streak
 from agent_hooks.hashing import digest
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 
 def rule_of(command: str | None, tool: str = "Bash", config=DEFAULTS) -> str | None:
     tool_input = {"command": command} if command is not None else {"bash_id": "b1"}

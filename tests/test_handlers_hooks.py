@@ -18,6 +18,10 @@ from agent_hooks.handlers import registry
 from handlers_support import answer, pre_payload, specific, write_handler
 from helpers import agent_hook, error_log, run_exe, run_hook, store_rows
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 
 @pytest.fixture
 def managed(hooks_home: Path) -> Path:

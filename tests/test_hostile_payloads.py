@@ -10,6 +10,10 @@ import pytest
 
 from helpers import EXECUTABLES, error_log, fixture_payload, run_exe, store_rows
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 SURROGATE = "\\ud83d"  # JSON text for a lone high surrogate (half an emoji)
 
 

@@ -7,7 +7,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from helpers import agent_hook, error_log, run_exe, store_rows
+
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 CAPTURED = Path(__file__).resolve().parent / "fixtures" / "claude-code-2.1.330"
 FORK, PARENT = "8f0c2d7e-fork-0001", "1b2a3c4d-parent-0001"

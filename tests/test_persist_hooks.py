@@ -9,7 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import agent_hook, run_hook, store_rows
+
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 
 def payload(event: str, sid: str, home: Path, **extra: Any) -> dict[str, Any]:

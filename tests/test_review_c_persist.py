@@ -6,8 +6,14 @@ import json
 import json
 from pathlib import Path
 
+import pytest
+
 from helpers import error_log, run_hook, store_rows
 from test_persist_hooks import payload, start, stop, write_transcript
+
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 
 def test_a_task_never_recorded_does_not_hold_even_when_persist_is_the_default(hooks_home: Path):

@@ -9,6 +9,10 @@ import pytest
 
 from helpers import EXECUTABLES, agent_hook, fixture_payload, run_exe
 
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
+
 EVIL_SID = "esc-\u001b[2J\u001b]0;owned\u0007-\u202eevil"
 EVIL_CWD = "/tmp/x\nFORGED-ROW  live  999  2099-01-01T00:00:00Z"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]")

@@ -9,11 +9,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import FIXTURES_330, agent_hook, run_hook, store_rows
 
 from agent_hooks.config import defaults
 from agent_hooks.forward.eventmap import metadata
 from agent_hooks.payload import Payload
+
+# About what hooks do with a store, not about creating one: each test starts from a migrated
+# store (conftest.migrated_store), as every hook after a host's first finds it.
+pytestmark = pytest.mark.usefixtures("migrated_store")
 
 
 def fixture(name: str, sid: str = "W1") -> dict[str, Any]:
