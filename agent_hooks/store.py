@@ -101,9 +101,14 @@ class Store:
             finally:
                 conn.close()
             if behind:
-                from agent_hooks.schema import migrate
+                from agent_hooks import schema_head
 
-                migrate(self.path, lock=False)
+                # A new store: the current schema in one stdlib transaction (~200 ms of CPU less
+                # than importing sqlite-utils and running every migration).
+                if schema_head.create_if_empty(self.path, SCHEMA_VERSION) is None:
+                    from agent_hooks.schema import migrate
+
+                    migrate(self.path, lock=False)
         finally:
             os.close(fd)  # releases the flock
 
