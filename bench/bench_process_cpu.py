@@ -13,6 +13,7 @@ with the spread over runs (median and quartiles), and the wall time. Kinds:
 * ``session-start``, ``pre-tool-use``, ``post-tool-use``: the executables on the pinned
   client's captured payloads, each call with a new session or tool_use_id;
 * ``server``: ``agent-hook server run`` until it accepts a connection, then SIGTERM;
+* ``init-new``: ``agent-hook init`` creating a new store;
 * ``doctor``: ``agent-hook doctor`` (its synthetic run starts every executable).
 
     .venv/bin/python bench/bench_process_cpu.py [--runs 15] [--against OTHER/.venv/bin] [--only status,server]
@@ -108,6 +109,7 @@ def _kinds(bindir: Path, env: dict[str, str], session: str) -> dict[str, object]
         "post-tool-use": lambda: _one([str(bindir / "agent-hook-post-tool-use")], env,
                                       _payload("PostToolUse-Bash.json", session)),
         "server": lambda: _server(bindir, env),
+        "init-new": lambda: _one([cli, "init"], _env(Path(tempfile.mkdtemp(dir=env["AGENT_HOOKS_HOME"])))),
         "doctor": lambda: _one([cli, "doctor"], env),
     }
 
