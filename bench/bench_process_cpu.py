@@ -12,7 +12,8 @@ with the spread over runs (median and quartiles), and the wall time. Kinds:
 * ``new-store``: ``agent-hook-session-start`` as the first process on a new store;
 * ``session-start``, ``pre-tool-use``, ``post-tool-use``: the executables on the pinned
   client's captured payloads, each call with a new session or tool_use_id;
-* ``server``: ``agent-hook server run`` until it accepts a connection, then SIGTERM;
+* ``server-status``: ``agent-hook server status`` with no server running (its /health probe);
+* ``server``: ``agent-hook server run`` until it answers /health, then SIGTERM (supervisor and worker);
 * ``init-new``: ``agent-hook init`` creating a new store;
 * ``doctor``: ``agent-hook doctor`` (its synthetic run starts every executable).
 
@@ -24,6 +25,7 @@ A shared machine is noisy: read the CPU columns, which load moves less than wall
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import signal
@@ -73,8 +75,11 @@ def _server(bindir: Path, env: dict[str, str]) -> tuple[float, float]:
                             stderr=subprocess.DEVNULL, env={**env, "AGENT_HOOKS__SERVE__PORT": str(port)})
     deadline = time.monotonic() + 30
     while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        try:  # the supervisor listens before its worker serves: wait for an answer
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            conn.getresponse().read()
+            conn.close()
             break
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
@@ -108,6 +113,7 @@ def _kinds(bindir: Path, env: dict[str, str], session: str) -> dict[str, object]
                                      _payload("PreToolUse-Bash.json", session)),
         "post-tool-use": lambda: _one([str(bindir / "agent-hook-post-tool-use")], env,
                                       _payload("PostToolUse-Bash.json", session)),
+        "server-status": lambda: _one([cli, "server", "status"], env),
         "server": lambda: _server(bindir, env),
         "init-new": lambda: _one([cli, "init"], _env(Path(tempfile.mkdtemp(dir=env["AGENT_HOOKS_HOME"])))),
         "doctor": lambda: _one([cli, "doctor"], env),
