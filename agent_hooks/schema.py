@@ -660,3 +660,26 @@ def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[st
         chmod_private(path)
         chmod_private(path + ".migrate.lock")
     return pending
+
+
+def write_head() -> int:
+    """Rewrite data/schema.sql, the snapshot a new store is created from (agent_hooks/schema_head.py),
+    from a store migrated step by step: run after adding a migration."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "store.db")
+        migrate(path, step_by_step=True)
+        conn = sqlite3.connect(path)
+        try:
+            text = schema_head.dump(conn, list(MIGRATIONS))
+        finally:
+            conn.close()
+    with open(schema_head.HEAD_FILE, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"{schema_head.HEAD_FILE}: {len(MIGRATIONS)} migrations")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(write_head())

@@ -5,7 +5,7 @@ sqlite-utils (and, through it, numpy and every installed plugin's entry points w
 are there) and runs each migration in its own transaction: about 200 ms of CPU, paid by
 the first hook or command that meets a new store, i.e. by every new installation and by
 every test's fresh store. The end state is always the same, so it is kept as SQL
-(``data/schema.sql``, written by ``python -m agent_hooks.schema_head`` from a store
+(``data/schema.sql``, written by ``python -m agent_hooks.schema`` from a store
 migrated step by step) and replayed in one transaction: a few milliseconds.
 
 Only an empty file takes this path; a store that exists and is behind still migrates
@@ -109,27 +109,3 @@ def dump(conn: sqlite3.Connection, names: list[str]) -> str:
             statements.append(f"INSERT INTO [{name}] VALUES ({values})")
     scratch.close()
     return _HEADER + ",".join(names) + "\n" + ";\n\n".join(statements) + ";\n"
-
-
-def main() -> int:
-    """Rewrite data/schema.sql from a store migrated step by step (run after adding a migration)."""
-    import tempfile
-
-    from agent_hooks import schema
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "store.db")
-        schema.migrate(path, step_by_step=True)
-        conn = sqlite3.connect(path)
-        try:
-            text = dump(conn, list(schema.MIGRATIONS))
-        finally:
-            conn.close()
-    with open(HEAD_FILE, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"{HEAD_FILE}: {len(schema.MIGRATIONS)} migrations")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

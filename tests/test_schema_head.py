@@ -42,7 +42,7 @@ def test_the_snapshot_is_the_current_schema(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert Path(schema_head.HEAD_FILE).read_text() == text, (
-        "agent_hooks/data/schema.sql is not the current schema: rewrite it with `python -m agent_hooks.schema_head`")
+        "agent_hooks/data/schema.sql is not the current schema: rewrite it with `python -m agent_hooks.schema`")
 
 
 def test_a_new_store_from_the_snapshot_equals_one_migrated_step_by_step(tmp_path: Path) -> None:
