@@ -13,6 +13,7 @@ with the spread over runs (median and quartiles), and the wall time. Kinds:
 * ``session-start``, ``pre-tool-use``, ``post-tool-use``: the executables on the pinned
   client's captured payloads, each call with a new session or tool_use_id;
 * ``settings``: ``agent-hook settings install`` on a settings file it wired already;
+* ``hooks-list``: ``agent-hook hooks list`` (the handlers' commands);
 * ``server-status``: ``agent-hook server status`` with no server running (its /health probe);
 * ``server``: ``agent-hook server run`` until it answers /health, then SIGTERM (supervisor and worker);
 * ``init-new``: ``agent-hook init`` creating a new store;
@@ -115,6 +116,7 @@ def _kinds(bindir: Path, env: dict[str, str], session: str) -> dict[str, object]
         "post-tool-use": lambda: _one([str(bindir / "agent-hook-post-tool-use")], env,
                                       _payload("PostToolUse-Bash.json", session)),
         "settings": lambda: _one([cli, "settings", "install"], env),
+        "hooks-list": lambda: _one([cli, "hooks", "list"], env),
         "server-status": lambda: _one([cli, "server", "status"], env),
         "server": lambda: _server(bindir, env),
         "init-new": lambda: _one([cli, "init"], _env(Path(tempfile.mkdtemp(dir=env["AGENT_HOOKS_HOME"])))),

@@ -13,10 +13,9 @@ from agent_hooks.wiring import settings_file
 from agent_hooks.wiring.merge import SettingsError
 
 
-def test_a_held_lock_is_waited_for_then_refused_with_a_reason(hooks_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_held_lock_is_waited_for_then_refused_with_a_reason(hooks_home: Path) -> None:
     settings = str(hooks_home / "settings.json")
     lock = settings_file._lock(settings)
-    monkeypatch.setattr(settings_file._Lock, "TIMEOUT_S", 0.2)
     with lock:
         assert stat.S_IMODE(os.stat(lock.lock_path).st_mode) == 0o600
         fd = os.open(lock.lock_path, os.O_RDWR)
@@ -26,7 +25,7 @@ def test_a_held_lock_is_waited_for_then_refused_with_a_reason(hooks_home: Path, 
         finally:
             os.close(fd)
         with pytest.raises(SettingsError, match="held .* for 0 s"):
-            with settings_file._lock(settings):
+            with settings_file._lock(settings, timeout_s=0.2):
                 pass
     with settings_file._lock(settings):  # released: taken again at once
         pass

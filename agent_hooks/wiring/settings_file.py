@@ -114,43 +114,11 @@ def _state_file(kind: str, path: str, suffix: str) -> str:
     return os.path.join(directory, f"settings-{name}{suffix}")
 
 
-class _Lock:
-    """One lock per settings file: fcntl.flock on a 0600 file in our state directory, waited for
-    up to 10 s. (filelock did the same; its import alone cost every `settings` command ~35 ms of CPU.)"""
+def _lock(path: str, timeout_s: float = 10.0) -> Any:
+    """One lock per settings file, in our state directory (agent_hooks/locking.py)."""
+    from agent_hooks.locking import FlockFile
 
-    TIMEOUT_S = 10.0
-
-    def __init__(self, lock_path: str) -> None:
-        self.lock_path = lock_path
-        self.fd = -1
-
-    def __enter__(self) -> _Lock:
-        import fcntl
-        import time
-
-        self.fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            os.fchmod(self.fd, 0o600)  # 0600 whatever the umask
-        except OSError:
-            pass
-        deadline = time.monotonic() + self.TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self.fd)
-                    raise SettingsError(f"another agent-hook command has held {self.lock_path} for "
-                                        f"{self.TIMEOUT_S:.0f} s; wait for it to finish, then re-run") from None
-                time.sleep(0.05)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # releases the flock
-
-
-def _lock(path: str) -> _Lock:
-    return _Lock(_state_file("lock", path, ".lock"))
+    return FlockFile(_state_file("lock", path, ".lock"), timeout_s, SettingsError)
 
 
 def read_created(path: str) -> list[str] | None:
