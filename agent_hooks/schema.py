@@ -15,6 +15,9 @@ from collections.abc import Callable
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from agent_hooks import schema_head
+from agent_hooks.schema_head import chmod_private
+
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATION_SET = Migrations("agent-hooks")
 # Names in order; len(MIGRATIONS) is the schema version the hook path checks.
@@ -621,19 +624,13 @@ def m017_approvals_agent(db: sqlite_utils.Database) -> None:
     db["approvals"].add_column("agent_id", str)
 
 
-def _chmod_private(path: str) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.chmod(path + suffix, 0o600)
-        except FileNotFoundError:
-            pass
-
-
-def migrate(path: str, lock: bool = True) -> list[str]:
+def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 
     ``lock=False`` is for a caller that already holds ``PATH.migrate.lock``
-    (the hook path takes it with fcntl before importing this module).
+    (the hook path takes it with fcntl before importing this module). An empty store is
+    created from the snapshot of the current schema (:mod:`agent_hooks.schema_head`)
+    unless ``step_by_step`` (what writes and checks that snapshot).
     """
     import contextlib
 
@@ -648,14 +645,41 @@ def migrate(path: str, lock: bool = True) -> list[str]:
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
                 return []
-            db = sqlite_utils.Database(conn)
-            db.enable_wal()
-            pending = [m.name for m in MIGRATION_SET.pending(db)]
-            MIGRATION_SET.apply(db)
-            conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
-            conn.commit()
+            created = None if step_by_step else schema_head.create_if_empty(path, len(MIGRATIONS))
+            if created is not None:
+                pending = created
+            else:
+                db = sqlite_utils.Database(conn)
+                db.enable_wal()
+                pending = [m.name for m in MIGRATION_SET.pending(db)]
+                MIGRATION_SET.apply(db)
+                conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+                conn.commit()
         finally:
             conn.close()
-        _chmod_private(path)
-        _chmod_private(path + ".migrate.lock")
+        chmod_private(path)
+        chmod_private(path + ".migrate.lock")
     return pending
+
+
+def write_head() -> int:
+    """Rewrite data/schema.sql, the snapshot a new store is created from (agent_hooks/schema_head.py),
+    from a store migrated step by step: run after adding a migration."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "store.db")
+        migrate(path, step_by_step=True)
+        conn = sqlite3.connect(path)
+        try:
+            text = schema_head.dump(conn, list(MIGRATIONS))
+        finally:
+            conn.close()
+    with open(schema_head.HEAD_FILE, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"{schema_head.HEAD_FILE}: {len(MIGRATIONS)} migrations")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(write_head())

@@ -238,7 +238,17 @@ def test_migrating_store_loads_sqlite_utils_only_when_behind(hooks_home: Path) -
     exe = BIN / "agent-hook-pre-tool-use"
     data = json.dumps(fixture_payload("PreToolUse-Bash.json")).encode()
     first = subprocess.run([str(exe)], input=data, capture_output=True, env=env, timeout=30)
-    assert b"sqlite_utils" in first.stderr  # created the store
+    # A new store is created from the schema's snapshot (agent_hooks/schema_head.py), stdlib only.
+    assert b"agent_hooks.schema_head" in first.stderr and b"sqlite_utils" not in first.stderr
+    from agent_hooks import store
+
+    conn = sqlite3.connect(hooks_home / "store.db")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_guards'")
+    conn.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION - 1}")
+    conn.commit()
+    conn.close()
+    behind = subprocess.run([str(exe)], input=data, capture_output=True, env=env, timeout=30)
+    assert b"sqlite_utils" in behind.stderr  # migrated the store that was behind
     second = subprocess.run([str(exe)], input=data, capture_output=True, env=env, timeout=30)
     assert b"sqlite_utils" not in second.stderr
 

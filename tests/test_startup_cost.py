@@ -63,3 +63,13 @@ def test_the_package_bytecode_is_compiled_for_the_subprocesses() -> None:
         if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
             stale.append(str(source.relative_to(package)))
     assert stale == [], f"no fresh bytecode for {stale[:5]} ({len(stale)} files)"
+
+
+def test_settings_commands_do_not_import_filelock(tmp_path: Path) -> None:
+    """The settings file's lock is a plain fcntl.flock: filelock's import cost each `settings`
+    command about 35 ms of CPU."""
+    code = ("import sys, json\nfrom agent_hooks.cli import main\nrc = main(['settings', 'install'])\n"
+            "print(json.dumps([rc, sorted(m for m in sys.modules if m.split('.')[0] == 'filelock')]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    rc, mods = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rc == 0 and mods == []

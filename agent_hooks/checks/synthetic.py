@@ -109,9 +109,9 @@ def check_synthetic(wired: dict[str, list[str]], bin_dir: str, cfg: dict[str, An
         env = _scratch_env(scratch)
         scratch_paths = Paths(env)
         # Migrate first, so the timings are of ordinary calls, not of the store's creation.
-        from agent_hooks.schema import migrate
+        from agent_hooks.store import bring_current
 
-        migrate(scratch_paths.store)
+        bring_current(scratch_paths.store)
         base_ms, _ = _time_run([sys.executable, "-c", "import json, sqlite3"], b"", env, scratch, 30)
         session_id = f"doctor-{os.getpid()}-{int(time.time())}"
         calls = 0

@@ -12,11 +12,11 @@ def init() -> None:
     """Create the store, or migrate it to the current schema."""
     import os
 
-    from agent_hooks.schema import migrate
+    from agent_hooks.store import bring_current
 
     os.umask(0o077)
     p = paths()
-    applied = migrate(p.store)
+    applied = bring_current(p.store)
     if applied:
         click.echo(f"store {p.store}: applied {', '.join(applied)}")
     else:

@@ -15,7 +15,7 @@ import stat
 import tomllib
 from typing import Any
 
-from filelock import FileLock
+from agent_hooks.locking import FlockFile
 
 from agent_hooks.paths import write_private
 
@@ -90,8 +90,8 @@ def update(path: str, table: list[str], key: str, make: Any) -> Any:
                             "edit it. It was left untouched.")
     except FileNotFoundError:
         pass
-    # 0600 whatever the umask (filelock applies an explicit mode with the umask cleared).
-    with FileLock(path + ".lock", timeout=10, mode=0o600):
+    # 0600 whatever the umask.
+    with FlockFile(path + ".lock", 10.0, EditError):
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()

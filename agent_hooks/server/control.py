@@ -30,7 +30,6 @@ import sqlite3
 import time
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -477,6 +476,8 @@ class Subscriber:
                 await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
 
     async def _run(self) -> None:
+        import httpx  # here, not at import: only a server that has a command center to reach needs it (~25 ms)
+
         cfg = self.state.config["fleet"]
         wait = float(cfg["subscribe_wait_s"])
         cap = max(0.25, float(cfg["subscribe_backoff_max_s"]))
@@ -559,6 +560,8 @@ def subscription_target(state: ServerState) -> str | None:
     base = fleet.center_base(url)
     if base is None:
         return None
+    import httpx
+
     parts = httpx.URL(base)
     if access.is_loopback(parts.host) or parts.host == "localhost":
         if (parts.port or 80) == state.port:

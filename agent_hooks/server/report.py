@@ -29,7 +29,6 @@ import sqlite3
 import time
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -234,6 +233,8 @@ class Reporter:
                 await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
 
     async def _run(self) -> None:
+        import httpx  # here, not at import: only a server that has a command center to reach needs it (~25 ms)
+
         cap = max(0.25, float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
         headers = {"User-Agent": f"agent-hooks/{__version__}", "Content-Type": "application/json",
                    **fleet.client_headers(self.state.paths, self.state.config, self.state.env)}

@@ -114,11 +114,11 @@ def _state_file(kind: str, path: str, suffix: str) -> str:
     return os.path.join(directory, f"settings-{name}{suffix}")
 
 
-def _lock(path: str) -> Any:
-    from filelock import FileLock
+def _lock(path: str, timeout_s: float = 10.0) -> Any:
+    """One lock per settings file, in our state directory (agent_hooks/locking.py)."""
+    from agent_hooks.locking import FlockFile
 
-    # One lock per settings file; 0600 whatever the umask (mode= is applied with the umask cleared).
-    return FileLock(_state_file("lock", path, ".lock"), timeout=10, mode=0o600)
+    return FlockFile(_state_file("lock", path, ".lock"), timeout_s, SettingsError)
 
 
 def read_created(path: str) -> list[str] | None:
