@@ -125,16 +125,32 @@ class Model:
         return (x - mean) / self.np.sqrt(var + EPS) * self.w[name + ".weight"] + self.w[name + ".bias"]
 
     def _dense(self, x: Any, name: str) -> Any:
-        return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]  # torch's Linear: weight is (out, in)
+        # torch's Linear: weight is (out, in). Flattened to 2-D: numpy's stacked matmul runs ~8x slower.
+        w = self.w[name + ".weight"]
+        return (x.reshape(-1, x.shape[-1]) @ w.T + self.w[name + ".bias"]).reshape(*x.shape[:-1], w.shape[0])
 
     def _gelu(self, x: Any) -> Any:
-        """x * Phi(x) with erf by Abramowitz & Stegun 7.1.26 (error < 1.5e-7; numpy has no erf)."""
+        """x * Phi(x), erf by Abramowitz & Stegun 7.1.26 (error < 1.5e-7; numpy has no erf).
+
+        With q = 1 - erf(|x|/sqrt 2): Phi(x) is 1 - q/2 for x >= 0, q/2 below. In place: this runs on
+        the widest arrays of the model.
+        """
         np = self.np
-        z = np.abs(x) * np.float32(1 / math.sqrt(2))
-        t = 1 / (1 + np.float32(0.3275911) * z)
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        erf = np.sign(x) * (1 - poly.astype(np.float32) * np.exp(-z * z))
-        return 0.5 * x * (1 + erf)
+        z = np.abs(x)
+        z *= np.float32(1 / math.sqrt(2))
+        t = z * np.float32(0.3275911)
+        t += 1
+        np.reciprocal(t, out=t)
+        q = t * np.float32(1.061405429)
+        for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+            q += np.float32(c)
+            q *= t
+        np.square(z, out=z)
+        np.negative(z, out=z)
+        np.exp(z, out=z)
+        q *= z
+        q *= np.float32(0.5)
+        return x * np.where(x >= 0, 1 - q, q)
 
     def _encode(self, ids: Any, mask: Any) -> Any:
         """The mean-pooled, normalised sentence vectors of a padded batch of token ids."""
