@@ -305,6 +305,26 @@ def test_reindex_embeds_what_exists_and_keeps_unchanged_vectors(rig: Rig) -> Non
     assert third["embedded"] == 1 and third["pruned"] == 1 and len(vector_rows(rig)) == 2
 
 
+def test_vectors_of_another_model_are_re_embedded(rig: Rig) -> None:
+    """Vectors made by the model used before (WordLlama's, 256 wide) are stale: reindex replaces them,
+    and search never mixes them with this model's."""
+    mem = rig.ws / "memory"
+    mem.mkdir()
+    (mem / "cookie.md").write_text("The login page fails when the session cookie expires; users sign in again.\n")
+    (mem / "coffee.md").write_text("The coffee machine on the third floor is broken again.\n")
+    rig.cli("memory", "reindex", "-w", str(rig.ws))
+    with rig.db() as conn:
+        conn.execute("UPDATE memory_vectors SET model = 'wordllama-l2_supercat-256/mean-centred-nostop-1/f16',"
+                     " vector = zeroblob(512)")
+    hits = search(rig, "why are we logged out and made to authenticate")
+    assert hits[0]["name"] == "cookie.md" and hits[0]["vector_rank"] == 1  # embedded for the search itself
+    out = json.loads(rig.cli("memory", "reindex", "-w", str(rig.ws), "--json").stdout)
+    assert out["embedded"] == 2
+    with rig.db() as conn:
+        rows = conn.execute("SELECT DISTINCT model, length(vector) FROM memory_vectors").fetchall()
+    assert rows == [("all-MiniLM-L6-v2/mean-256/f16", 768)]
+
+
 def test_session_start_offers_relevant_memories_when_turned_on(rig: Rig) -> None:
     mem = rig.ws / "memory"
     mem.mkdir()
