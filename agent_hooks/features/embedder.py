@@ -105,7 +105,17 @@ class Model:
             self.w = {k: weights[k] for k in self._names()}
         except KeyError as exc:
             raise Unavailable(f"the weights lack the tensor {exc}") from None
-        self.dim = int(self.w["embeddings.word_embeddings.weight"].shape[1])
+        vocab, self.dim = self.w["embeddings.word_embeddings.weight"].shape
+        # Checked once here, so a wrong file is Unavailable now, not a numpy error mid-batch.
+        wide = self.w["encoder.layer.0.intermediate.dense.weight"].shape[0]
+        want = {"attention.self.query": (self.dim, self.dim), "attention.self.key": (self.dim, self.dim),
+                "attention.self.value": (self.dim, self.dim), "attention.output.dense": (self.dim, self.dim),
+                "intermediate.dense": (wide, self.dim), "output.dense": (self.dim, wide)}
+        bad = [f"encoder.layer.{i}.{part}" for i in range(LAYERS) for part, shape in want.items()
+               if self.w[f"encoder.layer.{i}.{part}.weight"].shape != shape]
+        if bad or self.dim % HEADS or tokenizer.get_vocab_size() > vocab:
+            raise Unavailable(f"the weights do not fit a {LAYERS}-layer, {HEADS}-head BERT and its tokenizer"
+                              f" ({', '.join(bad[:3]) or 'vocabulary or width'})")
 
     @staticmethod
     def _names() -> list[str]:
@@ -178,7 +188,7 @@ class Model:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
     def embed(self, texts: list[str]) -> Any:
-        """One unit vector per text (float32, 384 wide); an empty text gets the vector of no words."""
+        """One unit vector per text (float32, 384 wide; an empty text gets the one of [CLS] [SEP])."""
         np = self.np
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # Texts of like length batched together: less padding to compute.
