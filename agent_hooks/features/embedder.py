@@ -36,6 +36,13 @@ MAX_CHARS = 8000
 BATCH = 32
 
 
+# BLAS threads: one. The matrices are small (a query is a dozen word pieces), the worker runs beside the
+# agent's own work, and on a busy machine OpenBLAS's spinning threads made a query 3-8x slower and a
+# batch 2x slower (bench/bench_memory_vectors.py, 2 cores at load 7: query p50 19 ms with one thread,
+# 69 ms with two, 159 ms with the default).
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 class Unavailable(Exception):
     """The model cannot be used (package not installed, files missing or broken); the reason is the message."""
 
@@ -202,6 +209,29 @@ class Model:
         return out
 
 
+def _import_numpy_single_threaded() -> None:
+    """Import numpy with its BLAS on one thread (see THREAD_VARS), unless told otherwise or already imported.
+
+    BLAS reads these variables when numpy loads it; they are put back after, so processes we start
+    are not affected.
+    """
+    import sys
+
+    if "numpy" in sys.modules:
+        return
+    saved = {k: os.environ.get(k) for k in THREAD_VARS}
+    for k in THREAD_VARS:
+        os.environ.setdefault(k, "1")
+    try:
+        import numpy  # noqa: F401
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def load(config: dict[str, Any]) -> Model:
     """Load the model (about 0.2 s: the weights are memory-mapped); Unavailable says why it cannot be.
 
@@ -209,7 +239,7 @@ def load(config: dict[str, Any]) -> Model:
     """
     where = model_dir(config)
     try:
-        import numpy  # noqa: F401
+        _import_numpy_single_threaded()
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise Unavailable(f"a package the model needs is not installed: {exc}") from None
