@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+import procs  # bench/procs.py: one timed process
+
 BIN = Path(sys.executable).parent
 NOOP = "def handle(event):\n    return None\n"
 CASES = ("off", "0", "1", "5")
@@ -66,15 +68,8 @@ def payload(i: int, session_id: str) -> bytes:
 def run_once(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of one process. CPU time is what a loaded
     machine (2 cores, many engineers) distorts least; wall time is what the agent waits."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
-    return wall, usage.ru_utime + usage.ru_stime
+    wall, usage = procs.run(argv, stdin, env)
+    return wall, procs.cpu_s(usage)
 
 
 def command_transport(envs: dict[str, dict[str, str]], runs: int) -> dict[str, float]:

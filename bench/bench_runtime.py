@@ -41,6 +41,8 @@ import time
 import uuid
 from pathlib import Path
 
+import procs  # bench/procs.py: one timed process
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client (agent_hooks.claude_code.PINNED)
 BIN = Path(sys.executable).parent
@@ -48,16 +50,7 @@ BIN = Path(sys.executable).parent
 
 def run_once(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} exited {proc.returncode}")
+    wall, usage = procs.run(argv, stdin, env)
     return wall, usage.ru_maxrss
 
 
@@ -155,16 +148,8 @@ def spread(xs: list[float]) -> str:
 
 def run_cpu(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
-    return wall, usage.ru_utime + usage.ru_stime
+    wall, usage = procs.run(argv, stdin, env)
+    return wall, procs.cpu_s(usage)
 
 
 def measure_against(env: dict[str, str], other_env: dict[str, str], other_bin: Path, runs: int) -> None:

@@ -8,8 +8,11 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from helpers import BIN
 
@@ -78,3 +81,13 @@ def start_server(home: Path, env: dict[str, str] | None = None) -> Server:
     server.env.update(env or {})
     server.cli("start")
     return server
+
+
+@pytest.fixture
+def server(hooks_home: Path) -> Iterator[Server]:
+    """A server on this test's store, started through the CLI and stopped after the test."""
+    srv = start_server(hooks_home)
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)

@@ -11,25 +11,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from helpers import agent_hook, error_log, fixture_payload, run_hook, store_rows
-from server_support import Server, free_port, start_server, wait_listening
+from server_support import Server, free_port, server, start_server, wait_listening  # noqa: F401 - fixture
 
 HEADER = "X-Agent-Hooks-Env-"
-
-
-@pytest.fixture
-def server(hooks_home: Path) -> Iterator[Server]:
-    srv = start_server(hooks_home)
-    try:
-        yield srv
-    finally:
-        srv.cli("stop", check=False)
 
 
 def test_start_is_idempotent_and_one_server_per_store(server: Server) -> None:

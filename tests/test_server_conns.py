@@ -13,22 +13,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers import fixture_payload
-from server_support import Server, start_server
-
-
-@pytest.fixture
-def server(hooks_home: Path) -> Iterator[Server]:
-    srv = start_server(hooks_home)
-    try:
-        yield srv
-    finally:
-        srv.cli("stop", check=False)
+from server_support import Server, server, start_server  # noqa: F401 - fixture
 
 
 def closed_by_peer(sock: socket.socket) -> bool:

@@ -8,22 +8,10 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from helpers import error_log, fixture_payload, store_rows
-from server_support import Server, start_server
-
-
-@pytest.fixture
-def server(hooks_home: Path) -> Iterator[Server]:
-    srv = start_server(hooks_home)
-    try:
-        yield srv
-    finally:
-        srv.cli("stop", check=False)
+from server_support import Server, server  # noqa: F401 - fixture
 
 
 def alive(pid: int) -> bool:

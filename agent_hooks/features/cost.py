@@ -226,7 +226,7 @@ def prepare(ctx: Context, path: str | None = None, agent_id: str | None = None,
     except Exception as exc:  # noqa: BLE001 - cost never stops the agent nor costs the call its record
         import traceback
 
-        from agent_hooks.runner import log_error
+        from agent_hooks.log import log_error
 
         message = f"cost: {type(exc).__name__}: {exc}"
         log_error(ctx.paths, p.event, "error", message, p.session_id, traceback.format_exc())
