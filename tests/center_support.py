@@ -1,8 +1,9 @@
-"""A real command center for tests: `agent-hook server start` on a free loopback port, with httpx and a
-WebSocket client (websockets) pointed at it."""
+"""A real command center for tests: a started server (server_support.Server) on a free loopback port,
+with httpx and a WebSocket client (websockets) pointed at it."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -36,12 +37,9 @@ class Center(Server):
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Center":
-        self.cli("start")
+    def start(self) -> "Center":  # type: ignore[override] - returns itself, for Center(...).start()
+        super().start()
         return self
-
-    def stop(self) -> None:
-        self.cli("stop", check=False)
 
     def ingest(self, body: Any, key: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()

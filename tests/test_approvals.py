@@ -364,7 +364,7 @@ def server(hooks_home: Path) -> Any:
     try:
         yield srv
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
 
 
 def _api(server: Any, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
@@ -580,7 +580,7 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
         assert "guards.fail_closed" in out["permissionDecisionReason"]
     finally:
         (hooks_home / "store.db").chmod(0o600)
-        server.cli("stop", check=False)
+        server.stop()
 
 
 def test_a_gate_whose_wait_fails_denies_under_strict_guards_in_the_command_transport(hooks_home: Path) -> None:

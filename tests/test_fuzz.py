@@ -177,7 +177,7 @@ def fuzz_server(home: Path, count: int, offset: int) -> list[str]:
         if not status["up"]:
             problems.append("the server is down after the cases")
     finally:
-        server.cli("stop", check=False)
+        server.stop()
     return problems + _internal(home)
 
 
@@ -223,7 +223,7 @@ def fuzz_api(home: Path, count: int, offset: int) -> list[str]:
         if not server.status()["up"]:
             problems.append("the server is down after the cases")
     finally:
-        server.cli("stop", check=False)
+        server.stop()
     log = home / "logs" / "server.log"
     text = log.read_text(errors="replace") if log.exists() else ""
     if "Traceback" in text:

@@ -129,7 +129,7 @@ def strict_server(hooks_home: Path) -> Iterator[Server]:
     try:
         yield srv
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
 
 
 def test_the_server_denies_past_its_deadline_under_strict_guards(strict_server: Server) -> None:

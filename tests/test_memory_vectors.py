@@ -366,7 +366,7 @@ def test_the_resident_server_embeds_in_its_own_thread(hooks_home: Path, tmp_path
         assert rows == [(str(note.resolve()),)]
         srv.answer({**base, "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "ok"})
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
     assert not list(hooks_home.rglob("embed-worker.started"))  # the server did it, no detached worker
 
 

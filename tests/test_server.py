@@ -61,7 +61,7 @@ def test_the_log_stays_rotated_with_what_goes_to_stderr(hooks_home: Path) -> Non
         for i in range(120):
             assert srv.post(b"not json %d" % i, event="PreToolUse")[0] == 200
     finally:
-        srv.cli("stop")
+        srv.stop()
     logs = hooks_home / "logs"
     assert (logs / "server.log.1").exists()
     sizes = [p.stat().st_size for p in (logs / "server.log", logs / "server.log.1")]
@@ -108,7 +108,7 @@ def test_the_servers_own_session_variables_do_not_leak(hooks_home: Path) -> None
         srv.answer(fixture_payload("PreToolUse-Bash.json"))
         assert [tuple(r) for r in store_rows(hooks_home, "SELECT task_id, agent FROM sessions")] == [(None, "default")]
     finally:
-        srv.cli("stop")
+        srv.stop()
 
 
 BAD_BODIES = {
@@ -243,7 +243,7 @@ def test_deadline_answers_fail_open_and_loses_nothing(hooks_home: Path) -> None:
         st = srv.status()
         assert st["requests"]["timeout"] == 6 and st["errors"] == 6
     finally:
-        srv.cli("stop")
+        srv.stop()
 
 
 def test_a_thousand_requests_from_twenty_sessions(server: Server) -> None:
@@ -413,7 +413,7 @@ def test_a_payload_over_the_limit_is_refused_without_being_held(hooks_home: Path
         assert store_rows(srv.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
         assert srv.answer(fixture_payload("PreToolUse-Bash.json")) is None  # and the next call is fine
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
 
 
 def test_a_repaired_payload_is_reported_once_though_the_loop_hands_it_on(server: Server) -> None:

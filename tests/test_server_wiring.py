@@ -54,7 +54,7 @@ def server(hooks_home: Path, port: int) -> Iterator[Server]:
     try:
         yield srv
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
 
 
 def ours(doc: dict[str, Any], event: str) -> list[dict[str, Any]]:
@@ -209,7 +209,7 @@ def test_a_changed_port_moves_the_server(settings: Path, server: Server, monkeyp
         st = moved.status()
         assert st["up"] and st["port"] == new_port and st["pid"] != old["pid"], st
     finally:
-        moved.cli("stop", check=False)
+        moved.stop()
 
 
 def test_a_dead_servers_port_taken_by_another_program_is_not_taken_for_ours(settings: Path, server: Server) -> None:
