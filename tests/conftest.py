@@ -5,10 +5,18 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# pytest rewrites the asserts of each test module it imports: some 3 s of CPU for the whole suite, in
+# every xdist worker. It keeps the result in tests/__pycache__, unless PYTHONDONTWRITEBYTECODE is set (as
+# on this machine and its CI); then every run, and every worker, does it again. The suite keeps it
+# either way, as it keeps the package's bytecode (pytest_configure below): a second run collects in a
+# third of the time. The processes the tests start still inherit the variable.
+sys.dont_write_bytecode = False
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -17,8 +25,6 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     asked = os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or PINNED
     if asked == "latest":
-        import sys
-
         sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
         try:
             import claude_client
@@ -119,3 +125,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in _OPT_IN_MARKERS:
             if item.get_closest_marker(name) and name not in asked:
                 item.add_marker(pytest.mark.skip(reason=f"{name} tier: run with -m {name}"))
+
+
+# Files whose tests spend most of their time waiting (on a server, a gateway, a timeout) rather than
+# computing: a fifth to a third of the CPU of a test of the same length elsewhere (measured per file
+# with getrusage over a whole run). On two cores with four workers the run is shortest when these are
+# spread over its first two thirds, the longest first: each worker then has CPU work beside a wait,
+# and the run does not end on a few long waits with the cores idle. Only speed depends on this list.
+# Longest tests first (seconds per test in a -n 4 run, in brackets).
+_MOSTLY_WAITING = (
+    "test_server_conns.py",  # (6)
+    "test_server_recovery.py",  # (3)
+    "test_approvals_fleet.py", "test_board_browser.py", "test_persist_hooks.py",  # (2-3)
+    "test_command_center_fleet.py", "test_fuzz.py", "test_memory_vectors.py", "test_openclaw.py",
+    "test_board_fleet.py", "test_server_wiring.py", "test_forward_delivery.py", "test_front_door.py",
+    "test_approvals.py", "test_server.py", "test_continuity_hooks.py", "test_drain_takeover.py",
+    "test_guards_fail_closed.py", "test_newcomer_cli.py", "test_plugin.py",  # (0.5-1.5)
+)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after -m and -k deselected
+def pytest_collection_modifyitems_spread(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place: the mostly-waiting ones, longest first, evenly over the first two
+    thirds; the others in their order."""
+    rank = {name: i for i, name in enumerate(_MOSTLY_WAITING)}
+    waiting = sorted((it for it in items if it.path.name in rank), key=lambda it: rank[it.path.name])
+    rest = [it for it in items if it.path.name not in rank]
+    if not waiting or not rest:
+        return
+    keyed = [(i / len(waiting) * 2 / 3, 0, it) for i, it in enumerate(waiting)]
+    keyed += [(j / len(rest), 1, it) for j, it in enumerate(rest)]
+    items[:] = [it for _, _, it in sorted(keyed, key=lambda k: (k[0], k[1]))]
