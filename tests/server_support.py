@@ -45,6 +45,19 @@ class Server:
             raise AssertionError(f"agent-hook server {' '.join(args)}: {proc.returncode} {proc.stderr}")
         return proc
 
+    def _store_and_config(self) -> tuple[Any, dict[str, Any]]:
+        """This server's paths and configuration, read as the commands read them."""
+        from agent_hooks import config as config_mod
+        from agent_hooks.paths import Paths
+
+        paths = Paths(self.env)
+        try:
+            return paths, config_mod.load(paths, self.env)
+        except config_mod.ConfigError:  # a test that broke its config.toml: the port it started with
+            config = config_mod.defaults()
+            config["serve"]["port"] = self.port
+            return paths, config
+
     def start(self) -> dict[str, Any]:
         """Start the server (as `agent-hook server start`); its /health."""
         from agent_hooks import config as config_mod
@@ -57,20 +70,15 @@ class Server:
 
     def stop(self) -> None:
         """Stop the server (as `agent-hook server stop`); nothing when none runs."""
-        from agent_hooks import config as config_mod
-        from agent_hooks.paths import Paths
         from agent_hooks.server import process
 
-        paths = Paths(self.env)
-        try:
-            config = config_mod.load(paths, self.env)
-        except config_mod.ConfigError:  # a test that broke its config.toml: stop on the port it started with
-            config = config_mod.defaults()
-            config["serve"]["port"] = self.port
-        process.stop(paths, config)
+        process.stop(*self._store_and_config())
 
     def status(self) -> dict[str, Any]:
-        return json.loads(self.cli("status", "--json").stdout)
+        """What `agent-hook server status --json` prints (the same function, through JSON)."""
+        from agent_hooks.server import process
+
+        return json.loads(json.dumps(process.status(*self._store_and_config())))  # type: ignore[no-any-return]
 
     def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None,
              timeout: float = 30, event: str | None = None) -> tuple[int, dict[str, str], bytes]:

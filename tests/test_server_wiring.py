@@ -7,6 +7,7 @@ import copy
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import agent_hooks
+from agent_hooks.server import local
 from agent_hooks.server.local import SESSION_ENV, header_for
 from helpers import agent_hook, error_log, fixture_payload
 from server_support import Server, free_port
@@ -161,23 +163,33 @@ def test_session_start_starts_the_server_once_and_after_a_kill(settings: Path, s
     assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
 
 
-def test_a_stale_server_is_replaced_at_the_next_session_start(settings: Path, server: Server) -> None:
+def test_a_stale_server_is_replaced_at_the_next_session_start(settings: Path, server: Server, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # The "installed package" is a copy of it that every process here imports (PYTHONPATH): the
+    # upgrade below changes the copy, never the checkout other tests' servers are running from.
+    site = tmp_path / "site"
+    shutil.copytree(Path(agent_hooks.__file__).parent, site / "agent_hooks")  # with its bytecode, fresh
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    server.env["PYTHONPATH"] = str(site)
+
+    def status() -> dict[str, Any]:  # as that package's `server status` says it
+        return json.loads(server.cli("status", "--json").stdout)  # type: ignore[no-any-return]
+
     agent_hook("settings", "install", "--transport", "http")
     server.cli("start")
-    old = server.status()
+    old = status()
+    assert old["build"] == old["installed_build"]
     # An upgrade: the installed package's files change (here: one file's mtime), so its build id does.
-    marker = Path(agent_hooks.__file__).parent / "server" / "__init__.py"
+    marker = site / "agent_hooks" / "server" / "__init__.py"
     st = marker.stat()
-    try:
-        os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        stale = server.status()
-        assert stale["stale"] and stale["pid"] == old["pid"]
-        assert any(line.startswith("!") and "older than the installed" in line for line in doctor_lines())
-        session_start(settings, "s-upgrade")
-        new = server.status()
-        assert new["up"] and not new["stale"] and new["pid"] != old["pid"] and new["build"] != old["build"]
-    finally:
-        os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    stale = status()
+    assert stale["stale"] and stale["pid"] == old["pid"]
+    assert local.build_id() == old["build"]  # the checkout itself, and every other test's server, unchanged
+    assert any(line.startswith("!") and "older than the installed" in line for line in doctor_lines())
+    session_start(settings, "s-upgrade")
+    new = status()
+    assert new["up"] and not new["stale"] and new["pid"] != old["pid"] and new["build"] != old["build"]
     # A clean replacement is no gap.
     assert not [e for e in error_log(server.home) if e["kind"] == "server"]
 
