@@ -1021,8 +1021,12 @@ def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -
 def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gateway: Gateway) -> None:
     """A gateway that stops answering (its loop frozen) after the hello: a closing handshake would wait
     out close_timeout (2 s); the server's stop ends the connection at once instead."""
+    import threading
+
+    thawed = threading.Event()
+
     async def freeze(ws: Any) -> None:
-        time.sleep(6)  # holds the test gateway's loop: nothing it gets is answered
+        thawed.wait(10)  # holds the test gateway's loop (nothing it gets is answered) until the stop is timed
     gateway.on_connect = freeze
     c = Center(tmp_path / "home", env=center_env(gateway)).start()
     try:
@@ -1032,6 +1036,7 @@ def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gate
         t0 = time.monotonic()
         c.stop()
         took = time.monotonic() - t0
+        thawed.set()  # the gateway's loop goes on: its teardown need not wait out the freeze
     assert took < 1.9, f"server stop took {took:.2f} s with a hung gateway"  # about 0.4 s; 2.4 s when it waited
 
 
