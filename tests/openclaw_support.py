@@ -51,7 +51,7 @@ class Gateway:
         self.clients: set[ServerConnection] = set()
         self.handlers: dict[str, Callable[[dict[str, Any]], tuple[bool, Any]]] = {
             "sessions.subscribe": lambda p: (True, {"subscribed": True}),
-            "exec.approval.resolve": lambda p: (True, {"ok": True}),
+            "exec.approval.resolve": self._resolve,
             "exec.approval.list": lambda p: (True, list(self.pending)),
             "chat.abort": lambda p: (True, {"ok": True, "aborted": True, "runIds": [p.get("runId")]}),
         }
@@ -155,11 +155,39 @@ class Gateway:
         finally:
             self.clients.discard(ws)
 
+    def _resolve(self, params: dict[str, Any]) -> tuple[bool, Any]:
+        self._settle(params.get("id"))
+        return True, {"ok": True}
+
+    def _settle(self, gid: Any) -> None:
+        self.pending = [p for p in self.pending if p.get("id") != gid]
+
+    def _track(self, frame: dict[str, Any] | str) -> None:
+        """Keep ``pending`` as the real gateway does: a request it announces is listed until it is answered."""
+        if isinstance(frame, str):
+            if "exec.approval." not in frame:  # most raw frames are the malformed or huge ones tests send
+                return
+            try:
+                frame = json.loads(frame)
+            except (ValueError, RecursionError):
+                return
+        if not isinstance(frame, dict) or frame.get("type") != "event":
+            return
+        payload = frame.get("payload") if isinstance(frame.get("payload"), dict) else {}
+        if frame.get("event") == "exec.approval.requested":
+            self._settle(payload.get("id"))
+            self.pending.append(payload)
+        elif frame.get("event") == "exec.approval.resolved":
+            self._settle(payload.get("id"))
+
     # -- pushing frames -------------------------------------------------------------------------
 
     def send(self, frame: dict[str, Any] | str) -> None:
-        """One frame (a dict is sent as JSON with a rising broadcast seq) to every connected operator."""
+        """One frame (a dict is sent as JSON with a rising broadcast seq) to every connected operator.
+        As the real gateway, it lists a request it announces (exec.approval.list) until it is answered:
+        an operator that connected a moment before hears the request, then the answer to its list call."""
         async def push() -> None:
+            self._track(frame)
             if isinstance(frame, dict):
                 self.seq += 1
                 text = json.dumps({**frame, "seq": self.seq})
