@@ -13,12 +13,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers import fixture_payload
-from server_support import Server, server, start_server  # noqa: F401 - fixture
+from server_support import Server, start_server
+
+# serve.request_timeout_s for the tests that wait it out: the least the setting takes (the default is 5 s),
+# so that what must be closed is closed in about a second; every wait below is a multiple of it.
+TIMEOUT_S = 1.0
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
@@ -34,6 +39,16 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return False
 
 
+@pytest.fixture
+def server(hooks_home: Path) -> Iterator[Server]:
+    """A server on this test's store whose request timer is TIMEOUT_S."""
+    srv = start_server(hooks_home, {"AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": f"{TIMEOUT_S:g}"})
+    try:
+        yield srv
+    finally:
+        srv.cli("stop", check=False)
+
+
 def pre_tool_use(n: int) -> dict[str, object]:
     return dict(fixture_payload("PreToolUse-Bash.json"), session_id="conn-owner", tool_use_id=f"toolu_c{n}",
                 tool_input={"command": f"echo {n}", "description": "n"})
@@ -43,8 +58,9 @@ def test_silent_and_half_sent_connections_are_closed_while_hook_calls_answer(ser
     silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(300)]
     half = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     half.sendall(b"POST /hooks/PreToolUse HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-")
-    # A kept-alive connection that trickles the next request's headers, a byte a second:
-    # every byte would reset uvicorn's own keep-alive timer.
+    # A kept-alive connection that trickles the next request's headers, a byte every TIMEOUT_S / 5: every
+    # byte would reset uvicorn's own keep-alive timer (or a timer that bytes reset). Its 39 bytes take longer
+    # than the deadline below, so only a timer that waits for a whole request closes it within it.
     trickle = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     trickle.request("GET", "/health")
     assert trickle.getresponse().read()
@@ -53,7 +69,7 @@ def test_silent_and_half_sent_connections_are_closed_while_hook_calls_answer(ser
     assert server.answer(pre_tool_use(1)) is None
     left = silent + [half, trickle.sock]
     sent = 0
-    while left and time.monotonic() - began < 30:
+    while left and time.monotonic() - began < 6 * TIMEOUT_S:  # closed after about TIMEOUT_S: a 6x margin
         if sent < 40 and trickle.sock in left:
             try:
                 trickle.sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"[sent:sent + 1])
@@ -61,7 +77,7 @@ def test_silent_and_half_sent_connections_are_closed_while_hook_calls_answer(ser
             except OSError:
                 pass
         left = [s for s in left if not closed_by_peer(s)]
-        time.sleep(1)
+        time.sleep(TIMEOUT_S / 5)
     closed_after = time.monotonic() - began
     assert not left, f"{len(left)} of {len(silent) + 2} connections still open after {closed_after:.0f} s"
     assert server.answer(pre_tool_use(2)) is None
@@ -81,12 +97,14 @@ def test_a_kept_alive_connection_serves_calls_until_idle_then_a_new_one_does(ser
     conn.request("POST", "/hooks/PreToolUse", body, headers)
     assert conn.getresponse().read() == b""
     first = conn.sock
-    time.sleep(1)
+    time.sleep(TIMEOUT_S / 5)  # a moment, well within the timeout
     conn.request("POST", "/hooks/PreToolUse", body, headers)
     assert conn.getresponse().read() == b"" and conn.sock is first  # the same connection
-    deadline = time.monotonic() + 15
+    # Closed after about TIMEOUT_S by the request timer; uvicorn's own keep-alive timer (TIMEOUT_S + 2,
+    # server/worker.py) would only close it after this deadline.
+    deadline = time.monotonic() + 2.5 * TIMEOUT_S
     while not closed_by_peer(first) and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert closed_by_peer(first), "an idle kept-alive connection was never closed"
     conn.close()
     assert server.answer(pre_tool_use(4)) is None  # a new connection is served as ever
@@ -136,12 +154,12 @@ def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Pa
     server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__CONNECTIONS_PER_UID": "20",
                                        # long enough that no connection is closed for silence during the test
                                        "AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": "60"})
-    holder = subprocess.Popen([*prefix, sys.executable, "-I", "-c", HOLDER, str(server.port), "6"],
+    holder = subprocess.Popen([*prefix, sys.executable, "-I", "-c", HOLDER, str(server.port), "1.5"],
                               stdout=subprocess.PIPE, text=True, cwd="/")
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "started"
-        time.sleep(1)
+        time.sleep(0.5)  # it is at the cap (20 connections) long before
         # The owner's calls, all while the other uid opens connections as fast as it can.
         answered = 0
         while holder.poll() is None and answered < 200:
@@ -165,11 +183,11 @@ def test_an_upgraded_websocket_is_not_timed(hooks_home: Path) -> None:
 
     import websockets
 
-    server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": "1"})
+    server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__REQUEST_TIMEOUT_S": f"{TIMEOUT_S:g}"})
 
     async def hold() -> bool:
         async with websockets.connect(f"ws://127.0.0.1:{server.port}/api/live") as ws:
-            end = time.monotonic() + 4
+            end = time.monotonic() + 2.5 * TIMEOUT_S  # a timed socket would be closed after TIMEOUT_S
             while time.monotonic() < end:
                 try:
                     await asyncio.wait_for(ws.recv(), 0.5)
