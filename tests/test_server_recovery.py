@@ -80,8 +80,22 @@ def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.1)
+        time.sleep(0.05)
     return predicate()
+
+
+def _writable(server: Server) -> bool:
+    """Whether the server says its store can be written: its GET /status, which `agent-hook server status`
+    shows; read directly, as it is polled (a process per look would cost more than the retry it waits for)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/status")
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200, (resp.status, body)
+        return bool(json.loads(body)["store_state"]["writable"])
+    finally:
+        conn.close()
 
 
 def _spooled_lines(home: Path) -> int:
@@ -109,11 +123,13 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
     state = server.status()["store_state"]
     assert state["writable"] is False and "readonly" in state["problem"] and state["spooled"] == 4, state
     assert "store NOT writable" in server.cli("status").stdout
-    time.sleep(3)  # what was a traceback a second from the board's thread
+    # Longer than the board's checkpoint and the store's retry (1 s each, which ran all along since the start):
+    # what was a traceback a second from the board's thread, or a line per retry, would be in the log by now.
+    time.sleep(1.5)
     assert store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
     (home / "store.db").chmod(0o600)
-    assert _wait(lambda: server.status()["store_state"]["writable"]), _log(home)
+    assert _wait(lambda: _writable(server)), _log(home)
     for i in range(2):
         status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_rw_{i}"))
         assert status == 200 and "x-agent-hooks-problem" not in headers, headers
@@ -181,7 +197,7 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
         (hooks_home / "store.db").chmod(0o600)
-        assert _wait(lambda: server.status()["store_state"]["writable"]), _log(hooks_home)
+        assert _wait(lambda: _writable(server)), _log(hooks_home)
         assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_replaced_0", "toolu_replaced_1", "toolu_replaced_2", "toolu_after"}, recorded
@@ -208,7 +224,7 @@ def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_h
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert "unable to open" in server.status()["store_state"]["problem"]
         store.chmod(0o600)
-        assert _wait(lambda: server.status()["store_state"]["writable"]), _log(hooks_home)
+        assert _wait(lambda: _writable(server)), _log(hooks_home)
         assert server.answer(dict(pre, tool_use_id="toolu_opened")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_unopened_0", "toolu_unopened_1", "toolu_opened"}, recorded
