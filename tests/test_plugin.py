@@ -19,6 +19,7 @@ import pytest
 
 from agent_hooks import __version__
 from agent_hooks import config as config_mod
+from agent_hooks.server import worker
 from agent_hooks.wiring import plugin
 from agent_hooks.wiring.entries import our_groups
 from agent_hooks.wiring.table import HOOKS
@@ -303,7 +304,9 @@ def test_a_server_stops_when_its_installation_is_removed(tmp_path: Path) -> None
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
                 time.sleep(0.1)
-        time.sleep(3)
+        # The worker's watch started before it listened, and looks every INSTALL_WATCH_S (2 s): it has looked
+        # at least once by now, and found the installation there.
+        time.sleep(worker.INSTALL_WATCH_S + 0.5)
         assert proc.poll() is None, "it serves while its installation is there"
         shutil.rmtree(pkg)
         assert proc.wait(timeout=20) == 0
