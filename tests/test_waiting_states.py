@@ -68,13 +68,11 @@ def test_notification_alone_needs_input_and_a_prompt_clears_it(hooks_home: Path)
 def test_a_session_needing_input_is_never_stalled(hooks_home: Path):
     _start("W3")
     run_hook(fixture("permission_request_bash.json", "W3"))
-    time.sleep(1.2)
+    _start("W4")  # a working session, silent as long: its stall shows the threshold is really in force
+    time.sleep(1.2)  # one silence for both, longer than the threshold (1 s, the least it takes)
     env = {"AGENT_HOOKS__HEARTBEAT__STALLED_AFTER_S": "1"}
     s = status_of("W3", env)
     assert s["state"] == "needs_input" and s["stalled_for_s"] is None
-    # The same silence on a working session is a stall (the threshold is really in force).
-    _start("W4")
-    time.sleep(1.2)
     assert status_of("W4", env)["state"] == "stalled"
 
 
