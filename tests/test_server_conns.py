@@ -46,7 +46,7 @@ def server(hooks_home: Path) -> Iterator[Server]:
     try:
         yield srv
     finally:
-        srv.cli("stop", check=False)
+        srv.stop()
 
 
 def pre_tool_use(n: int) -> dict[str, object]:
@@ -174,7 +174,7 @@ def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Pa
     finally:
         holder.kill()
         holder.wait()
-        server.cli("stop", check=False)
+        server.stop()
 
 
 def test_an_upgraded_websocket_is_not_timed(hooks_home: Path) -> None:
@@ -200,4 +200,4 @@ def test_an_upgraded_websocket_is_not_timed(hooks_home: Path) -> None:
         # Counted out of the caller's connections at the upgrade, and never timed out.
         assert server.status()["requests"].get("connections_timed_out", 0) == 0
     finally:
-        server.cli("stop", check=False)
+        server.stop()
