@@ -51,8 +51,8 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
     store = hooks_home / "store.db"
     server = Server(hooks_home, free_port())
     if request.param == "served-before":
-        server.cli("start")
-        server.cli("stop")
+        server.start()
+        server.stop()
     else:
         assert not (hooks_home / "store.db-wal").exists()  # init leaves no sidecars: the server makes them
     store.chmod(0o444)
@@ -60,7 +60,7 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
         _start(server, prefix)
         yield server
     finally:
-        server.cli("stop", check=False)
+        server.stop()
 
 
 def _start(server: Server, prefix: list[str]) -> None:
@@ -205,7 +205,7 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
         assert "Traceback" not in log and log.count("store not writable") == 1, log
         assert "replayed 3" in log, log
     finally:
-        server.cli("stop", check=False)
+        server.stop()
 
 
 def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_home: Path, tmp_path: Path) -> None:
@@ -232,7 +232,7 @@ def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_h
         assert "Traceback" not in log and log.count("store not writable") == 1 and "replayed 2" in log, log
     finally:
         store.chmod(0o600)
-        server.cli("stop", check=False)
+        server.stop()
 
 
 def test_what_counts_as_a_store_that_cannot_be_written(tmp_path: Path) -> None:
