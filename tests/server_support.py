@@ -65,7 +65,12 @@ class Server:
         from agent_hooks.server import process
 
         paths = Paths(self.env)
-        doc, _done = process.start(paths, config_mod.load(paths, self.env), self.env)
+        config = config_mod.load(paths, self.env)
+        try:
+            doc, _done = process.start(paths, config, self.env)
+        except process.ServerError:
+            process.stop(paths, config)  # one that came up too late must not outlive the test
+            raise
         return doc
 
     def stop(self) -> None:
