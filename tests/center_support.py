@@ -94,44 +94,18 @@ def hook_env(home: Path, **extra: str) -> dict[str, str]:
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-_browser: list[Any] = []  # (Playwright, Browser): one Chromium per test process, started at first use
-
-
-def _close_browser() -> None:
-    if _browser:
-        playwright, browser = _browser.pop()
-        try:
-            browser.close()
-        finally:
-            playwright.stop()
-
-
-atexit.register(_close_browser)
-
-
 @contextmanager
 def chromium_page(sync_api: Any, width: int, height: int) -> Iterator[Any]:
     """A page of Debian's headless Chromium, driven by Playwright (``playwright.sync_api``; no
-    browser download), in a context of its own (no cookie, storage or permission carries over). A
-    missing Chromium fails the test: `.ci/run` installs it. The browser is started once per test
-    process (a launch is about a second of CPU) and closed when the process exits; one that died is
-    started again."""
+    browser download). A missing Chromium fails the test: `.ci/run` installs it."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
-    if _browser and not _browser[0][1].is_connected():
-        _close_browser()
-    if not _browser:
-        playwright = sync_api.sync_playwright().start()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            _browser.append((playwright, playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])))
-        except BaseException:
-            playwright.stop()
-            raise
-    context = _browser[0][1].new_context(viewport={"width": width, "height": height})
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()
 
 
 @contextmanager
