@@ -18,6 +18,11 @@ import pytest
 # third of the time. The processes the tests start still inherit the variable.
 sys.dont_write_bytecode = False
 
+# The embedding model's matrix products (numpy's OpenBLAS) start a thread per core, which then spin: with
+# four workers on two cores they only contend (the memory tests took a fifth more CPU). One thread each,
+# here and in every process the tests start. A value the caller set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def pytest_report_header(config: pytest.Config) -> str:
     """Which Claude Code the e2e tier drives, at the top of every run's log."""

@@ -512,12 +512,12 @@ def test_answers_take_the_same_authorization_as_cancel(server: Any) -> None:
 
 def test_doctor_warns_when_an_installed_timeout_is_shorter_than_a_gate(hooks_home: Path) -> None:
     agent_hook("settings", "install")
-    assert "approval gate" not in agent_hook("doctor", check=False).stdout
+    assert "approval gate" not in agent_hook("doctor", "--no-run", check=False).stdout
     _gate_env(hooks_home, '[[approvals.gates]]\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 100\n')
-    out = agent_hook("doctor", check=False).stdout
+    out = agent_hook("doctor", "--no-run", check=False).stdout
     assert "PreToolUse: timeout 10 s is below the 130 s that the longest approval gate's timeout_s needs" in out
     agent_hook("settings", "install")
-    assert "is below the" not in agent_hook("doctor", check=False).stdout
+    assert "is below the" not in agent_hook("doctor", "--no-run", check=False).stdout
 
 
 def test_http_gate_is_held_by_the_server(server: Any, hooks_home: Path) -> None:
