@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,11 @@ from test_cost import assistant, expected_usd, payload, post_tool, tpath, write
 # store (conftest.migrated_store), as every hook after a host's first finds it.
 pytestmark = pytest.mark.usefixtures("migrated_store")
 
+# Spent now: a daily budget counts the spend of the day each message was written (a fixed date
+# would be another day once the calendar moves on).
+NOW = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
 # About $0.0285 at claude-sonnet-4-5's data-set prices (computed by expected_usd, never assumed).
-LINES = [assistant("m1", "r1", input_tokens=1000, output_tokens=1000, cache_read_input_tokens=20000)]
+LINES = [assistant("m1", "r1", input_tokens=1000, output_tokens=1000, cache_read_input_tokens=20000, at=NOW)]
 
 
 def pre_tool(sid: str, home: Path, command: str = "ls", env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -84,7 +88,7 @@ def test_config_budgets_session_and_host_daily(hooks_home: Path):
     agents = json.dumps({"alice": {"daily_usd": cost / 2}})
     alice = {"AGENT_HOOKS_AGENT": "alice", "AGENT_HOOKS__BUDGETS__AGENTS": agents}
     spend("S5", hooks_home, alice)
-    write(tpath("S5"), [assistant("m9", "r9", input_tokens=1000, output_tokens=1000)], mode="a")
+    write(tpath("S5"), [assistant("m9", "r9", input_tokens=1000, output_tokens=1000, at=NOW)], mode="a")
     post_tool("S5", hooks_home, alice)
     assert "alice's daily budget" in pre_tool("S5", hooks_home, "ls", alice)["permissionDecisionReason"]
     bob = {"AGENT_HOOKS_AGENT": "bob", "AGENT_HOOKS__BUDGETS__AGENTS": agents}
