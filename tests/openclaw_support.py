@@ -211,17 +211,20 @@ class Gateway:
                         return
         self._run(push(), timeout=120.0)
 
-    def requests_for(self, method: str) -> list[dict[str, Any]]:
-        return [r for r in list(self.requests) if r.get("method") == method]
+    def requests_for(self, method: str, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The requests for ``method`` received so far; with ``where``, only those whose params hold those
+        items (a gateway shared by several tests: one test's own request, by its approval id or session)."""
+        return [r for r in list(self.requests) if r.get("method") == method
+                and all((r.get("params") or {}).get(k) == v for k, v in (where or {}).items())]
 
-    def wait_request(self, method: str, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_request(self, method: str, timeout: float = 10.0, where: dict[str, Any] | None = None) -> dict[str, Any]:
         end = time.time() + timeout
         while time.time() < end:
-            got = self.requests_for(method)
+            got = self.requests_for(method, where)
             if got:
                 return got[-1]
             time.sleep(0.05)
-        raise AssertionError(f"the test gateway got no {method}: {self.requests}")
+        raise AssertionError(f"the test gateway got no {method} with {where or {}}: {self.requests}")
 
 
 # -- frames shaped as the real gateway sends them (tests/fixtures/openclaw/README.md says where from) --------

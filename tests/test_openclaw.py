@@ -11,6 +11,7 @@ holds the hook routes, and a reconnect adds no card twice.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -81,11 +82,72 @@ def page(center: Center, cid: str) -> dict[str, Any]:
     return r.json()  # type: ignore[no-any-return]
 
 
-def run_turn(gw: Gateway, run: str = "run-1") -> None:
-    gw.send(lifecycle(run, 1, "start", startedAt=1))
-    gw.send(lifecycle(run, 2, "model", provider="fake", model="claude-sonnet-4-5"))
-    gw.send(tool(run, 3, "call-1", "exec", {"command": "ls -la /tmp && API_TOKEN=hunter2 make"}))
-    gw.send(tool(run, 4, "call-1", "exec", {}, phase="result"))
+def run_turn(gw: Gateway, run: str = "run-1", key: str = "agent:main:main") -> None:
+    gw.send(lifecycle(run, 1, "start", key=key, startedAt=1))
+    gw.send(lifecycle(run, 2, "model", key=key, provider="fake", model="claude-sonnet-4-5"))
+    gw.send(tool(run, 3, "call-1", "exec", {"command": "ls -la /tmp && API_TOKEN=hunter2 make"}, key=key))
+    gw.send(tool(run, 4, "call-1", "exec", {}, phase="result", key=key))
+
+
+# -- one server and gateway shared by the tests that only push frames and read the API -------------------------
+#
+# A server costs about a quarter second of CPU to start: the tests that neither disturb the connection nor
+# configure the server differently share one per module (per xdist worker). Each gets its own session key
+# and run ids (the store's idempotency keys name the run: a run id heard again is a replay, dropped), and
+# matches its own approvals and requests; counters are read as deltas. Tests about the connection's life
+# (refusals, restarts, reconnects, stops, config errors) keep a fresh server and gateway of their own.
+
+class Shared:
+    """One test's part of the module's shared server and gateway: its own session key (so its own card) and
+    run ids. ``before`` is the gateway's status when the test began."""
+
+    def __init__(self, center: Center, gateway: Gateway, tag: str) -> None:
+        self.center, self.gateway, self.tag = center, gateway, tag
+        self.key = f"agent:main:{tag}"
+        self.cid = card_of(center, self.key)
+        self.before = oc_status(center)
+
+    def run(self, name: str = "run-1") -> str:
+        """A run id no other test on the shared server uses."""
+        return f"{self.tag}-{name}"
+
+
+_tags = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def shared_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Center, Gateway, dict[str, Any]]]:
+    gw = Gateway().start()
+    handlers = dict(gw.handlers)
+    try:
+        c = Center(tmp_path_factory.mktemp("openclaw-shared") / "home", env=center_env(gw)).start()
+        try:
+            gw.wait_clients()
+            wait_status(c, "connected")
+            yield c, gw, handlers
+        finally:
+            c.stop()
+    finally:
+        gw.close()
+
+
+@pytest.fixture
+def shared(shared_pair: tuple[Center, Gateway, dict[str, Any]]) -> Iterator[Shared]:
+    """The shared server and gateway, checked connected before the test and after it (a test that drops
+    the connection needs its own); a gateway handler a test replaced is put back."""
+    c, gw, handlers = shared_pair
+    st = wait_status(c, "connected")
+    gw.wait_clients()
+    assert len(gw.clients) == 1, "the shared gateway must have the shared server as its one operator"
+    s = Shared(c, gw, f"t{next(_tags)}")
+    try:
+        yield s
+    finally:
+        gw.handlers.clear()
+        gw.handlers.update(handlers)
+    after = oc_status(c)
+    assert after["state"] == "connected" and after["connects"] == st["connects"], (
+        f"a test on the shared server dropped its connection to the gateway (give it its own): {after}")
 
 
 # -- settings (no server) ---------------------------------------------------------------------------------
@@ -229,7 +291,9 @@ def test_a_tool_call_is_shown_clipped_with_secrets_masked() -> None:
 
 # -- a run on the board ------------------------------------------------------------------------------------
 
-def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(center: Center, gateway: Gateway) -> None:
+def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(shared: Shared) -> None:
+    center, gateway, key = shared.center, shared.gateway, shared.key
+    cards_before = len([c for c in center.board_cards().values() if c["agent_type"] == "openclaw"])
     hello = gateway.connects[-1]
     assert hello["role"] == "operator" and hello["minProtocol"] == 4 and hello["maxProtocol"] == 4
     assert hello["scopes"] == ["operator.read", "operator.write", "operator.approvals", "operator.admin"]
@@ -237,26 +301,27 @@ def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(center: Ce
     assert hello["caps"] == ["tool-events", "exec-approvals"]
     assert hello["client"]["id"] == "gateway-client" and hello["client"]["mode"] == "backend"
     gateway.wait_request("sessions.subscribe")
-    cid = card_of(center)
-    run_turn(gateway)
+    cid = card_of(center, key)
+    run_turn(gateway, shared.run("run-1"), key)
     card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1, what="the run's card")
     assert card["agent_type"] == "openclaw" and card["state"] == "running" and card["host"] == "host-a"
-    assert card["agent"] == "main" and card["label"] == "agent:main:main"
+    assert card["agent"] == "main" and card["label"] == key
     assert card["current_tool"] == "exec" and "ls -la /tmp" in card["current_command"]
     assert "hunter2" not in json.dumps(card)
-    gateway.send(lifecycle("run-1", 5, "end", stopReason="stop", aborted=False))
+    gateway.send(lifecycle(shared.run("run-1"), 5, "end", key=key, stopReason="stop", aborted=False))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="completed")
     events = [e["event"] for e in reversed(page(center, cid)["events"])]
     assert events == ["start", "tool_use", "completed"]
     tool_event = [e for e in page(center, cid)["events"] if e["event"] == "tool_use"][0]
     assert tool_event["metadata"].startswith("exec: ls -la /tmp") and tool_event["source"] == "openclaw"
     # The session's next run: the same card, back to running.
-    gateway.send(lifecycle("run-2", 1, "start"))
+    gateway.send(lifecycle(shared.run("run-2"), 1, "start", key=key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running", what="running again")
-    gateway.send(lifecycle("run-2", 2, "error", error="model overloaded"))
+    gateway.send(lifecycle(shared.run("run-2"), 2, "error", key=key, error="model overloaded"))
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="failed")
     assert card["waiting_on"] == "error" and "model overloaded" in card["waiting_detail"]
-    assert len([c for c in center.board_cards().values() if c["agent_type"] == "openclaw"]) == 1
+    # One card for the session's two runs (the server may hold other tests' cards: counted before).
+    assert len([c for c in center.board_cards().values() if c["agent_type"] == "openclaw"]) == cards_before + 1
 
 
 def test_a_reconnect_hears_the_run_again_without_a_second_card_or_event(center: Center, gateway: Gateway) -> None:
@@ -343,16 +408,17 @@ def test_backoff_grows_again_after_a_long_connection_ends(tmp_path: Path, gatewa
         c.stop()
 
 
-def test_a_run_heard_in_the_middle_still_moves_its_card(center: Center, gateway: Gateway) -> None:
-    cid = card_of(center)
+def test_a_run_heard_in_the_middle_still_moves_its_card(shared: Shared) -> None:
+    center, gateway, key = shared.center, shared.gateway, shared.key
+    cid = card_of(center, key)
     # Connected after the run started: its first frame is a tool call.
-    gateway.send(tool("run-mid", 7, "call-m", "read", {"path": "/etc/hosts"}))
+    gateway.send(tool(shared.run("run-mid"), 7, "call-m", "read", {"path": "/etc/hosts"}, key=key))
     card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1)
     assert card["state"] == "running"
-    gateway.send(lifecycle("run-mid", 9, "end", stopReason="stop", aborted=False))
+    gateway.send(lifecycle(shared.run("run-mid"), 9, "end", key=key, stopReason="stop", aborted=False))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
     # The next run is heard only by its end (a short run during a reconnect): it still counts.
-    gateway.send(lifecycle("run-short", 3, "end", stopReason="stop", aborted=False))
+    gateway.send(lifecycle(shared.run("run-short"), 3, "end", key=key, stopReason="stop", aborted=False))
     end = time.time() + 10
     while [e for e, _ in events_of(center, cid)].count("completed") < 2 and time.time() < end:
         time.sleep(0.05)
@@ -383,7 +449,8 @@ def test_without_approvals_none_are_listed_and_no_admin_scope_is_asked(tmp_path:
         gw.close()
 
 
-def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway) -> None:
+def test_status_and_doctor_show_the_connection(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway
     st = center.status()["openclaw"]
     assert st["state"] == "connected" and st["url"] == gateway.url and st["last_error"] is None
     text = center.cli("status").stdout
@@ -393,16 +460,18 @@ def test_status_and_doctor_show_the_connection(center: Center, gateway: Gateway)
     assert f"OpenClaw gateway {gateway.url}: connected" in doctor.stdout, doctor.stdout
 
 
-def test_doctor_warns_when_the_gateway_s_events_were_lost(center: Center, gateway: Gateway) -> None:
+def test_doctor_warns_when_the_gateway_s_events_were_lost(shared: Shared) -> None:
     """Connected, but frames that could not be read: doctor says so instead of a plain OK."""
+    center, gateway = shared.center, shared.gateway
+    malformed = shared.before["malformed"]  # the shared server's count before this test's frame
     gateway.send("not json")
-    gateway.send(lifecycle("run-ok", 1, "start"))
-    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
-    assert oc_status(center)["malformed"] == 1
+    gateway.send(lifecycle(shared.run("run-ok"), 1, "start", key=shared.key))
+    center.wait_card(lambda c: c["id"] == shared.cid and c["state"] == "running")
+    assert oc_status(center)["malformed"] == malformed + 1
     doctor = subprocess.run([str(BIN / "agent-hook"), "doctor"], capture_output=True, text=True,
                             env=center.env, timeout=60)
     line = [ln for ln in doctor.stdout.splitlines() if "OpenClaw gateway" in ln]
-    assert line and "1 frame(s) could not be read" in line[0], doctor.stdout
+    assert line and f"{malformed + 1} frame(s) could not be read" in line[0], doctor.stdout
 
 
 def test_a_wrong_token_is_shown_as_the_gateway_s_refusal(tmp_path: Path, gateway: Gateway) -> None:
@@ -479,69 +548,74 @@ def pending(center: Center) -> list[dict[str, Any]]:
     return center.http.get("/api/approvals").json()["approvals"]  # type: ignore[no-any-return]
 
 
-def wait_pending(center: Center, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+def wait_pending(center: Center, n: int, timeout: float = 10.0, card: str | None = None) -> list[dict[str, Any]]:
+    """Until ``n`` OpenClaw requests are pending (``card``: counting only that card's, on a shared server)."""
     end = time.time() + timeout
     while time.time() < end:
-        got = [a for a in pending(center) if a["id"].startswith("oc-")]
+        got = [a for a in pending(center) if a["id"].startswith("oc-") and (card is None or a["card"] == card)]
         if len(got) == n:
             return got
         time.sleep(0.05)
     raise AssertionError(f"expected {n} OpenClaw request(s): {pending(center)}")
 
 
-def test_an_exec_approval_is_listed_and_answered_through_the_gateway_first_answer_wins(
-        center: Center, gateway: Gateway) -> None:
-    cid = card_of(center)
-    gateway.send(lifecycle("run-1", 1, "start"))
-    gateway.send(approval("a1b2c3d4-0000-4000-8000-000000000001", "rm -rf build"))
-    [row] = wait_pending(center, 1)
+def test_an_exec_approval_is_listed_and_answered_through_the_gateway_first_answer_wins(shared: Shared) -> None:
+    center, gateway, key = shared.center, shared.gateway, shared.key
+    gid = "a1b2c3d4-0000-4000-8000-000000000001"
+    cid = card_of(center, key)
+    gateway.send(lifecycle(shared.run("run-1"), 1, "start", key=key))
+    gateway.send(approval(gid, "rm -rf build", key=key))
+    [row] = wait_pending(center, 1, card=cid)
     assert row["tool_name"] == "exec" and row["tool_input"]["command"] == "rm -rf build"
     assert row["host"] == "host-a" and row["card"] == cid
     card = center.wait_card(lambda c: c["id"] == cid and c["waiting_on"] == "needs_input")
     assert card["state"] == "awaiting_review"
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 200, r.text
-    sent = gateway.wait_request("exec.approval.resolve")["params"]
-    assert sent == {"id": "a1b2c3d4-0000-4000-8000-000000000001", "decision": "allow-once"}
+    sent = gateway.wait_request("exec.approval.resolve", where={"id": gid})["params"]
+    assert sent == {"id": gid, "decision": "allow-once"}
     late = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
     assert late.status_code == 409 and late.json()["already"] is True
-    assert len(gateway.requests_for("exec.approval.resolve")) == 1
+    assert len(gateway.requests_for("exec.approval.resolve", where={"id": gid})) == 1
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "running" and not c["waiting_on"])
-    assert wait_pending(center, 0) == []
+    assert wait_pending(center, 0, card=cid) == []
 
 
-def test_an_approval_answered_at_the_gateway_first_is_refused_here(center: Center, gateway: Gateway) -> None:
-    gateway.send(approval("gw-answered-1", "git push"))
-    [row] = wait_pending(center, 1)
+def test_an_approval_answered_at_the_gateway_first_is_refused_here(shared: Shared) -> None:
+    center, gateway, key, cid = shared.center, shared.gateway, shared.key, shared.cid
+    gateway.send(approval("gw-answered-1", "git push", key=key))
+    [row] = wait_pending(center, 1, card=cid)
     gateway.send(resolved("gw-answered-1", "deny"))
-    wait_pending(center, 0)
+    wait_pending(center, 0, card=cid)
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 409, r.text
     assert "denied" in r.json()["error"]
-    assert not gateway.requests_for("exec.approval.resolve")
+    assert not gateway.requests_for("exec.approval.resolve", where={"id": "gw-answered-1"})
     # The gateway refuses one it no longer holds (expired there): the caller is told, the row withdrawn.
     gateway.handlers["exec.approval.resolve"] = lambda p: (False, "unknown or expired approval id")
-    gateway.send(approval("gw-expired-1", "make deploy"))
-    [row] = wait_pending(center, 1)
+    gateway.send(approval("gw-expired-1", "make deploy", key=key))
+    [row] = wait_pending(center, 1, card=cid)
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
     assert r.status_code == 409 and "unknown or expired" in r.json()["error"], r.text
-    assert gateway.wait_request("exec.approval.resolve")["params"]["decision"] == "allow-always"
+    assert gateway.wait_request("exec.approval.resolve", where={"id": "gw-expired-1"})["params"]["decision"] == \
+        "allow-always"
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     assert [a["state"] for a in history if a["id"] == row["id"]] == ["withdrawn"]
     # Refused for another reason (as the real gateway words a missing scope): nothing was answered, it stays pending.
     gateway.handlers["exec.approval.resolve"] = lambda p: (False, {
         "code": "FORBIDDEN", "message": "missing scope: operator.approvals",
         "details": {"code": "MISSING_SCOPE", "missingScope": "operator.approvals"}})
-    gateway.send(approval("gw-forbidden-1", "make"))
-    [row] = wait_pending(center, 1)
+    gateway.send(approval("gw-forbidden-1", "make", key=key))
+    [row] = wait_pending(center, 1, card=cid)
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 502 and "missing scope" in r.json()["error"], r.text
     assert [a["state"] for a in pending(center) if a["id"] == row["id"]] == ["pending"]
 
 
-def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center: Center, gateway: Gateway) -> None:
+def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(shared: Shared) -> None:
     """Ours is on its way when someone answers at the gateway: the gateway refuses ours (409 here) and the
     row says what was decided there, by whom; whether its word comes before or after its refusal."""
+    center, gateway, key, cid = shared.center, shared.gateway, shared.key, shared.cid
     for n, before in enumerate((True, False)):
         gid = f"gw-race-{n}"
         frame = json.dumps({**resolved(gid, "deny", by="operator-b"), "seq": 900 + n})
@@ -552,8 +626,8 @@ def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center:
                     asyncio.ensure_future(ws.send(frame))
             return False, "approval already resolved"
         gateway.handlers["exec.approval.resolve"] = refuse
-        gateway.send(approval(gid, "git push"))
-        [row] = wait_pending(center, 1)
+        gateway.send(approval(gid, "git push", key=key))
+        [row] = wait_pending(center, 1, card=cid)
         r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
         assert r.status_code == 409 and r.json()["already"], r.text
         if not before:
@@ -568,29 +642,32 @@ def test_an_answer_racing_one_given_at_the_gateway_records_the_gateway_s(center:
         assert mine["state"] == "denied" and "operator-b" in json.dumps(mine), (before, mine)
 
 
-def test_a_gateway_whose_clock_is_behind_still_has_its_requests_listed(center: Center, gateway: Gateway) -> None:
+def test_a_gateway_whose_clock_is_behind_still_has_its_requests_listed(shared: Shared) -> None:
     """The gateway's createdAtMs/expiresAtMs are its clock's: an hour behind ours, its 2-minute window is
     still 2 minutes from when the request was heard here."""
-    frame = approval("gw-skewed-1", "make test")
+    center, gateway = shared.center, shared.gateway
+    frame = approval("gw-skewed-1", "make test", key=shared.key)
     frame["payload"]["createdAtMs"] -= 3600_000
     frame["payload"]["expiresAtMs"] -= 3600_000
     gateway.send(frame)
-    [row] = wait_pending(center, 1)
+    [row] = wait_pending(center, 1, card=shared.cid)
     assert row["id"] == oc_map.approval_id("gw-skewed-1")
     assert 100 <= row["expires_at"] - time.time() <= 125, row
 
 
-def test_the_cli_answers_an_openclaw_request_through_the_server(center: Center, gateway: Gateway) -> None:
-    gateway.send(approval("gw-cli-1", "npm publish"))
-    [row] = wait_pending(center, 1)
+def test_the_cli_answers_an_openclaw_request_through_the_server(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway
+    gateway.send(approval("gw-cli-1", "npm publish", key=shared.key))
+    [row] = wait_pending(center, 1, card=shared.cid)
     out = subprocess.run([str(BIN / "agent-hook"), "deny", row["id"], "--message", "not today"], capture_output=True,
                          text=True, env=center.env, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": "gw-cli-1", "decision": "deny"}
+    assert gateway.wait_request("exec.approval.resolve", where={"id": "gw-cli-1"})["params"] == \
+        {"id": "gw-cli-1", "decision": "deny"}
     again = subprocess.run([str(BIN / "agent-hook"), "approve", row["id"]], capture_output=True, text=True,
                            env=center.env, timeout=60)
     assert again.returncode != 0 and "already answered" in again.stderr
-    assert len(gateway.requests_for("exec.approval.resolve")) == 1
+    assert len(gateway.requests_for("exec.approval.resolve", where={"id": "gw-cli-1"})) == 1
 
 
 def test_a_reconnect_catches_up_with_requests_made_or_answered_meanwhile(center: Center, gateway: Gateway) -> None:
@@ -623,17 +700,19 @@ def test_an_answer_while_the_gateway_is_down_leaves_the_request_pending(center: 
 
 # -- cancel ---------------------------------------------------------------------------------------------------
 
-def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gateway) -> None:
-    cid = card_of(center)
+def test_cancel_aborts_the_run_through_the_gateway(shared: Shared) -> None:
+    center, gateway, key = shared.center, shared.gateway, shared.key
+    cid = card_of(center, key)
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
     assert r.status_code == 404  # no such card yet: the usual answer
-    gateway.send(lifecycle("run-9", 1, "start"))
+    gateway.send(lifecycle(shared.run("run-9"), 1, "start", key=key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
     assert r.status_code == 200, r.text
     assert r.json()["sessions"][0]["applied"] == "aborted at the OpenClaw gateway"
-    assert gateway.wait_request("chat.abort")["params"] == {"sessionKey": "agent:main:main", "runId": "run-9"}
-    gateway.send(lifecycle("run-9", 2, "end", stopReason="aborted", aborted=True))
+    assert gateway.wait_request("chat.abort", where={"sessionKey": key})["params"] == \
+        {"sessionKey": key, "runId": shared.run("run-9")}
+    gateway.send(lifecycle(shared.run("run-9"), 2, "end", key=key, stopReason="aborted", aborted=True))
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed")
     assert card["badges"]["cancelled"] is True and card["badges"]["cancel_reason"] == "wrong branch"
     # No run now: refused, saying why; uncancel too.
@@ -641,7 +720,7 @@ def test_cancel_aborts_the_run_through_the_gateway(center: Center, gateway: Gate
     assert r.status_code == 409 and "no run in progress" in r.json()["error"]
     r = center.http.post(f"/api/sessions/{cid}/uncancel")
     assert r.status_code == 409 and "nothing to uncancel" in r.json()["error"]
-    assert len(gateway.requests_for("chat.abort")) == 1
+    assert len(gateway.requests_for("chat.abort", where={"sessionKey": key})) == 1
 
 
 def test_a_cancel_while_the_gateway_is_down_is_refused_as_unavailable(center: Center, gateway: Gateway) -> None:
@@ -656,12 +735,13 @@ def test_a_cancel_while_the_gateway_is_down_is_refused_as_unavailable(center: Ce
     assert not center.board_cards()[cid]["badges"].get("cancelled")
 
 
-def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, gateway: Gateway) -> None:
+def test_an_abort_the_gateway_refuses_is_reported_in_its_words(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway
     frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
     [refused] = [f for f in frames if not f.get("ok")]
     gateway.handlers["chat.abort"] = lambda p: (False, refused["error"])  # the real gateway's answer
-    cid = card_of(center)
-    gateway.send(lifecycle("run-u", 1, "start"))
+    cid = card_of(center, shared.key)
+    gateway.send(lifecycle(shared.run("run-u"), 1, "start", key=shared.key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
     assert r.status_code == 502 and r.json()["error"] == "the OpenClaw gateway did not abort the run: unauthorized"
@@ -669,15 +749,16 @@ def test_an_abort_the_gateway_refuses_is_reported_in_its_words(center: Center, g
     assert card["badges"]["cancelled"] is False and card["state"] == "running"  # nothing claimed that did not happen
 
 
-def test_cancel_from_the_cli_goes_through_the_server(center: Center, gateway: Gateway) -> None:
-    cid = card_of(center)
-    gateway.send(lifecycle("run-7", 1, "start"))
+def test_cancel_from_the_cli_goes_through_the_server(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway
+    cid = card_of(center, shared.key)
+    gateway.send(lifecycle(shared.run("run-7"), 1, "start", key=shared.key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
     out = subprocess.run([str(BIN / "agent-hook"), "cancel", cid, "--reason", "stop it"], capture_output=True,
                          text=True, env=center.env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "aborted at the OpenClaw gateway" in out.stdout
-    assert gateway.wait_request("chat.abort")["params"]["runId"] == "run-7"
+    assert gateway.wait_request("chat.abort", where={"sessionKey": shared.key})["params"]["runId"] == shared.run("run-7")
     undo = subprocess.run([str(BIN / "agent-hook"), "uncancel", cid], capture_output=True, text=True,
                           env=center.env, timeout=60)
     assert undo.returncode != 0 and "nothing to uncancel" in undo.stderr, (undo.stdout, undo.stderr)
@@ -738,23 +819,23 @@ def test_malformed_and_oversized_frames_cost_the_connection_at_most(center: Cent
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
 
 
-def test_odd_characters_from_the_gateway_lose_no_events_and_reach_no_terminal(center: Center,
-                                                                              gateway: Gateway) -> None:
+def test_odd_characters_from_the_gateway_lose_no_events_and_reach_no_terminal(shared: Shared) -> None:
     """A lone surrogate (valid JSON, not storable) or a terminal escape in what the gateway sends: the
     frame's text is made safe, and the good events written in the same batch are kept."""
-    gateway.send(lifecycle("run-1", 1, "start"))
-    gateway.send(tool("run-1", 2, "call-1", "exec", {"command": "echo \ud800 \x1b]0;owned\x07 \x1b[2J done"}))
-    gateway.send(lifecycle("run-bad", 1, "start", key="agent:main:\x1b[31mred"))  # no id: dropped
-    gateway.send(approval("gid-odd", "rm \udcff -rf \x1b[8m/"))
-    gateway.send(lifecycle("run-1", 3, "end", stopReason="stop", aborted=False))
-    cid = card_of(center)
+    center, gateway, key, run = shared.center, shared.gateway, shared.key, shared.run("run-1")
+    gateway.send(lifecycle(run, 1, "start", key=key))
+    gateway.send(tool(run, 2, "call-1", "exec", {"command": "echo \ud800 \x1b]0;owned\x07 \x1b[2J done"}, key=key))
+    gateway.send(lifecycle(shared.run("run-bad"), 1, "start", key="agent:main:\x1b[31mred"))  # no id: dropped
+    gateway.send(approval("gid-odd", "rm \udcff -rf \x1b[8m/", key=key))
+    gateway.send(lifecycle(run, 3, "end", key=key, stopReason="stop", aborted=False))
+    cid = card_of(center, key)
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
-    [row] = wait_pending(center, 1)
+    [row] = wait_pending(center, 1, card=cid)
     assert "\x1b" not in row["tool_input"]["command"] and "rm ? -rf" in row["tool_input"]["command"], row
     events = page(center, cid)["events"]
     [used] = [e for e in events if e["event"] == "tool_use"]
     assert "\x1b" not in used["metadata"] and "\x07" not in used["metadata"] and "done" in used["metadata"], used
-    assert oc_status(center)["write_errors"] == 0
+    assert oc_status(center)["write_errors"] == shared.before["write_errors"]  # none from this test's frames
     assert not [c for c in center.board_cards().values() if "\x1b" in (c.get("label") or "")]
 
 
@@ -786,8 +867,10 @@ def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without
         store.close()
 
 
-def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gateway: Gateway) -> None:
+def test_a_flooding_gateway_does_not_hold_the_hook_routes(shared: Shared) -> None:
     import threading
+
+    center, gateway = shared.center, shared.gateway
 
     noise = json.dumps({"type": "event", "event": "agent", "payload": {
         "runId": "r", "stream": "assistant", "data": {"text": "x" * 2000, "delta": "x"}, "sessionKey": "agent:main:main",
@@ -808,31 +891,32 @@ def test_a_flooding_gateway_does_not_hold_the_hook_routes(center: Center, gatewa
     t.start()
     try:
         gateway.flood(noise, 30000)
-        gateway.send(lifecycle("run-f", 1, "start"))  # a lifecycle frame still gets through the flood
+        gateway.send(lifecycle(shared.run("run-f"), 1, "start", key=shared.key))  # still gets through the flood
     finally:
         stop.set()
         t.join(30)
     st = oc_status(center)
-    assert st["dropped"] > 0, st  # bounded per second: most of the noise was never read
+    assert st["dropped"] > shared.before["dropped"], st  # bounded per second: most of the noise was never read
     assert st["state"] == "connected"
     times.sort()
     assert len(times) >= 20
     p95 = times[int(len(times) * 0.95)]
     assert p95 < 250, f"hook answers under the flood: p50 {times[len(times) // 2]:.1f} ms, p95 {p95:.1f} ms"
-    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    center.wait_card(lambda c: c["id"] == shared.cid and c["state"] == "running")
 
 
-def test_large_frames_cost_the_events_budget_by_their_size(center: Center, gateway: Gateway) -> None:
+def test_large_frames_cost_the_events_budget_by_their_size(shared: Shared) -> None:
     """100 frames of 512 KB are 100 events but 50 MB to parse: the budget (200 a second) counts each
     64 KB begun as one event, so most of them are dropped unread."""
+    center, gateway = shared.center, shared.gateway
     big = json.dumps({"type": "event", "event": "agent", "payload": {
-        "runId": "r", "stream": "assistant", "data": {"text": "x" * (512 * 1024)}, "sessionKey": "agent:main:main"}})
+        "runId": "r", "stream": "assistant", "data": {"text": "x" * (512 * 1024)}, "sessionKey": shared.key}})
     gateway.flood(big, 100)
-    gateway.send(lifecycle("run-big", 1, "start"))
-    center.wait_card(lambda c: c["id"] == card_of(center) and c["state"] == "running")
+    gateway.send(lifecycle(shared.run("run-big"), 1, "start", key=shared.key))
+    center.wait_card(lambda c: c["id"] == shared.cid and c["state"] == "running")
     st = oc_status(center)
-    assert st["dropped"] >= 30, st
-    assert st["state"] == "connected" and st["connects"] == 1
+    assert st["dropped"] - shared.before["dropped"] >= 30, (shared.before, st)
+    assert st["state"] == "connected" and st["connects"] == shared.before["connects"] == 1
 
 
 # -- the board (headless Chromium) -----------------------------------------------------------------------------
@@ -906,10 +990,16 @@ def _shifted(value: Any, by_ms: float) -> Any:
             for k, v in value.items()}
 
 
-def replay(gw: Gateway, name: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+def replay(gw: Gateway, name: str, start: int = 0, stop: int | None = None,
+           key: str | None = None) -> list[dict[str, Any]]:
     """Send the recorded events of a capture (after the handshake), from index ``start`` to ``stop``,
-    with their time stamps moved to now (the capture's first stamp becomes this moment)."""
+    with their time stamps moved to now (the capture's first stamp becomes this moment). ``key``: the
+    session key to replay it under instead of the recorded one (a test on the shared server)."""
     events = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    if key is not None:
+        [recorded] = {f["payload"]["sessionKey"] for f in events if "sessionKey" in (f.get("payload") or {})}
+        # Everywhere it is quoted (sessionKey, session.key, a request's sessionKey), as a JSON string.
+        events = [json.loads(json.dumps(f).replace(json.dumps(recorded), json.dumps(key))) for f in events]
     stamps = _ms_stamps(events)
     by_ms = time.time() * 1000 - min(stamps) if stamps else 0.0
     for frame in events[start:stop]:
@@ -921,13 +1011,13 @@ def events_of(center: Center, cid: str) -> list[tuple[str, str | None]]:
     return [(e["event"], e["metadata"]) for e in reversed(page(center, cid)["events"])]
 
 
-def test_a_recorded_turn_with_sessions_subscribed_lists_the_tool_with_its_input(center: Center,
-                                                                                gateway: Gateway) -> None:
+def test_a_recorded_turn_with_sessions_subscribed_lists_the_tool_with_its_input(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway
     gateway.wait_request("sessions.subscribe")
-    replay(gateway, "turn-tool-subscribed.jsonl")
-    cid = card_of(center)
+    replay(gateway, "turn-tool-subscribed.jsonl", key=shared.key)  # recorded as agent:main:main
+    cid = card_of(center, shared.key)
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="the recorded turn")
-    assert card["tool_calls"] == 1 and card["agent"] == "main" and card["session_id"] == "agent:main:main"
+    assert card["tool_calls"] == 1 and card["agent"] == "main" and card["session_id"] == shared.key
     assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed"]
     assert ("tool_use", "exec: echo hello-two") in events_of(center, cid)
 
@@ -949,7 +1039,8 @@ def test_a_recorded_turn_without_a_subscription_lists_the_tool_by_its_title(tmp_
         gw.close()
 
 
-def test_a_recorded_abort_fails_the_card_once(center: Center, gateway: Gateway) -> None:
+def test_a_recorded_abort_fails_the_card_once(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway  # the recording's session, run and request: this test's only
     events = replay(gateway, "abort-running-exec.jsonl")
     cid = card_of(center, "agent:gated:capture-abort")  # the recording's agent asks before each command
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "failed", what="the aborted run")
@@ -964,24 +1055,26 @@ def test_a_recorded_abort_fails_the_card_once(center: Center, gateway: Gateway) 
     assert row["tool_input"]["command"] == "echo started; sleep 30; echo finished"
 
 
-def test_a_recorded_approval_is_answered_from_the_api(center: Center, gateway: Gateway) -> None:
+def test_a_recorded_approval_is_answered_from_the_api(shared: Shared) -> None:
+    center, gateway = shared.center, shared.gateway  # the recording's session, run and request: this test's only
     name = "approval-allow-then-second-resolve.jsonl"
     frames = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
     asked = [i for i, f in enumerate(frames) if f["event"] == "exec.approval.requested"][0]
     replay(gateway, name, stop=asked + 1)  # up to the request
     gid = frames[asked]["payload"]["id"]
-    [row] = wait_pending(center, 1)
+    cid = card_of(center, "agent:gated:capture-approval")  # the recording's agent asks before each command
+    [row] = wait_pending(center, 1, card=cid)
     assert row["id"] == oc_map.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
     assert row["tool_input"]["decisions"] == ["allow", "deny"]  # the gateway offers no allow-always here
     assert row["suggestions"] is None  # so the board's "Always allow" is disabled
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
     assert r.status_code == 400 and "does not offer allow_always" in r.json()["error"], r.text
-    assert not gateway.requests_for("exec.approval.resolve")
+    assert not gateway.requests_for("exec.approval.resolve", where={"id": gid})
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
     assert r.status_code == 200, r.text
-    assert gateway.wait_request("exec.approval.resolve")["params"] == {"id": gid, "decision": "allow-once"}
+    assert gateway.wait_request("exec.approval.resolve", where={"id": gid})["params"] == \
+        {"id": gid, "decision": "allow-once"}
     replay(gateway, name, start=asked + 1)
-    cid = card_of(center, "agent:gated:capture-approval")  # the recording's agent asks before each command
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
