@@ -762,7 +762,8 @@ def test_cancel_from_the_cli_goes_through_the_server(shared: Shared) -> None:
                          text=True, env=center.env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "aborted at the OpenClaw gateway" in out.stdout
-    assert gateway.wait_request("chat.abort", where={"sessionKey": shared.key})["params"]["runId"] == shared.run("run-7")
+    sent = gateway.wait_request("chat.abort", where={"sessionKey": shared.key})["params"]
+    assert sent["runId"] == shared.run("run-7")
     undo = subprocess.run([str(BIN / "agent-hook"), "uncancel", cid], capture_output=True, text=True,
                           env=center.env, timeout=60)
     assert undo.returncode != 0 and "nothing to uncancel" in undo.stderr, (undo.stdout, undo.stderr)
@@ -877,7 +878,7 @@ def test_a_flooding_gateway_does_not_hold_the_hook_routes(shared: Shared) -> Non
     center, gateway = shared.center, shared.gateway
 
     noise = json.dumps({"type": "event", "event": "agent", "payload": {
-        "runId": "r", "stream": "assistant", "data": {"text": "x" * 2000, "delta": "x"}, "sessionKey": "agent:main:main",
+        "runId": "r", "stream": "assistant", "data": {"text": "x" * 2000, "delta": "x"}, "sessionKey": shared.key,
         "seq": 1}})
     times: list[float] = []
     stop = threading.Event()
