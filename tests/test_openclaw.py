@@ -1165,23 +1165,25 @@ def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
         silent.close()
 
 
-def test_the_board_answers_an_openclaw_request_from_needs_you(center: Center, gateway: Gateway) -> None:
+def test_the_board_answers_an_openclaw_request_from_needs_you(shared: Shared) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
     from center_support import chromium_page
 
-    gateway.send(lifecycle("run-n", 1, "start"))
-    gateway.send(approval("gw-board-1", "git push origin main"))
-    [row] = wait_pending(center, 1)
+    center, gateway = shared.center, shared.gateway
+    gateway.send(lifecycle(shared.run("run-n"), 1, "start", key=shared.key))
+    gateway.send(approval("gw-board-1", "git push origin main", key=shared.key))
+    [row] = wait_pending(center, 1, card=shared.cid)
     assert row["suggestions"] == [{"type": "openclaw", "decision": "allow-always"}]  # offered: the button is live
+    need = f'#needs .need[data-id="{row["id"]}"]'  # this test's (the shared server may list other tests' too)
     with chromium_page(sync_api, 1400, 900) as page:
         page.goto(center.base + "/")
-        page.wait_for_selector("#needs .need", timeout=15000)
-        text = page.inner_text("#needs")
+        page.wait_for_selector(need, timeout=15000)
+        text = page.inner_text(need)
         assert "git push origin main" in text and "exec" in text
-        page.click("#needs .need button.always")
-        sent = gateway.wait_request("exec.approval.resolve")["params"]
+        page.click(f"{need} button.always")
+        sent = gateway.wait_request("exec.approval.resolve", where={"id": "gw-board-1"})["params"]
         assert sent == {"id": "gw-board-1", "decision": "allow-always"}
-        page.wait_for_selector("#needs .need", state="detached", timeout=5000)
+        page.wait_for_selector(need, state="detached", timeout=5000)
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [done] = [a for a in history if a["id"] == row["id"]]
     assert done["state"] == "allowed" and done["answer"]["via"] == "board"
