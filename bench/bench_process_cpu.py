@@ -40,6 +40,8 @@ import time
 import uuid
 from pathlib import Path
 
+import procs  # bench/procs.py: one timed process
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"
 HERE = Path(sys.executable).parent
@@ -51,23 +53,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(proc: subprocess.Popen[bytes]) -> tuple[float, int]:
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime, proc.returncode
-
-
 def _one(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[float, float]:
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None
-    proc.stdin.write(stdin)
-    proc.stdin.close()
-    cpu, code = _wait(proc)
-    if code not in (0, 1, 2):
-        raise SystemExit(f"{argv}: exit {code}")
-    return cpu, time.perf_counter() - start
+    # doctor exits 1 when it finds something to look at, a bad command 2: both are a run measured.
+    wall, usage = procs.run(argv, stdin, env, ok=(0, 1, 2))
+    return procs.cpu_s(usage), wall
 
 
 def _server(bindir: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -90,8 +79,8 @@ def _server(bindir: Path, env: dict[str, str]) -> tuple[float, float]:
             time.sleep(0.01)
     ready = time.perf_counter() - start
     proc.send_signal(signal.SIGTERM)
-    cpu, _ = _wait(proc)
-    return cpu, ready
+    _, usage = procs.wait(proc)
+    return procs.cpu_s(usage), ready
 
 
 def _payload(name: str, session: str) -> bytes:

@@ -12,20 +12,28 @@ import subprocess
 import time
 
 
-def run(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, resource.struct_rusage]:
-    """(wall seconds, rusage) of ``argv`` fed ``stdin``; exits the benchmark if the process failed."""
+def run(argv: list[str], stdin: bytes, env: dict[str, str],
+        ok: tuple[int, ...] = (0,)) -> tuple[float, resource.struct_rusage]:
+    """(wall seconds, rusage) of ``argv`` fed ``stdin``; exits the benchmark if the process exited
+    with a code not in ``ok``."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None
     proc.stdin.write(stdin)
     proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
+    code, usage = wait(proc)
     wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
+    if code not in ok:
         raise SystemExit(f"{argv[0]} exited {code}")
     return wall, usage
+
+
+def wait(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage]:
+    """(exit code, rusage) of a started process, once it has exited."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage
 
 
 def cpu_s(usage: resource.struct_rusage) -> float:

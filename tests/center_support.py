@@ -3,7 +3,6 @@ with httpx and a WebSocket client (websockets) pointed at it."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import shutil

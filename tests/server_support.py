@@ -45,27 +45,28 @@ class Server:
             raise AssertionError(f"agent-hook server {' '.join(args)}: {proc.returncode} {proc.stderr}")
         return proc
 
-    def _store_and_config(self) -> tuple[Any, dict[str, Any]]:
-        """This server's paths and configuration, read as the commands read them."""
+    def _store_and_config(self, strict: bool = False) -> tuple[Any, dict[str, Any]]:
+        """This server's paths and configuration, read as the commands read them. A configuration that
+        does not load raises with ``strict`` (as `server start` refuses it), else the defaults on the
+        port it started with serve (a test that broke its config.toml must still stop its server)."""
         from agent_hooks import config as config_mod
         from agent_hooks.paths import Paths
 
         paths = Paths(self.env)
         try:
             return paths, config_mod.load(paths, self.env)
-        except config_mod.ConfigError:  # a test that broke its config.toml: the port it started with
+        except config_mod.ConfigError:
+            if strict:
+                raise
             config = config_mod.defaults()
             config["serve"]["port"] = self.port
             return paths, config
 
     def start(self) -> dict[str, Any]:
         """Start the server (as `agent-hook server start`); its /health."""
-        from agent_hooks import config as config_mod
-        from agent_hooks.paths import Paths
         from agent_hooks.server import process
 
-        paths = Paths(self.env)
-        config = config_mod.load(paths, self.env)
+        paths, config = self._store_and_config(strict=True)
         try:
             doc, _done = process.start(paths, config, self.env)
         except process.ServerError:

@@ -305,7 +305,7 @@ def test_a_run_with_a_tool_call_moves_its_card_running_then_completed(shared: Sh
     assert hello["caps"] == ["tool-events", "exec-approvals"]
     assert hello["client"]["id"] == "gateway-client" and hello["client"]["mode"] == "backend"
     gateway.wait_request("sessions.subscribe")
-    cid = card_of(center, key)
+    cid = shared.cid
     run_turn(gateway, shared.run("run-1"), key)
     card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1, what="the run's card")
     assert card["agent_type"] == "openclaw" and card["state"] == "running" and card["host"] == "host-a"
@@ -414,7 +414,7 @@ def test_backoff_grows_again_after_a_long_connection_ends(tmp_path: Path, gatewa
 
 def test_a_run_heard_in_the_middle_still_moves_its_card(shared: Shared) -> None:
     center, gateway, key = shared.center, shared.gateway, shared.key
-    cid = card_of(center, key)
+    cid = shared.cid
     # Connected after the run started: its first frame is a tool call.
     gateway.send(tool(shared.run("run-mid"), 7, "call-m", "read", {"path": "/etc/hosts"}, key=key))
     card = center.wait_card(lambda c: c["id"] == cid and c["tool_calls"] == 1)
@@ -566,7 +566,7 @@ def wait_pending(center: Center, n: int, timeout: float = 10.0, card: str | None
 def test_an_exec_approval_is_listed_and_answered_through_the_gateway_first_answer_wins(shared: Shared) -> None:
     center, gateway, key = shared.center, shared.gateway, shared.key
     gid = "a1b2c3d4-0000-4000-8000-000000000001"
-    cid = card_of(center, key)
+    cid = shared.cid
     gateway.send(lifecycle(shared.run("run-1"), 1, "start", key=key))
     gateway.send(approval(gid, "rm -rf build", key=key))
     [row] = wait_pending(center, 1, card=cid)
@@ -706,7 +706,7 @@ def test_an_answer_while_the_gateway_is_down_leaves_the_request_pending(center: 
 
 def test_cancel_aborts_the_run_through_the_gateway(shared: Shared) -> None:
     center, gateway, key = shared.center, shared.gateway, shared.key
-    cid = card_of(center, key)
+    cid = shared.cid
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
     assert r.status_code == 404  # no such card yet: the usual answer
     gateway.send(lifecycle(shared.run("run-9"), 1, "start", key=key))
@@ -744,7 +744,7 @@ def test_an_abort_the_gateway_refuses_is_reported_in_its_words(shared: Shared) -
     frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
     [refused] = [f for f in frames if not f.get("ok")]
     gateway.handlers["chat.abort"] = lambda p: (False, refused["error"])  # the real gateway's answer
-    cid = card_of(center, shared.key)
+    cid = shared.cid
     gateway.send(lifecycle(shared.run("run-u"), 1, "start", key=shared.key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
@@ -755,7 +755,7 @@ def test_an_abort_the_gateway_refuses_is_reported_in_its_words(shared: Shared) -
 
 def test_cancel_from_the_cli_goes_through_the_server(shared: Shared) -> None:
     center, gateway = shared.center, shared.gateway
-    cid = card_of(center, shared.key)
+    cid = shared.cid
     gateway.send(lifecycle(shared.run("run-7"), 1, "start", key=shared.key))
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "running")
     out = subprocess.run([str(BIN / "agent-hook"), "cancel", cid, "--reason", "stop it"], capture_output=True,
@@ -833,7 +833,7 @@ def test_odd_characters_from_the_gateway_lose_no_events_and_reach_no_terminal(sh
     gateway.send(lifecycle(shared.run("run-bad"), 1, "start", key="agent:main:\x1b[31mred"))  # no id: dropped
     gateway.send(approval("gid-odd", "rm \udcff -rf \x1b[8m/", key=key))
     gateway.send(lifecycle(run, 3, "end", key=key, stopReason="stop", aborted=False))
-    cid = card_of(center, key)
+    cid = shared.cid
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
     [row] = wait_pending(center, 1, card=cid)
     assert "\x1b" not in row["tool_input"]["command"] and "rm ? -rf" in row["tool_input"]["command"], row
@@ -1020,7 +1020,7 @@ def test_a_recorded_turn_with_sessions_subscribed_lists_the_tool_with_its_input(
     center, gateway = shared.center, shared.gateway
     gateway.wait_request("sessions.subscribe")
     replay(gateway, "turn-tool-subscribed.jsonl", key=shared.key)  # recorded as agent:main:main
-    cid = card_of(center, shared.key)
+    cid = shared.cid
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed", what="the recorded turn")
     assert card["tool_calls"] == 1 and card["agent"] == "main" and card["session_id"] == shared.key
     assert [e for e, _ in events_of(center, cid)] == ["start", "tool_use", "completed"]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent_hooks import spool
+from agent_hooks.server import process
 from helpers import BIN, agent_hook, fixture_payload, store_rows
 from server_support import Server, free_port
 
@@ -87,15 +88,9 @@ def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-
 def _writable(server: Server) -> bool:
     """Whether the server says its store can be written: its GET /status, which `agent-hook server status`
     shows; read directly, as it is polled (a process per look would cost more than the retry it waits for)."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", "/status")
-        resp = conn.getresponse()
-        body = resp.read()
-        assert resp.status == 200, (resp.status, body)
-        return bool(json.loads(body)["store_state"]["writable"])
-    finally:
-        conn.close()
+    doc = process.fetch(server.port, "/status")
+    assert doc is not None, "the server did not answer GET /status"
+    return bool(doc["store_state"]["writable"])
 
 
 def _spooled_lines(home: Path) -> int:
