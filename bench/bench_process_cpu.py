@@ -13,6 +13,7 @@ with the spread over runs (median and quartiles), and the wall time. Kinds:
 * ``session-start``, ``pre-tool-use``, ``post-tool-use``: the executables on the pinned
   client's captured payloads, each call with a new session or tool_use_id;
 * ``settings``: ``agent-hook settings install`` on a settings file it wired already;
+* ``settings-uninstall``: ``agent-hook settings uninstall`` of what an install (not timed) wired;
 * ``hooks-list``: ``agent-hook hooks list`` (the handlers' commands);
 * ``server-status``: ``agent-hook server status`` with no server running (its /health probe);
 * ``server``: ``agent-hook server run`` until it answers /health, then SIGTERM (supervisor and worker);
@@ -57,6 +58,11 @@ def _one(argv: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[floa
     # doctor exits 1 when it finds something to look at, a bad command 2: both are a run measured.
     wall, usage = procs.run(argv, stdin, env, ok=(0, 1, 2))
     return procs.cpu_s(usage), wall
+
+
+def _uninstall(cli: str, env: dict[str, str]) -> tuple[float, float]:
+    subprocess.run([cli, "settings", "install"], env=env, capture_output=True, check=True)
+    return _one([cli, "settings", "uninstall"], env)
 
 
 def _server(bindir: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -105,6 +111,7 @@ def _kinds(bindir: Path, env: dict[str, str], session: str) -> dict[str, object]
         "post-tool-use": lambda: _one([str(bindir / "agent-hook-post-tool-use")], env,
                                       _payload("PostToolUse-Bash.json", session)),
         "settings": lambda: _one([cli, "settings", "install"], env),
+        "settings-uninstall": lambda: _uninstall(cli, env),
         "hooks-list": lambda: _one([cli, "hooks", "list"], env),
         "server-status": lambda: _one([cli, "server", "status"], env),
         "server": lambda: _server(bindir, env),

@@ -22,7 +22,7 @@ from typing import Any
 
 MAX_DEPTH = 200  # settings nest 5 deep; deeper is not a settings file (and no RecursionError)
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+_STRING = re.compile(r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"')
 
 
 class JSONTextError(ValueError):
@@ -65,92 +65,105 @@ class Node:
         return found
 
 
+# One token per match, after any whitespace: a comment, punctuation, a string, a number, a literal
+# or the end of the text.
+_TOKEN = re.compile(r"""[ \t\r\n]*(?:
+    (?P<comment>//[^\n]*\n?|/\*.*?\*/)
+  | (?P<punct>[][{}:,])
+  | (?P<string>"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")
+  | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)
+  | (?P<literal>true|false|null)
+  | (?P<end>\Z)
+)""", re.VERBOSE | re.DOTALL)
+_END = "end"  # the kind of the token after the last one
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _tokens(text: str, extensions: set[str]) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each token but whitespace and comments; punctuation is its own kind."""
+    out: list[tuple[str, int, int]] = []
+    append, match, pos = out.append, _TOKEN.match, 0
+    while True:
+        m = match(text, pos)
+        if m is None:  # no token here: the parser says what it expected, when it gets here
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            append(("?", pos, pos + 1))
+            return out
+        kind, pos = m.lastgroup, m.end()
+        start = m.start(kind)  # type: ignore[arg-type]
+        if kind == "punct":
+            append((text[start], start, pos))
+        elif kind == "end":
+            append((_END, pos, pos))
+            return out
+        elif kind != "comment":
+            append((kind, start, pos))  # type: ignore[arg-type]
+        else:
+            extensions.add("comments")
+
+
 class _Parser:
+    """Recursive descent over the token list; errors name the position of the token they met."""
+
     def __init__(self, text: str) -> None:
         self.text = text
-        self.pos = 0
         self.extensions: set[str] = set()
+        self.tokens = _tokens(text, self.extensions)
+        self.i = 0
 
     def fail(self, msg: str, pos: int | None = None) -> JSONTextError:
-        return JSONTextError(msg, self.text, self.pos if pos is None else pos)
-
-    def skip(self) -> None:
-        """Whitespace and comments."""
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            c = text[self.pos]
-            if c in " \t\r\n":
-                self.pos += 1
-            elif text.startswith("//", self.pos):
-                self.extensions.add("comments")
-                nl = text.find("\n", self.pos)
-                self.pos = n if nl < 0 else nl + 1
-            elif text.startswith("/*", self.pos):
-                self.extensions.add("comments")
-                close = text.find("*/", self.pos + 2)
-                if close < 0:
-                    raise self.fail("unterminated /* comment")
-                self.pos = close + 2
-            else:
-                return
+        if pos is None:
+            kind, pos, _ = self.tokens[self.i]
+            if kind == "?" and self.text.startswith("/*", pos):
+                msg = "unterminated /* comment"  # met wherever the parser is, as whitespace is
+        return JSONTextError(msg, self.text, pos)
 
     def value(self, depth: int) -> Node:
         if depth > MAX_DEPTH:
             raise self.fail(f"nested deeper than {MAX_DEPTH} levels")
-        self.skip()
-        if self.pos >= len(self.text):
-            raise self.fail("unexpected end of text")
-        c = self.text[self.pos]
-        start = self.pos
-        if c == "{":
+        kind, start, end = self.tokens[self.i]
+        if kind == "{":
             return self.container(depth, "object", "}")
-        if c == "[":
+        if kind == "[":
             return self.container(depth, "array", "]")
-        if c == '"':
-            m = _STRING.match(self.text, self.pos)
-            if not m:
-                raise self.fail("invalid string")
-            self.pos = m.end()
-            return Node("string", start, self.pos)
-        m = _NUMBER.match(self.text, self.pos)
-        if m:
-            self.pos = m.end()
-            return Node("number", start, self.pos)
-        for word in ("true", "false", "null"):
-            if self.text.startswith(word, self.pos):
-                self.pos += len(word)
-                return Node("literal", start, self.pos)
-        raise self.fail(f"unexpected character {c!r}")
+        if kind in ("string", "number", "literal"):
+            self.i += 1
+            return Node(kind, start, end)
+        if kind == _END:
+            raise self.fail("unexpected end of text")
+        if self.text.startswith('"', start):
+            raise self.fail("invalid string")
+        raise self.fail(f"unexpected character {self.text[start]!r}")
 
     def container(self, depth: int, kind: str, close: str) -> Node:
-        node = Node(kind, self.pos, -1)
-        self.pos += 1
+        tokens, text = self.tokens, self.text
+        node = Node(kind, tokens[self.i][1], -1)
+        self.i += 1
         after_comma = False
         while True:
-            self.skip()
-            if self.text.startswith(close, self.pos):
+            tok, start, end = tokens[self.i]
+            if tok == close:
                 if after_comma:
                     self.extensions.add("trailing commas")
-                self.pos += 1
-                node.end = self.pos
+                self.i += 1
+                node.end = end
                 return node
             if kind == "object":
-                key_start = self.pos
                 key = self.value(depth + 1)
                 if key.kind != "string":
-                    raise self.fail("object key is not a string", key_start)
-                self.skip()
-                if not self.text.startswith(":", self.pos):
+                    raise self.fail("object key is not a string", start)
+                if tokens[self.i][0] != ":":
                     raise self.fail("expected ':'")
-                self.pos += 1
-                node.members.append(Member(json.loads(self.text[key.start:key.end]), key_start, self.value(depth + 1)))
+                self.i += 1
+                raw = text[key.start + 1:key.end - 1]
+                name = json.loads(f'"{raw}"') if "\\" in raw else raw  # most keys have no escapes
+                node.members.append(Member(name, start, self.value(depth + 1)))
             else:
                 node.items.append(self.value(depth + 1))
-            self.skip()
-            after_comma = self.text.startswith(",", self.pos)
+            after_comma = tokens[self.i][0] == ","
             if after_comma:
-                self.pos += 1
-            elif not self.text.startswith(close, self.pos):
+                self.i += 1
+            elif tokens[self.i][0] != close:
                 raise self.fail(f"expected ',' or {close!r}")
 
 
@@ -158,8 +171,7 @@ def parse(text: str) -> Node:
     """The spans of ``text`` (one JSON/JSONC value, nothing after it but whitespace and comments)."""
     p = _Parser(text)
     node = p.value(0)
-    p.skip()
-    if p.pos != len(text):
+    if p.tokens[p.i][0] != _END:
         raise p.fail("extra text after the value")
     node.extensions = p.extensions
     return node

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from agent_hooks.wiring import jsontext
@@ -51,10 +52,21 @@ class _Found:
     alone: bool  # the group holds only this handler
 
 
+# The loops below parse the text again after each edit, and again when nothing changed: the
+# last few parses are kept (nothing edits a parsed node; an edit makes a new text).
+_parse = lru_cache(maxsize=4)(jsontext.parse)
+
+
+@lru_cache(maxsize=256)
+def _is_ours_text(handler: str) -> bool:
+    """Whether a handler, given as its text, is one of ours (the same few come back at every parse)."""
+    return is_ours(jsontext.value_of(handler, jsontext.parse(handler)))
+
+
 def parse_root(text: str, where: str) -> jsontext.Node:
     """The root object of a settings text; refuses a shape we cannot edit safely."""
     try:
-        root = jsontext.parse(text)
+        root = _parse(text)
     except jsontext.JSONTextError as exc:
         raise SettingsError(f"{where} is not valid JSON (line {exc.line}, column {exc.col}: {exc.msg}); "
                             "fix or move it, then re-run. It was left untouched.") from None
@@ -87,7 +99,7 @@ def _ours(text: str, root: jsontext.Node, event: str | None = None) -> list[_Fou
                 if handlers is None or handlers.kind != "array":
                     continue
                 for xi, handler in enumerate(handlers.items):
-                    if is_ours(jsontext.value_of(text, handler)):
+                    if _is_ours_text(text[handler.start:handler.end]):
                         found.append(_Found(hi, ei, em.key, gi, xi, len(handlers.items) == 1))
     return found
 
