@@ -11,11 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from center_support import Center
 from helpers import agent_hook, error_log, fixture_payload, run_hook, store_rows
 from server_support import Server, free_port, server, start_server, wait_listening  # noqa: F401 - fixture
 
@@ -122,16 +125,50 @@ BAD_BODIES = {
 }
 
 
+@pytest.fixture(scope="module")
+def calls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server on an initialised store for the tests below that post one call and check what
+    that call added (a server start is about a fifth of a second of CPU)."""
+    srv = Center(tmp_path_factory.mktemp("calls") / "agent-hooks-home")
+    subprocess.run([sys.executable, "-m", "agent_hooks", "init"], env=srv.env, check=True, capture_output=True)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+class Added:
+    """What a test's call adds to a shared store: errors (table and log), sessions, tool calls."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.error_id = store_rows(home, "SELECT coalesce(max(id), 0) FROM errors")[0][0]
+        self.logged = len(error_log(home))
+        self.sessions = self.count("sessions")
+        self.tool_calls = self.count("tool_calls")
+
+    def count(self, table: str) -> int:
+        return int(store_rows(self.home, f"SELECT count(*) FROM {table}")[0][0])
+
+    def errors(self, columns: str = "kind") -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in store_rows(self.home, f"SELECT {columns} FROM errors WHERE id > ? ORDER BY id",
+                                             (self.error_id,))]
+
+    def log_kinds(self) -> list[str]:
+        return [e["kind"] for e in error_log(self.home)[self.logged:]]
+
+
 @pytest.mark.parametrize("name", sorted(BAD_BODIES))
-def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, server: Server) -> None:
-    subprocess.run([sys.executable, "-m", "agent_hooks", "init"], env=server.env, check=True, capture_output=True)
+def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, calls_server: Server) -> None:
+    server = calls_server
+    added = Added(server.home)
     status, headers, body = server.post(BAD_BODIES[name])
     assert status == 200 and body == b""
     assert headers.get("x-agent-hooks-problem")
-    rows = store_rows(server.home, "SELECT kind FROM errors")
-    assert [r[0] for r in rows] == ["bad_input"]
-    assert error_log(server.home)[-1]["kind"] == "bad_input"
-    assert store_rows(server.home, "SELECT count(*) FROM sessions")[0][0] == 0
+    assert added.errors() == [("bad_input",)]
+    assert added.log_kinds() == ["bad_input"]
+    assert added.count("sessions") == added.sessions
     if name == "unknown-event":
         assert "MadeUpEvent" in headers["x-agent-hooks-problem"]
     # The server is still fine.
@@ -146,12 +183,13 @@ def test_bad_input_answers_200_with_no_decision_and_is_counted(name: str, server
     ("PostToolUse", json.dumps(dict(fixture_payload("PostToolUse-Bash.json"), hook_event_name="a\nb\r\nc")).encode(),
      "payload is for a?b??c"),
 ])
-def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, server: Server) -> None:
-    agent_hook("init", env=server.env)
+def test_per_event_routes_check_the_body(route: str, body: bytes, says: str, calls_server: Server) -> None:
+    server = calls_server
+    added = Added(server.home)
     status, headers, data = server.post(body, event=route)
     assert status == 200 and data == b"" and says in headers["x-agent-hooks-problem"]
-    assert [tuple(r) for r in store_rows(server.home, "SELECT kind, event FROM errors")] == [("bad_input", route)]
-    assert store_rows(server.home, "SELECT count(*) FROM tool_calls")[0][0] == 0
+    assert added.errors("kind, event") == [("bad_input", route)]
+    assert added.count("tool_calls") == added.tool_calls
 
 
 def _as_nobody(port: int, body: bytes, path: str = "/hooks", headers: dict[str, str] | None = None) -> str:
