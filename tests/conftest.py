@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -118,6 +120,35 @@ def migrated_store(isolated_env: Path) -> Path:
     store = isolated_env / "store.db"
     shutil.copy2(_store_template[0], store)  # keeps its 0600 mode
     return store
+
+
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+def _selects_no_e2e_test(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` is false for every test marked e2e, whatever its other marks."""
+    if not markexpr:
+        return False
+    from _pytest.mark.expression import Expression  # what -m itself evaluates
+
+    expr = Expression.compile(markexpr)
+    others = sorted(set(re.findall(r"[\w:+\-.\[\]\\/]+", markexpr)) - {"e2e", "and", "or", "not"})
+    if len(others) > 10:
+        return False
+    for values in itertools.product((False, True), repeat=len(others)):
+        marks = dict(zip(others, values), e2e=True)
+        if expr.evaluate(lambda name, **_kwargs: marks.get(name, False)):
+            return False
+    return True
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/e2e is not imported when ``-m`` leaves out every e2e test (the fast tier: -m "not e2e and not
+    slow"). Everything under it is marked e2e (its conftest), so nothing that would run is missed, and
+    each worker saves importing and collecting its hundred tests."""
+    if collection_path == E2E_DIR and _selects_no_e2e_test(config.getoption("markexpr") or ""):
+        return True
+    return None
 
 
 # Tiers that take minutes run only when asked for by name: pytest -m load, pytest -m fuzz.
