@@ -27,7 +27,7 @@ PATHS = {"idle": [], "running": ["start"], "awaiting_review": ["start", "prompt_
          "completed": ["start", "exit"], "failed": ["start", "failed"]}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
 def center(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
     home = tmp_path_factory.mktemp("center")
     server = Center(home / "agent-hooks", env={"AGENT_HOOKS__FLEET__HOST": "center-host"}).start()

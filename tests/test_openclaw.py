@@ -115,7 +115,7 @@ class Shared:
 _tags = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
 def shared_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Center, Gateway, dict[str, Any]]]:
     gw = Gateway().start()
     handlers = dict(gw.handlers)

@@ -125,7 +125,7 @@ BAD_BODIES = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
 def calls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server on an initialised store for the tests below that post one call and check what
     that call added (a server start is about a fifth of a second of CPU)."""

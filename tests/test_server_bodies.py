@@ -24,7 +24,7 @@ DEEP_LIST = b"[" * 30_000 + b"]" * 30_000
 GIB = 1 << 30
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
 def center(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
     server = Center(tmp_path_factory.mktemp("bodies") / "agent-hooks").start()
     # A session and a task the cancels and the PATCH find, so a body that got through would act.
