@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
+import time
 from pathlib import Path
 
+from agent_hooks.store import PRUNE_ERRORS_EVERY
 from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
 
 
@@ -60,10 +63,18 @@ def test_errors_table_keeps_the_newest_rows(hooks_home: Path) -> None:
 
 def test_errors_table_is_pruned_by_the_hooks_as_configured(hooks_home: Path) -> None:
     run_exe(EXECUTABLES["SessionStart"], fixture_payload("SessionStart-startup.json"))
+    # The errors of earlier hooks (a hook prunes when its row id is a multiple of PRUNE_ERRORS_EVERY):
+    # written here, so that ten hook processes cross that mark instead of seventy.
+    earlier = 70 - 10
+    assert earlier < PRUNE_ERRORS_EVERY < 70
+    with sqlite3.connect(hooks_home / "store.db") as conn:
+        conn.executemany("INSERT INTO errors (at, event, kind, message) VALUES (?, 'PreToolUse', 'bad_input', 'x')",
+                         [(time.time(),)] * earlier)
+    conn.close()
     env = {"AGENT_HOOKS__ERRORS__KEEP_ROWS": "5"}
-    for _ in range(70):
+    for _ in range(70 - earlier):
         run_exe(EXECUTABLES["PreToolUse"], b"not json", env=env)
-    assert store_rows(hooks_home, "SELECT count(*) FROM errors")[0][0] <= 5 + 64
+    assert store_rows(hooks_home, "SELECT count(*) FROM errors")[0][0] <= 5 + (70 - PRUNE_ERRORS_EVERY)
     assert store_rows(hooks_home, "SELECT max(id) FROM errors")[0][0] == 70
 
 
