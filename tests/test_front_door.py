@@ -31,6 +31,14 @@ def center(tmp_path: Path) -> Iterator[Center]:
     server.stop()
 
 
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
+    """One server for the tests that only knock and read answers (counters as deltas)."""
+    server = Center(tmp_path_factory.mktemp("door") / "agent-hooks").start()
+    yield server
+    server.stop()
+
+
 def _routes(home: Path) -> list[AppRoute]:
     routes = app_routes(home)
     templates = {r.template for r in routes}
@@ -40,8 +48,8 @@ def _routes(home: Path) -> list[AppRoute]:
     return routes + [AppRoute("http", "/no-such-route", ("GET", "POST"))]
 
 
-def test_every_route_refuses_a_cross_site_post_and_a_rebound_host(center: Center, tmp_path: Path) -> None:
-    port = center.port
+def test_every_route_refuses_a_cross_site_post_and_a_rebound_host(door: Center, tmp_path: Path) -> None:
+    port = door.port
     rebound = f"evil.example:{port}"
     hook_body = json.dumps(fixture_payload("PostToolUse-Bash.json")).encode()
     refused: list[str] = []
@@ -84,9 +92,9 @@ def test_every_route_refuses_a_cross_site_post_and_a_rebound_host(center: Center
     assert len(refused) >= 17, refused
 
 
-def test_the_board_own_pages_and_a_named_loopback_host_still_work(center: Center) -> None:
+def test_the_board_own_pages_and_a_named_loopback_host_still_work(door: Center) -> None:
     """Same-origin requests of the board (Origin = its own address) and every loopback spelling of Host."""
-    port = center.port
+    port = door.port
     own = f"http://127.0.0.1:{port}"
     assert request(port, "GET", "/api/board", {"Origin": own}).status == 200
     r = request(port, "POST", "/api/hooks/ingest", {"Origin": own, "Content-Type": "application/json"},
@@ -171,9 +179,9 @@ def test_a_web_page_cannot_write_into_another_directory(center: Center, tmp_path
     assert listing() != before
 
 
-def test_status_and_health_tell_a_rebound_page_nothing(center: Center) -> None:
+def test_status_and_health_tell_a_rebound_page_nothing(door: Center) -> None:
     """The third: with a rebinding Host, /status handed out the pid and the store's path."""
-    port = center.port
+    port = door.port
     mine = request(port, "GET", "/status").json()
     pid, worker, store = str(mine["pid"]), str(mine["worker_pid"]), mine["store"]
     for path in ("/status", "/health"):
@@ -182,7 +190,7 @@ def test_status_and_health_tell_a_rebound_page_nothing(center: Center) -> None:
             assert answer.status == 403, (path, answer)
             text = answer.body.decode()
             assert pid not in text and worker not in text and store not in text and "rebinding" in text, text
-    assert center.status()["up"]  # and `agent-hook server status` (no Origin, loopback Host) still reads it
+    assert door.status()["up"]  # and `agent-hook server status` (no Origin, loopback Host) still reads it
 
 
 def test_a_fleet_token_lets_a_named_host_in(tmp_path: Path) -> None:
@@ -207,8 +215,9 @@ def test_a_fleet_token_lets_a_named_host_in(tmp_path: Path) -> None:
         center.stop()
 
 
-def test_the_door_counts_what_it_refuses(center: Center) -> None:
-    port = center.port
+def test_the_door_counts_what_it_refuses(door: Center) -> None:
+    port = door.port
+    before = request(port, "GET", "/status").json()["counts"].get("refused_at_door", 0)
     request(port, "POST", "/hooks/PreToolUse", {"Origin": EVIL, "Content-Type": "text/plain"}, b"{}")
     counts: dict[str, Any] = request(port, "GET", "/status").json()["counts"]
-    assert counts.get("refused_at_door") == 1, counts
+    assert counts.get("refused_at_door") == before + 1, counts
