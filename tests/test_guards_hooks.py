@@ -20,32 +20,44 @@ SID = "4e1b1715-2e19-4bfd-953a-1656f3b17796"
 APPEND = {"command": "echo tick >> ticks.txt", "description": "tick"}
 
 
+def low_thresholds(monkeypatch: pytest.MonkeyPatch, **settings: int) -> None:
+    """Guard thresholds for a test about the behaviour at a threshold, not its default value:
+    lower ones reach it with fewer hook processes (the hooks inherit this environment)."""
+    for key, value in settings.items():
+        section, name = key.split("__")
+        monkeypatch.setenv(f"AGENT_HOOKS__{section.upper()}__{name.upper()}", str(value))
+
+
 def status_session(session_id: str) -> dict:
     data = json.loads(cli("status", "--json").stdout)
     return next(s for s in data["sessions"] if s["session_id"] == session_id)
 
 
-def test_repeat_warns_then_denies_and_denied_calls_are_recorded_but_not_counted():
-    outs = [pre(SID, f"toolu_{n}", APPEND) for n in range(1, 18)]
-    assert outs[:7] == [None] * 7
-    for n, out in enumerate(outs[7:14], start=8):
+def test_repeat_warns_then_denies_and_denied_calls_are_recorded_but_not_counted(monkeypatch):
+    # Warn at 3, deny at 5 (defaults 8 and 15): the same sequence in 7 hook runs instead of 17.
+    low_thresholds(monkeypatch, loops__repeat_warn=3, loops__repeat_block=5)
+    outs = [pre(SID, f"toolu_{n}", APPEND) for n in range(1, 8)]
+    assert outs[:2] == [None] * 2
+    for n, out in enumerate(outs[2:4], start=3):
         assert f"{n} identical Bash calls" in context_of(out) and denial_of(out) is None
-    for out in outs[14:]:
+    for out in outs[4:]:
         assert "Loop guard: blocked" in denial_of(out)
     session = json.loads(cli("session", "show", SID, "--json", "--limit", "100").stdout)
     calls = session["recent_tool_calls"]
-    assert [c["decision"] for c in calls] == ["allow"] * 7 + ["warn"] * 7 + ["deny"] * 3
-    assert {c["outcome"] for c in calls[14:]} == {"denied"} and calls[14]["rule"] == "loops.repeat"
+    assert [c["decision"] for c in calls] == ["allow"] * 2 + ["warn"] * 2 + ["deny"] * 3
+    assert {c["outcome"] for c in calls[4:]} == {"denied"} and calls[4]["rule"] == "loops.repeat"
     s = status_session(SID)
-    assert (s["warned"], s["denied"], s["last_decision"]) == (7, 3, "deny")
+    assert (s["warned"], s["denied"], s["last_decision"]) == (2, 3, "deny")
     assert s["last_guard"]["rule"] == "loops.repeat" and s["cancelled"] is False
-    assert "w7 d3" in next(line for line in cli("status").stdout.splitlines() if line.startswith(SID))
-    # Denials are not history: the 15th allowed-or-warned call is still the one that blocks.
-    assert status_session(SID)["tool_calls"] == 17
+    assert "w2 d3" in next(line for line in cli("status").stdout.splitlines() if line.startswith(SID))
+    # Denials are not history: the 5th allowed-or-warned call is still the one that blocks.
+    assert status_session(SID)["tool_calls"] == 7
 
 
-def test_new_session_starts_empty_resumed_session_keeps_history_reset_clears_it():
-    for n in range(14):
+def test_new_session_starts_empty_resumed_session_keeps_history_reset_clears_it(monkeypatch):
+    # Deny at the 3rd identical call (default 15): 2 calls of history instead of 14.
+    low_thresholds(monkeypatch, loops__repeat_warn=2, loops__repeat_block=3)
+    for n in range(2):
         pre(SID, f"toolu_{n}", APPEND)
     resume = dict(fixture("SessionStart-resume"), session_id=SID)
     hook("session-start", resume)
@@ -55,8 +67,9 @@ def test_new_session_starts_empty_resumed_session_keeps_history_reset_clears_it(
     assert pre(SID, "toolu_after_reset", APPEND) is None
 
 
-def test_subagents_have_their_own_loop_history():
-    for n in range(14):
+def test_subagents_have_their_own_loop_history(monkeypatch):
+    low_thresholds(monkeypatch, loops__repeat_warn=2, loops__repeat_block=3)  # 2 calls of history, not 14
+    for n in range(2):
         pre(SID, f"toolu_{n}", APPEND)
     sub = copy.deepcopy(fixture("PreToolUse-Bash"))
     sub.update(session_id=SID, tool_use_id="toolu_sub", tool_input=APPEND, agent_id="a4d2c8f1e0b3a297",
@@ -134,15 +147,17 @@ def test_no_progress_poll_is_denied_after_five_unchanged_results():
     assert calls[-1]["rule"] == "polling.no_progress:ci-watch" and calls[-1]["poll_rule"] == "ci-watch"
 
 
-def test_failing_poll_counts_as_no_progress_and_changing_output_does_not():
+def test_failing_poll_counts_as_no_progress_and_changing_output_does_not(monkeypatch):
+    # Denied after 2 unchanged results (default 5): the default itself is the previous test's subject.
+    low_thresholds(monkeypatch, polling__no_progress_warn=1, polling__no_progress_block=2)
     poll = {"command": "gh pr checks 12"}
-    for n in range(5):
+    for n in range(2):
         assert denial_of(pre(SID, f"toolu_f{n}", poll)) is None
         post(SID, f"toolu_f{n}", poll, "Exit code 8", ok=False)  # gh pr checks exits 8 while pending
-    assert "no progress" in denial_of(pre(SID, "toolu_f5", poll))
+    assert "no progress" in denial_of(pre(SID, "toolu_f2", poll))
     other = "22222222-2222-2222-2222-222222222222"
     poll2 = {"command": "kubectl rollout status deploy/api"}
-    for n in range(8):
+    for n in range(4):  # twice the block threshold of changing outputs
         assert denial_of(pre(other, f"toolu_c{n}", poll2)) is None
         post(other, f"toolu_c{n}", poll2, f"{n} of 8 updated replicas are available")
 
@@ -152,21 +167,25 @@ def test_rate_limit_from_toml_per_rule(tmp_path):
     os.makedirs(home, exist_ok=True)
     with open(os.path.join(home, "config.toml"), "w") as f:
         f.write('[polling]\nextra_rules = [{name = "status-page", command = "statuspage", max_calls = 3}]\n'
+                '[loops]\nrepeat_warn = 3\nrepeat_block = 5\n'
                 '[loops.tools.Bash]\nrepeat_warn = 50\nrepeat_block = 60\n')
     outs = [pre(SID, f"toolu_{n}", {"command": f"statuspage --probe {n}"}) for n in range(5)]
     assert outs[:2] == [None, None]
     assert "poll 3 of at most 3" in context_of(outs[2])
     assert "Polling guard: blocked" in denial_of(outs[3]) and denial_of(outs[4])
-    # The per-tool loop override applies too: 20 identical calls, no loop warning.
-    assert all(pre(SID, f"toolu_x{n}", {"command": "true"}) is None for n in range(20))
+    # The per-tool loop override applies too: 6 identical calls, past the general repeat_block
+    # of 5 set above (default 15, which took 20 calls to pass), no loop warning.
+    assert all(pre(SID, f"toolu_x{n}", {"command": "true"}) is None for n in range(6))
 
 
-def test_pingpong_through_the_hooks():
+def test_pingpong_through_the_hooks(monkeypatch):
+    # Warn at 2 switches, deny at 4 (defaults 6 and 12): 5 hook runs instead of 14.
+    low_thresholds(monkeypatch, loops__pingpong_warn=2, loops__pingpong_block=4)
     a, b = {"command": "make build"}, {"command": "./run --check"}
-    seen = [pre(SID, f"toolu_{n}", a if n % 2 == 0 else b) for n in range(14)]
-    assert seen[:6] == [None] * 6
-    assert "alternated" in context_of(seen[6])
-    assert "Loop guard: blocked" in denial_of(seen[12])
+    seen = [pre(SID, f"toolu_{n}", a if n % 2 == 0 else b) for n in range(5)]
+    assert seen[:2] == [None] * 2
+    assert "alternated" in context_of(seen[2])
+    assert "Loop guard: blocked" in denial_of(seen[4])
 
 
 def test_hook_path_imports_the_standard_library_only():
