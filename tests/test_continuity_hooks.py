@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,9 +23,16 @@ def fixture_payload(name: str, **over: object) -> dict:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def env(tmp_path: Path, migrated_store: Path) -> dict[str, str]:
+    """An isolated environment whose store is at the current schema, as `agent-hook init` leaves it.
+
+    A copy of the store conftest.migrated_store made with the package's own migration rather than
+    an `agent-hook init` process per test (~0.1 s of CPU each): no test here is about creating it.
+    """
     e = clean_env(tmp_path)
-    cli(["init"], e)
+    home = Path(e["AGENT_HOOKS_HOME"])
+    home.mkdir(mode=0o700)
+    shutil.copy2(migrated_store, home / "store.db")  # keeps its 0600 mode
     return e
 
 
@@ -125,7 +133,8 @@ def test_stop_survives_a_missing_or_hostile_transcript(env: dict[str, str], tmp_
         assert stop.returncode == 0 and stop.stdout == b""
     text = store(env).execute("SELECT summary FROM session_summaries").fetchone()[0]
     assert "SECRET-PROMPT" not in text and "Outcome:" in text
-    assert cli(["status", "--json"], env).stdout and json.loads(cli(["status", "--json"], env).stdout)["errors"] == 0
+    status = cli(["status", "--json"], env).stdout
+    assert status and json.loads(status)["errors"] == 0
 
 
 def _config(env: dict[str, str], text: str) -> None:
