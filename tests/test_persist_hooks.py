@@ -50,13 +50,25 @@ def stop(sid: str, home: Path, env: dict[str, str] | None = None, active: bool =
     return json.loads(out) if out else None
 
 
+def create_task(*args: str) -> None:
+    """`agent-hook task create ARGS` run in this process: the same code writing the same rows as the
+    console script, without a process (~50 ms of CPU) for what is only the state before the Stop,
+    PreToolUse or PostToolUse under test. The commands a test is about stay subprocesses."""
+    from click.testing import CliRunner
+
+    from agent_hooks.cli import cli
+
+    result = CliRunner().invoke(cli, ["task", "create", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+
+
 def task_json(task: str) -> dict[str, Any]:
     return json.loads(agent_hook("task", "show", task, "--json").stdout)
 
 
 def test_stop_holds_until_task_done(hooks_home: Path):
     env = start("S1", hooks_home)
-    agent_hook("task", "create", "T-1", "--description", "Port the parser", "--persist")
+    create_task("T-1", "--description", "Port the parser", "--persist")
     agent_hook("task", "progress", "T-1", "lexer done")
     write_transcript("S1", 1000)
     out = stop("S1", hooks_home, env)
@@ -81,7 +93,7 @@ def test_stop_holds_until_task_done(hooks_home: Path):
 
 def test_budget_bounds_an_always_stopping_model(hooks_home: Path):
     env = start("S2", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist", "--max-continuations", "3")
+    create_task("T-1", "--persist", "--max-continuations", "3")
     write_transcript("S2", 1000)
     answers = [stop("S2", hooks_home, env, active=i > 0) for i in range(5)]
     assert [bool(a) for a in answers] == [True, True, True, False, False]
@@ -96,7 +108,7 @@ def test_budget_bounds_an_always_stopping_model(hooks_home: Path):
 
 def test_context_full_interrupt_and_api_error_let_go(hooks_home: Path):
     env = start("S3", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist")
+    create_task("T-1", "--persist")
     write_transcript("S3", 196_000)
     assert stop("S3", hooks_home, env) is None
     assert "bypass context: context 98% full" in task_json("T-1")["last_bypass"]
@@ -114,7 +126,7 @@ def test_cancelled_blocked_lead_stale_and_isolation(hooks_home: Path):
     env = start("S4", hooks_home)
     other = start("S5", hooks_home, task=None)  # same agent, no task
     lead = start("L1", hooks_home, role="lead")
-    agent_hook("task", "create", "T-1", "--persist")
+    create_task("T-1", "--persist")
     write_transcript("S4", 100)
     write_transcript("S5", 100)
     write_transcript("L1", 100)
@@ -131,7 +143,7 @@ def test_cancelled_blocked_lead_stale_and_isolation(hooks_home: Path):
     assert stop("S4", hooks_home, env) is None
     assert task_json("T-1")["blocked_reason"] == "no credentials for the staging DB"
     # Stale: a new task, nothing happened for longer than stale_after_s.
-    agent_hook("task", "create", "T-2", "--persist")
+    create_task("T-2", "--persist")
     env2 = start("S6", hooks_home, task="T-2")
     write_transcript("S6", 100)
     time.sleep(1.2)
@@ -141,7 +153,7 @@ def test_cancelled_blocked_lead_stale_and_isolation(hooks_home: Path):
 
 def test_done_and_blocked_get_through_every_guard(hooks_home: Path):
     env = start("S7", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist")
+    create_task("T-1", "--persist")
     agent_hook("cancel", "S7", "--reason", "stop now")
 
     def pre(command: str) -> dict[str, Any]:
@@ -167,7 +179,7 @@ def test_done_and_blocked_get_through_every_guard(hooks_home: Path):
 
 def test_context_pressure_notice_once(hooks_home: Path):
     env = start("S8", hooks_home)
-    agent_hook("task", "create", "T-1")
+    create_task("T-1")
 
     def post() -> bytes:
         p = payload("PostToolUse", "S8", hooks_home, tool_name="Bash", tool_input={"command": "ls"},
@@ -205,7 +217,7 @@ def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_ho
     from helpers import EXECUTABLES, FIXTURES_330
 
     env = start("S9", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist")
+    create_task("T-1", "--persist")
     write_transcript("S9", 180_000)  # PostToolUse gives the pressure notice, reading the transcript
     calls: list[tuple[str, dict[str, Any]]] = [
         ("agent-hook-post-tool-use", payload("PostToolUse", "S9", hooks_home, tool_name="Bash",
@@ -234,7 +246,7 @@ def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_ho
 def test_a_transcript_line_nested_too_deep_is_skipped_not_an_error(hooks_home: Path):
     """json.loads raises RecursionError, not ValueError, on it: it must not let the worker go."""
     env = start("S10", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist")
+    create_task("T-1", "--persist")
     write_transcript("S10", 1000)
     path = Path(os.environ["HOME"]) / ".claude" / "projects" / "-work" / "S10.jsonl"
     with path.open("a") as f:
@@ -248,7 +260,7 @@ def test_status_says_in_words_that_the_hold_was_let_go_and_shows_whole_states(ho
     """`status` for a person: the state column fits needs_input, and the persistence line says the
     session was allowed to stop and why, not the record's `bypass stop_hook_active: stop_hook_active ...`."""
     env = start("S7", hooks_home)
-    agent_hook("task", "create", "T-1", "--persist", "--max-continuations", "3")
+    create_task("T-1", "--persist", "--max-continuations", "3")
     write_transcript("S7", 1000)
     answers = [stop("S7", hooks_home, env, active=i > 0) for i in range(4)]
     assert [bool(a) for a in answers] == [True, True, True, False]
