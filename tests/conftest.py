@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
-import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tier_support import selects_no_e2e_test
 
 # pytest rewrites the asserts of each test module it imports: some 3 s of CPU for the whole suite, in
 # every xdist worker. It keeps the result in tests/__pycache__, unless PYTHONDONTWRITEBYTECODE is set (as
@@ -81,7 +81,7 @@ def _rewrite_test_modules_once(config: pytest.Config) -> None:
 
         state = config.stash[rewrite.assertstate_key]
         paths = [Path(str(a).split("::")[0]) for a in config.args] or [Path(str(config.rootpath)) / "tests"]
-        skip_e2e = _selects_no_e2e_test(config.getoption("markexpr") or "")
+        skip_e2e = selects_no_e2e_test(config.getoption("markexpr") or "")
         for top in paths:
             files = [top] if top.is_file() else sorted(top.rglob("test_*.py")) + sorted(top.rglob("conftest.py"))
             for fn in files:
@@ -160,28 +160,11 @@ def migrated_store(isolated_env: Path) -> Path:
 E2E_DIR = Path(__file__).resolve().parent / "e2e"
 
 
-def _selects_no_e2e_test(markexpr: str) -> bool:
-    """Whether ``-m markexpr`` is false for every test marked e2e, whatever its other marks."""
-    if not markexpr:
-        return False
-    from _pytest.mark.expression import Expression  # what -m itself evaluates
-
-    expr = Expression.compile(markexpr)
-    others = sorted(set(re.findall(r"[\w:+\-.\[\]\\/]+", markexpr)) - {"e2e", "and", "or", "not"})
-    if len(others) > 10:
-        return False
-    for values in itertools.product((False, True), repeat=len(others)):
-        marks = dict(zip(others, values), e2e=True)
-        if expr.evaluate(lambda name, **_kwargs: marks.get(name, False)):
-            return False
-    return True
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """tests/e2e is not imported when ``-m`` leaves out every e2e test (the fast tier: -m "not e2e and not
     slow"). Everything under it is marked e2e (its conftest), so nothing that would run is missed, and
     each worker saves importing and collecting its hundred tests."""
-    if collection_path == E2E_DIR and _selects_no_e2e_test(config.getoption("markexpr") or ""):
+    if collection_path == E2E_DIR and selects_no_e2e_test(config.getoption("markexpr") or ""):
         return True
     return None
 

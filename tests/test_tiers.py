@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import _selects_no_e2e_test
+from tier_support import selects_no_e2e_test
 
 
 @pytest.mark.parametrize("markexpr,skips", [
@@ -20,4 +20,4 @@ from conftest import _selects_no_e2e_test
     ("not e2e or slow", False),  # an e2e test marked slow runs
 ])
 def test_e2e_is_left_uncollected_only_when_no_e2e_test_can_run(markexpr: str, skips: bool) -> None:
-    assert _selects_no_e2e_test(markexpr) is skips
+    assert selects_no_e2e_test(markexpr) is skips
