@@ -53,6 +53,17 @@ def test_unknown_keys_warn_and_mistakes_are_errors() -> None:
     assert "not valid YAML" in meta_of("---\nname: [unclosed\n---\n")[1][0]
 
 
+def test_frontmatter_nested_past_libyamls_limit_is_refused_by_its_parser() -> None:
+    """libyaml (PyYAML's C loader, in its wheels) stops at 1,000 levels in a millisecond; the
+    pure-Python one recursed for most of a second, in every hook, before giving up."""
+    import yaml
+
+    if not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("this PyYAML was built without libyaml")
+    errors = meta_of("---\nhomepage: " + "[" * 3000 + "]" * 3000 + "\n---\n")[1]
+    assert len(errors) == 1 and "not valid YAML" in errors[0] and "maximum nesting depth" in errors[0], errors
+
+
 # -- discovery, precedence, path safety -----------------------------------------------------------
 
 def test_a_folder_others_can_write_to_runs_none_of_its_handlers(tmp_path: Path) -> None:
