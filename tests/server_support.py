@@ -121,6 +121,23 @@ def wait_listening(port: int, timeout: float = 10.0) -> None:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+def wait_closed(port: int, timeout: float = 10.0) -> None:
+    """Until nothing accepts connections on 127.0.0.1:``port`` (then another program can bind it).
+
+    A killed supervisor's worker shares its listening socket and dies with it a moment later:
+    under load, later than the supervisor's pid is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"port {port} still takes connections")
+
+
 def start_server(home: Path, env: dict[str, str] | None = None) -> Server:
     server = Server(home, free_port())
     server.env.update(env or {})

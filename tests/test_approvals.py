@@ -63,8 +63,7 @@ def _pending_count(home: Path) -> int:
     except sqlite3.OperationalError:
         return 0  # no store yet
     try:
-        return conn.execute("SELECT count(*) FROM approvals WHERE state = 'pending'"
-                            " AND (expires_at IS NULL OR expires_at > ?)", (time.time(),)).fetchone()[0]
+        return len(ap.listing(conn))  # what the command lists
     except sqlite3.OperationalError:
         return 0  # the hook is creating the store at this moment
     finally:

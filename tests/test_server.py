@@ -130,7 +130,7 @@ def calls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server on an initialised store for the tests below that post one call and check what
     that call added (a server start is about a fifth of a second of CPU)."""
     srv = Center(tmp_path_factory.mktemp("calls") / "agent-hooks-home")
-    subprocess.run([sys.executable, "-m", "agent_hooks", "init"], env=srv.env, check=True, capture_output=True)
+    agent_hook("init", env=srv.env)
     srv.start()
     try:
         yield srv

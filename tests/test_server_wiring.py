@@ -22,7 +22,7 @@ import agent_hooks
 from agent_hooks.server import local
 from agent_hooks.server.local import SESSION_ENV, header_for
 from helpers import agent_hook, error_log, fixture_payload
-from server_support import Server, free_port
+from server_support import Server, free_port, wait_closed
 
 HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
 
@@ -147,13 +147,7 @@ def test_session_start_starts_the_server_once_and_after_a_kill(settings: Path, s
     end = time.time() + 10
     while server.status()["up"] and time.time() < end:
         time.sleep(0.05)
-    # Its worker dies with it, a moment later under load: until then it still takes connections.
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
-        except ConnectionRefusedError:
-            break
-        time.sleep(0.05)
+    wait_closed(server.port)  # its worker too
     with pytest.raises(ConnectionRefusedError):
         server.post(dict(pre, tool_use_id="toolu_gap"))
     down = [line for line in doctor_lines() if line.startswith("✗")]
@@ -243,18 +237,10 @@ def test_a_dead_servers_port_taken_by_another_program_is_not_taken_for_ours(sett
     end = time.time() + 10
     while server.status()["up"] and time.time() < end:
         time.sleep(0.05)
+    wait_closed(server.port)  # its worker too
     with socket.socket() as other:
         other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # The supervisor is gone; its worker, which shares the listening socket, ends a moment later
-        # (it dies with its parent): under load the port can still be held then.
-        while True:
-            try:
-                other.bind(("127.0.0.1", server.port))
-                break
-            except OSError:
-                if time.time() > end:
-                    raise
-                time.sleep(0.05)
+        other.bind(("127.0.0.1", server.port))
         other.listen()
         session_start(settings, "s-squatted")
     entries = [e for e in error_log(server.home) if e["kind"] == "server"]

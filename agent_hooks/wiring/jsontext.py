@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_DEPTH = 200  # settings nest 5 deep; deeper is not a settings file (and no RecursionError)
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+# Runs of plain characters at once: one alternative per character made a long string slow to match.
 _STRING = re.compile(r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"')
 
 
@@ -67,11 +68,11 @@ class Node:
 
 # One token per match, after any whitespace: a comment, punctuation, a string, a number, a literal
 # or the end of the text.
-_TOKEN = re.compile(r"""[ \t\r\n]*(?:
+_TOKEN = re.compile(rf"""[ \t\r\n]*(?:
     (?P<comment>//[^\n]*\n?|/\*.*?\*/)
-  | (?P<punct>[][{}:,])
-  | (?P<string>"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")
-  | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)
+  | (?P<punct>[][{{}}:,])
+  | (?P<string>{_STRING.pattern})
+  | (?P<number>{_NUMBER})
   | (?P<literal>true|false|null)
   | (?P<end>\Z)
 )""", re.VERBOSE | re.DOTALL)
