@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from center_support import Center, two_hosts
 from helpers import agent_hook, run_hook
 from tmux_support import NO_TMUX, Tmux
@@ -193,7 +192,7 @@ def test_doctor_says_when_reporting_to_the_command_center_fails(
 def test_a_large_report_goes_in_bodies_the_api_takes(tmp_path: Path) -> None:
     """500 cards with long commands and a request with a 60 KiB command: every body is within the API's
     limit, every card is sent, the request is clipped but whole; a real command center takes them all."""
-    from agent_hooks.server import contract, report
+    from agent_hooks.center import contract, report
 
     cards = [{"session_id": f"s-{i}", "tmux_session": f"agent-{i}", "agent": "builder",
               "current_tool": "Bash", "current_command": "x" * 300, "own_state": "live"} for i in range(500)]
@@ -227,6 +226,6 @@ def test_a_large_report_goes_in_bodies_the_api_takes(tmp_path: Path) -> None:
 def test_a_reply_never_types_a_terminal_control() -> None:
     """C1 controls (U+009B is CSI, an escape sequence's start like ESC [) and the Unicode line
     separators become spaces, as C0 controls and newlines do."""
-    from agent_hooks.server.reply import clean_text
+    from agent_hooks.center.reply import clean_text
 
     assert clean_text("go\x9b2J on\u2028now\u2029\x85x\x1b[1m", 100) == "go 2J on now  x [1m"

@@ -1,4 +1,4 @@
-"""The board's burn rate and today's spend from a card's cost samples (agent_hooks.server.burn), and the
+"""The board's burn rate and today's spend from a card's cost samples (agent_hooks.center.burn), and the
 samples a command center keeps from forwarded totals (a real SQLite store, the real ingest path)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agent_hooks.server import burn
+from agent_hooks.center import burn
 
 NOW = 1_800_000_000.0
 

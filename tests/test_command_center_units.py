@@ -8,12 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from agent_hooks.forward import eventmap
-from agent_hooks.server import contract, fleetdb
-from agent_hooks.store import Store
-
 from ingest_server import EVENTS
+
+from agent_hooks.center import contract, fleetdb
+from agent_hooks.forward import eventmap
+from agent_hooks.store import Store
 
 # The seed's table, written out independently of contract.EVENTS (the test ingest server's copy,
 # which the forwarder's tests run against): event -> (from states, to).

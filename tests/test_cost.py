@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import FIXTURES_ROOT, agent_hook, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
@@ -286,7 +285,7 @@ def test_forwarded_events_carry_the_running_cost(hooks_home: Path):
 def test_the_command_center_keeps_each_cards_running_cost(tmp_path: Path):
     import sqlite3 as sq
 
-    from agent_hooks.server import contract, fleetdb
+    from agent_hooks.center import contract, fleetdb
     from agent_hooks.store import Store
 
     conn = Store(str(tmp_path / "cc.db")).conn

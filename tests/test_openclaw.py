@@ -21,14 +21,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from center_support import Center
 from helpers import BIN
-from openclaw_support import TOKEN, Gateway, approval, fixture_frames, lifecycle, resolved, tool
+from openclaw_support import (
+    TOKEN,
+    Gateway,
+    approval,
+    fixture_frames,
+    lifecycle,
+    resolved,
+    tool,
+)
 
 from agent_hooks import config as config_mod
-from agent_hooks import openclaw as settings
-from agent_hooks.server import oc_map, oc_store
+from agent_hooks.openclaw import frames, records, settings
 
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
@@ -73,7 +79,7 @@ def wait_status(center: Center, state: str, timeout: float = 10.0) -> dict[str, 
 
 
 def card_of(center: Center, key: str = "agent:main:main") -> str:
-    return oc_map.card_id("host-a", key)
+    return frames.card_id("host-a", key)
 
 
 def page(center: Center, cid: str) -> dict[str, Any]:
@@ -231,9 +237,9 @@ def test_a_url_with_a_credential_stays_out_of_status_and_the_board(tmp_path: Pat
 
 def test_distinct_gateway_request_ids_never_share_a_row() -> None:
     ids = ["a/b", "a_b", "x" * 61, "x" * 60 + "y", "x" * 60, "id with space", "id\u00e9"]
-    rows = [oc_map.approval_id(i) for i in ids]
+    rows = [frames.approval_id(i) for i in ids]
     assert len(set(rows)) == len(ids), rows
-    assert oc_map.approval_id("4cbcddb3-5d57-4d5f-bb83-463c5be46eaf") == "oc-4cbcddb3-5d57-4d5f-bb83-463c5be46eaf"
+    assert frames.approval_id("4cbcddb3-5d57-4d5f-bb83-463c5be46eaf") == "oc-4cbcddb3-5d57-4d5f-bb83-463c5be46eaf"
     for row in rows:  # safe in a URL path and the board's ids
         assert all(ch.isalnum() or ch in "-_." for ch in row) and row.startswith("oc-"), row
 
@@ -245,8 +251,8 @@ def test_a_gateway_on_another_host_over_plain_ws_is_warned_about() -> None:
         assert settings.cleartext_problem(cfg) is None, url
     cfg["openclaw"]["url"] = "ws://10.1.2.3:18789"
     assert "unencrypted" in (settings.cleartext_problem(cfg) or "")
+    from agent_hooks.center.checks import openclaw_checks
     from agent_hooks.checks import WARN
-    from agent_hooks.server.center_checks import openclaw_checks
 
     checks = openclaw_checks(cfg, None)
     assert any(c.status == WARN and "unencrypted" in c.summary for c in checks), checks
@@ -272,11 +278,12 @@ def test_the_server_does_not_import_the_gateway_client_without_a_gateway(tmp_pat
         "import asyncio, sys\n"
         "from agent_hooks.paths import Paths\n"
         "from agent_hooks import config\n"
-        "from agent_hooks.server import app, openclaw\n"
+        "from agent_hooks.openclaw import service\n"
+        "from agent_hooks.server import app\n"
         "env = {'AGENT_HOOKS_HOME': sys.argv[1]}\n"
         "a = app.create_app(Paths(env), config.defaults(), env)\n"
-        "asyncio.run(openclaw.startup(a.state.server))\n"
-        "print('agent_hooks.server.oc_gateway' in sys.modules, 'agent_hooks.server.oc_map' in sys.modules,\n"
+        "asyncio.run(service.startup(a.state.server))\n"
+        "print('agent_hooks.openclaw.gateway' in sys.modules, 'agent_hooks.openclaw.frames' in sys.modules,\n"
         "      'websockets.asyncio.client' in sys.modules, getattr(a.state.server, 'openclaw', None))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], capture_output=True, text=True,
@@ -286,11 +293,11 @@ def test_the_server_does_not_import_the_gateway_client_without_a_gateway(tmp_pat
 
 
 def test_a_tool_call_is_shown_clipped_with_secrets_masked() -> None:
-    view = oc_map.safe_view({"command": "API_TOKEN=hunter2 curl -H x " + "y" * 500})
+    view = frames.safe_view({"command": "API_TOKEN=hunter2 curl -H x " + "y" * 500})
     assert "hunter2" not in view and "API_TOKEN=***" in view
-    assert len(view) <= oc_map.VIEW_CHARS
-    assert oc_map.safe_view({"path": "/etc/hosts"}) == "/etc/hosts"
-    assert oc_map.safe_view({"a": 1}) == '{"a":1}'
+    assert len(view) <= frames.VIEW_CHARS
+    assert frames.safe_view({"path": "/etc/hosts"}) == "/etc/hosts"
+    assert frames.safe_view({"a": 1}) == '{"a":1}'
 
 
 # -- a run on the board ------------------------------------------------------------------------------------
@@ -446,7 +453,7 @@ def test_without_approvals_none_are_listed_and_no_admin_scope_is_asked(tmp_path:
         assert not gw.requests_for("exec.approval.list")
         gw.send(approval("gw-unasked-1", "rm -rf /"))
         gw.send(lifecycle("run-n", 1, "start"))
-        c.wait_card(lambda x: x["id"] == oc_map.card_id("host-a", "agent:main:main") and x["state"] == "running")
+        c.wait_card(lambda x: x["id"] == frames.card_id("host-a", "agent:main:main") and x["state"] == "running")
         assert [a for a in pending(c) if a["id"].startswith("oc-")] == []
     finally:
         c.stop()
@@ -655,7 +662,7 @@ def test_a_gateway_whose_clock_is_behind_still_has_its_requests_listed(shared: S
     frame["payload"]["expiresAtMs"] -= 3600_000
     gateway.send(frame)
     [row] = wait_pending(center, 1, card=shared.cid)
-    assert row["id"] == oc_map.approval_id("gw-skewed-1")
+    assert row["id"] == frames.approval_id("gw-skewed-1")
     assert 100 <= row["expires_at"] - time.time() <= 125, row
 
 
@@ -683,10 +690,10 @@ def test_a_reconnect_catches_up_with_requests_made_or_answered_meanwhile(center:
     gateway.pending = [approval("gw-new-1", "make test")["payload"]]
     gateway.start()
     end = time.time() + 10
-    while [a["id"] for a in pending(center)] != [oc_map.approval_id("gw-new-1")] and time.time() < end:
+    while [a["id"] for a in pending(center)] != [frames.approval_id("gw-new-1")] and time.time() < end:
         time.sleep(0.05)
     [new] = wait_pending(center, 1)
-    assert new["id"] == oc_map.approval_id("gw-new-1") and new["tool_input"]["command"] == "make test"
+    assert new["id"] == frames.approval_id("gw-new-1") and new["tool_input"]["command"] == "make test"
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
     [gone] = [a for a in history if a["id"] == old["id"]]
     assert gone["state"] == "withdrawn" and "no longer pending at the OpenClaw gateway" in gone["answer"]["note"]
@@ -741,8 +748,8 @@ def test_a_cancel_while_the_gateway_is_down_is_refused_as_unavailable(center: Ce
 
 def test_an_abort_the_gateway_refuses_is_reported_in_its_words(shared: Shared) -> None:
     center, gateway = shared.center, shared.gateway
-    frames = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
-    [refused] = [f for f in frames if not f.get("ok")]
+    responses = [f for f in fixture_frames("abort-unauthorized-with-write.jsonl") if f.get("type") == "res"]
+    [refused] = [f for f in responses if not f.get("ok")]
     gateway.handlers["chat.abort"] = lambda p: (False, refused["error"])  # the real gateway's answer
     cid = shared.cid
     gateway.send(lifecycle(shared.run("run-u"), 1, "start", key=shared.key))
@@ -775,7 +782,7 @@ def test_cancel_is_refused_when_the_gateway_offers_no_abort(tmp_path: Path) -> N
     try:
         gw.wait_clients()
         gw.send(lifecycle("run-3", 1, "start"))
-        cid = oc_map.card_id("host-a", "agent:main:main")
+        cid = frames.card_id("host-a", "agent:main:main")
         c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
         r = c.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
         assert r.status_code == 409 and "offers no method to abort" in r.json()["error"], r.text
@@ -792,7 +799,7 @@ def test_without_cancel_the_server_asks_for_no_write_scope_and_refuses_a_cancel(
         gw.wait_clients()
         assert gw.connects[-1]["scopes"] == ["operator.read", "operator.approvals", "operator.admin"]
         gw.send(lifecycle("run-4", 1, "start"))
-        cid = oc_map.card_id("host-a", "agent:main:main")
+        cid = frames.card_id("host-a", "agent:main:main")
         c.wait_card(lambda x: x["id"] == cid and x["state"] == "running")
         r = c.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "stop"})
         assert r.status_code == 409 and "cancel = true" in r.json()["error"], r.text
@@ -849,24 +856,24 @@ def test_a_gateway_inventing_sessions_and_requests_cannot_grow_the_store_without
     # The writer thread's function, called directly on the server's own store (its schema, a real file).
     import sqlite3
 
-    from agent_hooks.server import fleetdb
+    from agent_hooks.center import fleetdb
 
     gateway.send(lifecycle("run-0", 1, "start"))
     center.wait_card(lambda c: c["id"] == card_of(center))
     store = sqlite3.connect(str(center.home / "store.db"), timeout=10)
     try:
-        mapper = oc_map.Mapper()
-        extra_cards, extra_requests = oc_store.MAX_CARDS + 5, oc_store.MAX_PENDING + 7
+        mapper = frames.Mapper()
+        extra_cards, extra_requests = records.MAX_CARDS + 5, records.MAX_PENDING + 7
         acts = [a for i in range(extra_cards)
                 for a in mapper.actions("agent", lifecycle(f"r{i}", 1, "start", key=f"agent:x:{i}")["payload"])]
         acts += [a for i in range(extra_requests)
                  for a in mapper.actions("exec.approval.requested", approval(f"flood-{i}", "ls")["payload"])]
         with store:
-            out = oc_store.apply(store, acts, "host-a", time.time())
+            out = records.apply(store, acts, "host-a", time.time())
         n_cards = store.execute("SELECT count(*) FROM fleet_sessions WHERE agent_type = 'openclaw'").fetchone()[0]
         n_pending = store.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").fetchone()[0]
-        assert (n_cards, n_pending) == (oc_store.MAX_CARDS, oc_store.MAX_PENDING)
-        assert out.body["refused"] == extra_cards + 1 - oc_store.MAX_CARDS
+        assert (n_cards, n_pending) == (records.MAX_CARDS, records.MAX_PENDING)
+        assert out.body["refused"] == extra_cards + 1 - records.MAX_CARDS
         assert isinstance(fleetdb.get(store, card_of(center)), dict)  # the sessions it had keep their cards
     finally:
         store.close()
@@ -1055,7 +1062,7 @@ def test_a_recorded_abort_fails_the_card_once(shared: Shared) -> None:
     # The request was answered at the gateway (by another operator): our copy says so, and is not pending.
     gid = [e for e in events if e["event"] == "exec.approval.requested"][0]["payload"]["id"]
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
-    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    [row] = [a for a in history if a["id"] == frames.approval_id(gid)]
     assert row["state"] == "allowed" and row["answer"]["by"] == "gateway-client" and row["answer"]["via"] == "remote"
     assert row["tool_input"]["command"] == "echo started; sleep 30; echo finished"
 
@@ -1063,13 +1070,13 @@ def test_a_recorded_abort_fails_the_card_once(shared: Shared) -> None:
 def test_a_recorded_approval_is_answered_from_the_api(shared: Shared) -> None:
     center, gateway = shared.center, shared.gateway  # the recording's session, run and request: this test's only
     name = "approval-allow-then-second-resolve.jsonl"
-    frames = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
-    asked = [i for i, f in enumerate(frames) if f["event"] == "exec.approval.requested"][0]
+    events = [f for f in fixture_frames(name) if f.get("type") == "event" and f.get("event") != "connect.challenge"]
+    asked = [i for i, f in enumerate(events) if f["event"] == "exec.approval.requested"][0]
     replay(gateway, name, stop=asked + 1)  # up to the request
-    gid = frames[asked]["payload"]["id"]
+    gid = events[asked]["payload"]["id"]
     cid = card_of(center, "agent:gated:capture-approval")  # the recording's agent asks before each command
     [row] = wait_pending(center, 1, card=cid)
-    assert row["id"] == oc_map.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
+    assert row["id"] == frames.approval_id(gid) and row["tool_input"]["command"] == "echo approved-run"
     assert row["tool_input"]["decisions"] == ["allow", "deny"]  # the gateway offers no allow-always here
     assert row["suggestions"] is None  # so the board's "Always allow" is disabled
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow_always"})
@@ -1082,7 +1089,7 @@ def test_a_recorded_approval_is_answered_from_the_api(shared: Shared) -> None:
     replay(gateway, name, start=asked + 1)
     center.wait_card(lambda c: c["id"] == cid and c["state"] == "completed")
     history = center.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
-    [row] = [a for a in history if a["id"] == oc_map.approval_id(gid)]
+    [row] = [a for a in history if a["id"] == frames.approval_id(gid)]
     assert row["state"] == "allowed" and row["answer"]["via"] == "board"  # ours: the gateway's echo changed nothing
 
 
@@ -1091,8 +1098,8 @@ def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -
     of them is dropped as not speaking the handshake, instead of being read for the hello's 10 s."""
     import threading
 
-    from websockets.sync.server import serve
     from server_support import free_port
+    from websockets.sync.server import serve
 
     port = free_port()
 

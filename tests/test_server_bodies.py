@@ -14,10 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from agent_hooks.server.contract import MAX_BODY_BYTES
 from center_support import Center
-from route_support import AppRoute, app_routes, chunked_without_end, headers_only, request, rss_mb
+from route_support import (
+    AppRoute,
+    app_routes,
+    chunked_without_end,
+    headers_only,
+    request,
+    rss_mb,
+)
+
+from agent_hooks.center.contract import MAX_BODY_BYTES
 
 DEEP = b"{\"a\":" * 10_000 + b"1" + b"}" * 10_000  # 60 KB: under the 64 KiB limit, far past the parser's depth
 DEEP_LIST = b"[" * 30_000 + b"]" * 30_000
@@ -161,7 +168,7 @@ def test_a_chunked_body_stops_at_the_limit(center: Center, tmp_path: Path) -> No
 def test_every_parser_of_the_contract_refuses_what_sqlite_or_json_cannot_take(raw: bytes) -> None:
     """The parsers themselves (no server): a BodyError (400) with a reason, not a RecursionError
     or a string that fails later in SQLite."""
-    from agent_hooks.server import contract
+    from agent_hooks.center import contract
 
     for parse in (contract.parse_ingest, contract.parse_registration, contract.parse_patch,
                   lambda r: contract.parse_reason(r, True)):

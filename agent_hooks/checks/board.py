@@ -8,6 +8,6 @@ from agent_hooks.checks import Check, Context, check
 @check("board", order=80)
 def board(ctx: Context) -> list[Check]:
     """The board at / and /api/board, the token file, a non-loopback listen, the subscription."""
-    from agent_hooks.server.center_checks import board_checks
+    from agent_hooks.center.checks import board_checks
 
     return board_checks(ctx.paths, ctx.cfg)

@@ -15,10 +15,10 @@ import click
 from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
-from agent_hooks.output import one_line
 from agent_hooks.cli.table import cell
 from agent_hooks.features import cost as cost_mod
 from agent_hooks.features import persist as persist_mod
+from agent_hooks.output import one_line
 
 TASK_COLUMNS = ("task_id", "description", "progress", "state", "cancel_reason", "cancelled_at", "created_at",
                 "updated_at")
@@ -307,7 +307,7 @@ def _selector_options(fn: Any) -> Any:
     return click.argument("session_id", required=False)(fn)
 
 
-OPENCLAW_PREFIX = "oc-"  # OpenClaw sessions' cards and requests (agent_hooks.server.oc_map)
+OPENCLAW_PREFIX = "oc-"  # OpenClaw sessions' cards and requests (agent_hooks.openclaw.frames)
 
 
 def _select(session_id: str | None, task_id: str | None, tmux: str | None) -> None:

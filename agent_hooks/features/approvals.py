@@ -206,7 +206,7 @@ def public(row: dict[str, Any], own_host: str) -> dict[str, Any]:
         "id": row["id"],
         "host": row["host"] or own_host,
         "session_id": row["session_id"],
-        # Local sessions' board cards are keyed by their session id (server/fleetdb.py).
+        # Local sessions' board cards are keyed by their session id (center/fleetdb.py).
         "card": row["session_id"] if not row["host"] else None,
         "kind": row["kind"],
         "tool_name": row["tool_name"],

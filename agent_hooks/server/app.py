@@ -41,20 +41,20 @@ from agent_hooks.store import Store, StoreError, Transaction
 T = TypeVar("T")
 
 # Route modules, in order. The command center adds its own here:
-# "agent_hooks.server.ingest", "agent_hooks.server.live", "agent_hooks.server.control", ...
+# "agent_hooks.center.ingest", "agent_hooks.center.hub", "agent_hooks.center.control", ...
 ROUTE_MODULES: list[str] = [
     "agent_hooks.server.meta",
     "agent_hooks.server.hooks",
     # The command center (docs/command-center.md); live first: it owns the writer thread.
-    "agent_hooks.server.live",
-    "agent_hooks.server.ingest",
-    "agent_hooks.server.control",
-    "agent_hooks.server.approvals",
+    "agent_hooks.center.hub",
+    "agent_hooks.center.ingest",
+    "agent_hooks.center.control",
+    "agent_hooks.center.approvals",
     # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.
-    "agent_hooks.server.openclaw",
+    "agent_hooks.openclaw.service",
     # After control: a host subscribed to a command center reports its sessions to it.
-    "agent_hooks.server.report",
-    "agent_hooks.server.board",
+    "agent_hooks.center.report",
+    "agent_hooks.center.board",
     # Embeddings of memory files and summaries, computed here while the server runs.
     "agent_hooks.server.embedding",
 ]
@@ -143,7 +143,7 @@ class _ServerStore(Store):
         # A commit that crosses SQLite's auto-checkpoint (1,000 pages) copies the WAL and fsyncs
         # while it holds the write lock: 10-60 ms here, every other hook call waiting behind it
         # (p99 16 ms under 20 sessions). The command center's thread checkpoints every second
-        # instead (live.py); this much higher threshold only bounds the WAL (~40 MB) should
+        # instead (hub.py); this much higher threshold only bounds the WAL (~40 MB) should
         # that thread ever stop.
         self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES_BOUND}")
         # The file this connection has open. A long-lived connection keeps an inode, not a path:

@@ -10,7 +10,7 @@ and a message that says what is wrong:
   does, nothing past the limit read into memory;
 * not JSON, nested too deeply, text that is no Unicode (a lone surrogate
   escape such as ``"\\ud800"``, which SQLite cannot store), not an object,
-  wrong types: 400 (agent_hooks.server.contract says which).
+  wrong types: 400 (agent_hooks.center.contract says which).
 
 The hook routes (``/hooks``) are different on purpose: bad input there is
 answered 200 with the problem in a header, as Claude Code's http hooks
@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from agent_hooks.server import contract, fastpath
+from agent_hooks.center import contract
+from agent_hooks.server import fastpath
 
 T = TypeVar("T")
 

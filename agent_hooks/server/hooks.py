@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any
 from starlette.routing import BaseRoute
 
 from agent_hooks import spool
-from agent_hooks.dispatch import Call, Deferred, count_error, dispatch, fail_closed_answer, log_error, report
+from agent_hooks.dispatch import (
+    Call,
+    Deferred,
+    count_error,
+    dispatch,
+    fail_closed_answer,
+    log_error,
+    report,
+)
 from agent_hooks.handlers.hook import maybe_any
 from agent_hooks.payload import too_large
 from agent_hooks.server import fastpath, local
@@ -239,7 +247,7 @@ async def _hold(state: ServerState, call: Call, receive: fastpath.Receive) -> No
     """The handler recorded an approval to wait for: hold the request (features/approvals.py).
     Any failure gives the answer the call had without the wait (fail open, with a trace), or under
     strict guards (guards.fail_closed) a deny: a gated PreToolUse was not approved by anyone."""
-    from agent_hooks.server import approvals
+    from agent_hooks.center import approvals
 
     try:
         await approvals.hold(state, call, receive)

@@ -17,7 +17,7 @@ out. So when a write fails because the store cannot be written
 * once a write commits: every connection is reopened (the generation moves),
   the spool is replayed, and one line says so, with the count.
 
-The command center's writer thread (live.py) pauses while the store is down and
+The command center's writer thread (hub.py) pauses while the store is down and
 its requests are answered 503 (:class:`StoreUnavailable`), so a sending host keeps
 its events queued and tries again.
 """

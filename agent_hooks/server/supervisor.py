@@ -161,7 +161,7 @@ class Supervisor:
         for name in app.ROUTE_MODULES:
             importlib.import_module(name)
         if (self.config.get("forward") or {}).get("url"):
-            # The command center's client (server/report.py, control.py import it when they run):
+            # The command center's client (center/report.py, control.py import it when they run):
             # ~25 ms, paid here once only when there is a command center to reach.
             import httpx  # noqa: F401
         # Building the app once imports what its routes import lazily (every event's handler: 70 ms).

@@ -29,12 +29,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
+from agent_hooks.center import contract, fleetdb, relay
+from agent_hooks.center.hub import fleet_of
 from agent_hooks.features import approvals
+from agent_hooks.openclaw import service
 from agent_hooks.output import render
-from agent_hooks.server import access, contract, fleet_approvals, fleetdb, openclaw, peer
+from agent_hooks.server import access, peer
 from agent_hooks.server.app import ServerState, stopping
 from agent_hooks.server.body import read
-from agent_hooks.server.live import fleet_of
 
 # While held, the row is read again at least this often (a commit the hub's poll missed, a clock),
 # and whether the server is stopping is looked at this often (it gives the client its answer then,
@@ -167,8 +169,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
                                 status_code=400)
         session = request.query_params.get("session")
         if which == approvals.PENDING and session is None:
-            # The whole fleet's, each with its board card (server/fleet_approvals.py).
-            pending = await hub.submit(fleet_approvals.pending, hub.own_host, time.time())
+            # The whole fleet's, each with its board card (center/relay.py).
+            pending = await hub.submit(relay.pending, hub.own_host, time.time())
             return JSONResponse({"host": hub.own_host, "approvals": pending})
         rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
         return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
@@ -188,14 +190,14 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if isinstance(body.get("by"), str) and body["by"].strip():
             by = f"{body['by'].strip()[:100]} ({by})"
         via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
-        # An OpenClaw exec approval: answered through its gateway (server/openclaw.py).
-        answered = await openclaw.answer(state, request.path_params["id"], {**body, "via": via}, by, where)
+        # An OpenClaw exec approval: answered through its gateway (openclaw/service.py).
+        answered = await service.answer(state, request.path_params["id"], {**body, "via": via}, by, where)
         if answered is not None:
             return answered
-        # Another host's request: answered there, down the channel cancels use (server/fleet_approvals.py).
-        routed = await hub.write(fleet_approvals.route, request.path_params["id"], body, by, where, time.time())
+        # Another host's request: answered there, down the channel cancels use (center/relay.py).
+        routed = await hub.write(relay.route, request.path_params["id"], body, by, where, time.time())
         if routed is not None:
-            return await fleet_approvals.finish(hub, routed)
+            return await relay.finish(hub, routed)
         out = await hub.write(_answer, request.path_params["id"], body, by, via, where)
         if out.status == 200:
             wake(state, out.body["approval"]["id"])

@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_hooks.server import contract
+from agent_hooks.center import contract
 
 FEED_CURSOR = "fleet.feed_cursor"
 EPOCH = "fleet.epoch"

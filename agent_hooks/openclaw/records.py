@@ -1,7 +1,7 @@
-"""OpenClaw actions (agent_hooks.server.oc_map.Mapper) -> the store: board sessions and approval requests.
+"""OpenClaw actions (agent_hooks.openclaw.frames.Mapper) -> the store: board sessions and approval requests.
 
-:func:`apply` runs on the command center's writer thread (agent_hooks.server.live) inside its
-transaction, through the same state machine as ingest (agent_hooks.server.contract via fleetdb.apply).
+:func:`apply` runs on the command center's writer thread (agent_hooks.center.hub) inside its
+transaction, through the same state machine as ingest (agent_hooks.center.contract via fleetdb.apply).
 One card per (gateway host, sessionKey), with a fixed id (oc_map.card_id), and idempotency keys that name
 what happened (``runId:start``, ``runId:end``, ``runId:tool:<toolCallId>:start``): a reconnect that hears a
 run again adds no card and no event.
@@ -14,10 +14,10 @@ import math
 import sqlite3
 from typing import Any
 
+from agent_hooks.center import contract, fleetdb
 from agent_hooks.features import approvals
+from agent_hooks.openclaw.frames import AGENT_TYPE, DECISIONS_IN, card_id
 from agent_hooks.output import one_line
-from agent_hooks.server import contract, fleetdb
-from agent_hooks.server.oc_map import AGENT_TYPE, DECISIONS_IN, card_id
 
 # A gateway's sessions (cards) and pending requests kept at most: past these, new ones are refused (counted),
 # so a gateway inventing session keys or requests cannot grow the store without bound.

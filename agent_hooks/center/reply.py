@@ -21,7 +21,7 @@ from typing import Any
 
 from agent_hooks.features.sessions import tmux_command
 
-log = logging.getLogger("agent_hooks.server.reply")
+log = logging.getLogger("agent_hooks.center.reply")
 TMUX_TIMEOUT_S = 3.0
 # Between the keys that clear what was left in the prompt, and before the reply (see send).
 CLEAR_PAUSE_S = 0.25

@@ -1,6 +1,6 @@
 """The server as an operator client of an OpenClaw gateway (protocol 4), over one WebSocket.
 
-Imported only when ``[openclaw] url`` is set (agent_hooks.server.openclaw starts it).
+Imported only when ``[openclaw] url`` is set (agent_hooks.openclaw.service starts it).
 
     gateway -> event connect.challenge
     us      -> req connect {minProtocol 4, maxProtocol 4, client {id "gateway-client", mode "backend"},
@@ -36,13 +36,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from agent_hooks import __version__
-from agent_hooks import openclaw as settings
+from agent_hooks.center.hub import Fleet
+from agent_hooks.openclaw import frames, records, settings
 from agent_hooks.output import one_line
-from agent_hooks.server import oc_map, oc_store
 from agent_hooks.server.app import ServerState, cancel_task
-from agent_hooks.server.live import Fleet
 
-log = logging.getLogger("agent_hooks.server.openclaw")
+log = logging.getLogger("agent_hooks.openclaw.service")
 PROTOCOL = 4
 CLIENT_ID = "gateway-client"
 CLIENT_MODE = "backend"
@@ -108,7 +107,7 @@ class Gateway:
         self.backoff_max = max(BACKOFF_MIN_S, float(cfg.get("backoff_max_s") or 10.0))
         self.task: asyncio.Task[None] | None = None
         self.ws: Any = None
-        self.mapper = oc_map.Mapper(approvals="operator.approvals" in self.scopes)
+        self.mapper = frames.Mapper(approvals="operator.approvals" in self.scopes)
         self.calls: dict[str, asyncio.Future[Any]] = {}
         self.methods: set[str] | None = None  # what hello-ok said the gateway offers (None: it did not say)
         self.granted: list[str] | None = None
@@ -185,7 +184,7 @@ class Gateway:
                     and time.time() - self.connected_at >= self.backoff_max:
                 delay = BACKOFF_MIN_S
             # Whatever said it (the gateway's words, its close frame's reason, a library's message): one clean line.
-            self._set(DOWN, one_line(oc_map.clean_text(self._redact(error), 1000) or "", 300))
+            self._set(DOWN, one_line(frames.clean_text(self._redact(error), 1000) or "", 300))
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
 
@@ -206,7 +205,7 @@ class Gateway:
             self.counts["connects"] += 1
             self._set(CONNECTED)
             self.last_error = None
-            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (oc_store._rebooted)
+            self._queue(self.mapper.connected(self.boot))  # runs of an earlier boot end (records._rebooted)
             subscribe = asyncio.create_task(self._subscribe())
             try:
                 await self._read(ws)
@@ -337,7 +336,7 @@ class Gateway:
         while self.pending:
             batch, self.pending = self.pending[:BATCH_ACTIONS], self.pending[BATCH_ACTIONS:]
             try:
-                out = await self.hub.write(oc_store.apply, batch, self.host, time.time())
+                out = await self.hub.write(records.apply, batch, self.host, time.time())
                 self.counts["dropped"] += int(out.body.get("refused") or 0)
             except Exception as exc:  # noqa: BLE001 - the store cannot be written: counted, said once
                 self.last_write_error = f"{type(exc).__name__}: {exc}"[:300]
@@ -397,4 +396,4 @@ def _error_text(error: Any) -> str:
         text = str(text) if text else json.dumps(error)
     else:
         text = str(error) if error else "no reason given"
-    return one_line(oc_map.clean_text(text, 1000) or "", 300)
+    return one_line(frames.clean_text(text, 1000) or "", 300)

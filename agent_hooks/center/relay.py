@@ -5,7 +5,7 @@ hook waits on a row of that host's store, never on the network, and the first
 answer written there wins. This module moves copies and answers:
 
 * **Up.** The host's server reports its requests with its sessions
-  (server/report.py): every pending one, and those settled in the last
+  (center/report.py): every pending one, and those settled in the last
   ``RESOLVED_KEPT_S``, as rows of its ``approvals`` table. It reports within
   about 100 ms of a change to its store (its hub's ``PRAGMA data_version``
   poll), so a request appears on the command center well within 1 s, and one
@@ -32,8 +32,8 @@ import sqlite3
 import time
 from typing import Any
 
+from agent_hooks.center import fleetdb
 from agent_hooks.features import approvals
-from agent_hooks.server import fleetdb
 
 # Settled requests a host keeps reporting for this long: the command center learns how they ended.
 RESOLVED_KEPT_S = 120.0

@@ -1,7 +1,7 @@
 """The ``[openclaw]`` settings: whether a gateway is configured, its token, and what is wrong with them.
 
 Standard library only and cheap: the server's start-up, doctor and the CLI read
-it; the WebSocket client (agent_hooks.server.oc_gateway) is imported only when
+it; the WebSocket client (agent_hooks.openclaw.gateway) is imported only when
 ``[openclaw] url`` is set. The token comes from ``$AGENT_HOOKS_OPENCLAW_TOKEN``
 or the file ``[openclaw] token_file`` names (0600), never from config.toml.
 """

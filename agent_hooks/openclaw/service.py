@@ -1,9 +1,9 @@
 """OpenClaw agents on the board: the gateway subscription's place in the server (docs/openclaw.md).
 
 With ``[openclaw] url`` unset this module starts nothing and imports nothing
-more (the WebSocket client, agent_hooks.server.oc_gateway, is imported only
+more (the WebSocket client, agent_hooks.openclaw.gateway, is imported only
 when a gateway is configured). With it set, the lifespan starts a
-:class:`~agent_hooks.server.oc_gateway.Gateway` as a background task, and:
+:class:`~agent_hooks.openclaw.gateway.Gateway` as a background task, and:
 
 * ``POST /api/approvals/<id>`` for an OpenClaw request (:func:`answer`): the
   first answer wins here by the same conditional UPDATE as any request, then
@@ -24,14 +24,14 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 
-from agent_hooks import openclaw as settings
+from agent_hooks.center import fleetdb
+from agent_hooks.center.hub import fleet_of
 from agent_hooks.features import approvals
-from agent_hooks.server import fleetdb
+from agent_hooks.openclaw import settings
 from agent_hooks.server.app import ServerState
-from agent_hooks.server.live import fleet_of
 
 AGENT_TYPE = "openclaw"
-ID_PREFIX = "oc-"  # approval rows and cards made from the gateway (agent_hooks.server.oc_map)
+ID_PREFIX = "oc-"  # approval rows and cards made from the gateway (agent_hooks.openclaw.frames)
 
 
 def gateway(state: ServerState) -> Any:
@@ -54,9 +54,9 @@ async def startup(state: ServerState) -> None:
         return
     import asyncio
 
-    from agent_hooks.server import oc_gateway
+    from agent_hooks.openclaw import gateway
 
-    gw = oc_gateway.Gateway(state, fleet_of(state))
+    gw = gateway.Gateway(state, fleet_of(state))
     state.openclaw = gw  # type: ignore[attr-defined]
     gw.task = asyncio.create_task(gw.run())
 
@@ -106,12 +106,12 @@ def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str
 
 
 def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outcome:
-    from agent_hooks.server import oc_store
+    from agent_hooks.openclaw import records
 
     out = fleetdb.Outcome(200, {"approvals_changed": True})
     row = approvals.get(conn, approval_id, raw=True)
     if row is not None:
-        oc_store.resumed(conn, row["session_id"], host, at, out)
+        records.resumed(conn, row["session_id"], host, at, out)
     return out
 
 
@@ -140,20 +140,20 @@ async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, wh
             doc["already"] = True
         return JSONResponse(doc, status_code=out.status)
     row = out.body["approval"]
-    from agent_hooks.server import oc_map, oc_store
+    from agent_hooks.openclaw import frames, records
 
     try:
         await gw.call("exec.approval.resolve", {"id": row["tool_use_id"],
-                                                "decision": oc_map.DECISIONS_OUT[row["decision"]]})
+                                                "decision": frames.DECISIONS_OUT[row["decision"]]})
     except Exception as exc:  # noqa: BLE001 - GatewayError, or the connection going: the gateway's word decides
         text = str(exc)
         if getattr(exc, "reached", False) and getattr(exc, "code", None) == "INVALID_REQUEST":
             # The gateway no longer holds it ("approval already resolved", "unknown or expired approval id").
             await hub.write(_undo, row["id"], row["answered_at"], approvals.WITHDRAWN,
-                            f"{oc_store.REFUSED_NOTE}: {text}")
+                            f"{records.REFUSED_NOTE}: {text}")
             theirs = gw.mapper.resolved.get(row["id"])
             if theirs is not None:  # its answer was heard while ours was on its way: it is the row's answer
-                await hub.write(oc_store.apply, [theirs], gw.host, time.time())
+                await hub.write(records.apply, [theirs], gw.host, time.time())
             return JSONResponse({"error": f"already answered at the OpenClaw gateway, or expired there: {text}",
                                  "already": True}, status_code=409)
         await hub.write(_undo, row["id"], row["answered_at"], approvals.PENDING, "")

@@ -38,11 +38,12 @@ from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
-from agent_hooks.server import access, cards, fleetdb
+from agent_hooks.center import cards, fleetdb
+from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, close_quietly
 from agent_hooks.store import Store
 
-log = logging.getLogger("agent_hooks.server.live")
+log = logging.getLogger("agent_hooks.center.hub")
 QUEUE_MAX = 5000
 FULL_REBUILD_S = 5.0
 # The server's connections leave the WAL to this thread, which checkpoints it this often.
@@ -82,15 +83,15 @@ class Fleet:
         self.clients: set[Client] = set()
         self.control_waiters: set[asyncio.Event] = set()
         # Called on the loop after another connection committed (a hook, the CLI): held approvals
-        # look at their rows again (server/approvals.py).
+        # look at their rows again (center/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
         # seq -> (the host the control went to, the future its word resolves)
         self.reply_waiters: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
-        # Every pending approval request of the fleet (agent_hooks.server.fleet_approvals), as last published.
+        # Every pending approval request of the fleet (agent_hooks.center.relay), as last published.
         self.approvals: list[dict[str, Any]] = []
         self._approvals_text = ""
-        # Called on the loop with the id of every local card published (agent_hooks.server.report).
+        # Called on the loop with the id of every local card published (agent_hooks.center.report).
         self.local_listeners: list[Callable[[str], None]] = []
         self.epoch = ""
 
@@ -355,9 +356,9 @@ class Fleet:
         import sqlite3
 
         try:
-            from agent_hooks.server import fleet_approvals
+            from agent_hooks.center import relay
 
-            pending = fleet_approvals.pending(self.conn, self.own_host, time.time())
+            pending = relay.pending(self.conn, self.own_host, time.time())
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return
         text = json.dumps(pending, sort_keys=True, default=str)
@@ -443,7 +444,7 @@ class Fleet:
     async def host_word(self, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
         """Wake the long-polling hosts, then wait up to ``wait_s`` for ``host`` (the one control ``seq``
         went to) to say what became of it (POST /api/fleet/replies); None when it said nothing in time.
-        A method here, so that control.py and fleet_approvals.py, which import each other's
+        A method here, so that control.py and relay.py, which import each other's
         neighbours, need not import it."""
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.reply_waiters[seq] = (host, waiter)
@@ -456,7 +457,7 @@ class Fleet:
             self.reply_waiters.pop(seq, None)
 
     def hello(self) -> dict[str, Any]:
-        gateway = getattr(self.state, "openclaw", None)  # server/openclaw.py, when [openclaw] url is set
+        gateway = getattr(self.state, "openclaw", None)  # openclaw/service.py, when [openclaw] url is set
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
                 "approvals": self.approvals, "openclaw": gateway.status() if gateway is not None else None}
 

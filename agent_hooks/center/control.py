@@ -35,14 +35,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
+from agent_hooks.center import contract, fleetdb, reply
+from agent_hooks.center.hub import Fleet, fleet_of
 from agent_hooks.forward.urls import url_problem
-from agent_hooks.server import access, contract, fleetdb, openclaw, reply
+from agent_hooks.openclaw import service
+from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, cancel_task, stopping
 from agent_hooks.server.body import read
-from agent_hooks.server.live import Fleet, fleet_of
 from agent_hooks.server.recovery import StoreUnavailable
 
-log = logging.getLogger("agent_hooks.server.control")
+log = logging.getLogger("agent_hooks.center.control")
 MAX_WAIT_S = 30.0
 # How long a reply to another host's session waits for that host to say it was typed.
 REPLY_WAIT_S = 5.0
@@ -101,9 +103,9 @@ def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cur
             continue
         if c.get("kind") == "approval" and c.get("action") == "answer":
             # Answered here, in the transaction that moves the cursor: the first answer wins.
-            from agent_hooks.server import fleet_approvals
+            from agent_hooks.center import relay
 
-            result = fleet_approvals.answer_control(conn, c, center)
+            result = relay.answer_control(conn, c, center)
             out.body["results"].append(result)
             if result.get("approval"):
                 out.changed.add(result["approval"]["session_id"])
@@ -298,8 +300,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
         host = request.query_params.get("host")
         if host is not None:
             host = fleetdb.THIS_HOST if host == hub.own_host else host
-        # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (server/openclaw.py).
-        aborted = await openclaw.cancel(state, request.path_params["ref"], cancel, reason)
+        # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
+        aborted = await service.cancel(state, request.path_params["ref"], cancel, reason)
         if aborted is not None:
             return aborted
         out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
@@ -422,7 +424,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
                              "subscription": sub.status() if sub is not None else None,
                              "report": rep.status() if rep is not None else None,
-                             "openclaw": openclaw.status(state)})
+                             "openclaw": service.status(state)})
 
     return [
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),

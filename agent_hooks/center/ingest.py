@@ -30,10 +30,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
-from agent_hooks.server import access, contract, fastpath, fleetdb
+from agent_hooks.center import contract, fleetdb
+from agent_hooks.center.hub import fleet_of
+from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.body import read_json
-from agent_hooks.server.live import fleet_of
 
 
 def origin_host(state: ServerState, request: HTTPConnection) -> str:

@@ -12,10 +12,10 @@ import json
 import sqlite3
 from typing import Any
 
+from agent_hooks.center import burn, contract
 from agent_hooks.features import heartbeat, transcript
 from agent_hooks.features import persist as persist_mod
 from agent_hooks.output import one_line
-from agent_hooks.server import burn, contract
 
 _CARD_SQL = """
 SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.label, f.task_id, f.state,
@@ -55,7 +55,7 @@ def column(state: str, own_state: str | None) -> str:
 
 
 def _details(raw: str | None) -> dict[str, Any]:
-    """What another host's server reported about its session (agent_hooks.server.report); {} if nothing."""
+    """What another host's server reported about its session (agent_hooks.center.report); {} if nothing."""
     if not raw:
         return {}
     try:
@@ -131,7 +131,7 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
     elif not local and last_event == "tool_use" and metadata:
         current_tool = metadata.split(":", 1)[0].strip()[:60] or None
     if not local and rep:
-        # Another host's server said what a local card reads from the store (agent_hooks.server.report).
+        # Another host's server said what a local card reads from the store (agent_hooks.center.report).
         agent = _text(rep.get("agent"), 80) or agent
         role = _text(rep.get("role"), 80) or role
         task_id = task_id or _text(rep.get("task_id"), 200)

@@ -12,7 +12,7 @@ a change) to ``POST /api/fleet/report``:
     {"host": NAME, "full": bool, "cards": [{"session_id", "tmux_session", ...}]}
 
 The command center keeps each as the card's ``details`` (JSON) and builds the
-remote card from it (agent_hooks.server.cards). ``full`` is sent after every
+remote card from it (agent_hooks.center.cards). ``full`` is sent after every
 (re)connect, and every ``REFRESH_S`` when nothing changed: the command center
 may have restarted with a new store. The same authorization
 as the rest of the fleet API: the owner on loopback, the fleet token
@@ -34,19 +34,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.server import access, contract, fleetdb
+from agent_hooks.center import contract, fleetdb
+from agent_hooks.center.control import subscription_target
+from agent_hooks.center.hub import Fleet, fleet_of
+from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, cancel_task
 from agent_hooks.server.body import read
-from agent_hooks.server.control import subscription_target
-from agent_hooks.server.live import Fleet, fleet_of
 
-log = logging.getLogger("agent_hooks.server.report")
+log = logging.getLogger("agent_hooks.center.report")
 REPORT_EVERY_S = 0.05
 # With nothing changing, a full report this often all the same.
 REFRESH_S = 60.0
 MAX_CARDS = 500
 # A report is one of the API's bounded bodies (server/body.py): a host sends its cards in batches
-# that fit, and its requests clipped to fit (fleet_approvals.fit).
+# that fit, and its requests clipped to fit (relay.fit).
 MAX_BODY_BYTES = contract.MAX_BODY_BYTES
 BATCH_BYTES = MAX_BODY_BYTES - 8 * 1024
 # What a report may say about a session, and how long each text may be (longer ones are clipped).
@@ -100,12 +101,12 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
                  requests: list[Any] | None = None, requests_full: bool = True) -> fleetdb.Outcome:
     """Keep each reported session as its card's details (a session without a card gets one, running),
-    and the host's approval requests (agent_hooks.server.fleet_approvals) when the report has them."""
+    and the host's approval requests (agent_hooks.center.relay) when the report has them."""
     out = fleetdb.Outcome(200, {"ok": True, "cards": 0})
     if requests is not None:
-        from agent_hooks.server import fleet_approvals
+        from agent_hooks.center import relay
 
-        out.body["approvals_changed"] = fleet_approvals.store_remote(conn, host, requests, at, requests_full)
+        out.body["approvals_changed"] = relay.store_remote(conn, host, requests, at, requests_full)
     for item in items:
         card = fleetdb.find(conn, item["session_id"], None, host)
         if card is not None and card["host"] != host:
@@ -159,7 +160,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
 def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, full: bool) -> list[bytes]:
     """The report as bodies within BATCH_BYTES each: cards in batches, the requests (clipped to fit)
     with the last one. An empty report is one body (it still carries the requests)."""
-    from agent_hooks.server import fleet_approvals
+    from agent_hooks.center import relay
 
     out: list[bytes] = []
     batch: list[dict[str, Any]] = []
@@ -174,7 +175,7 @@ def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, 
     last: dict[str, Any] = {"full": full, "cards": batch}
     if requests is not None:
         room = BATCH_BYTES - len(json.dumps(last, default=str))
-        last["approvals"], last["approvals_full"] = fleet_approvals.fit(requests, room)
+        last["approvals"], last["approvals_full"] = relay.fit(requests, room)
     out.append(json.dumps(last, default=str).encode())
     return out
 
@@ -213,9 +214,9 @@ class Reporter:
     async def _requests(self) -> tuple[list[dict[str, Any]] | None, str]:
         """This host's approval requests to report (None on a store without them), and their JSON."""
         try:
-            from agent_hooks.server import fleet_approvals
+            from agent_hooks.center import relay
 
-            rows = await self.hub.submit(fleet_approvals.host_rows, time.time())
+            rows = await self.hub.submit(relay.host_rows, time.time())
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return None, ""
         return rows, json.dumps(rows, sort_keys=True, default=str)

@@ -87,15 +87,15 @@ def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[
     """The OpenClaw gateway's lines: its settings, and the running server's connection (none when unset)."""
     import os
 
-    from agent_hooks import openclaw
     from agent_hooks.checks import FAIL, OK, WARN, Check
+    from agent_hooks.openclaw import settings
 
-    problems = openclaw.problems(cfg, os.environ)
+    problems = settings.problems(cfg, os.environ)
     out = [Check("board", FAIL, f"OpenClaw gateway: {p}", "see docs/openclaw.md") for p in problems]
-    clear = openclaw.cleartext_problem(cfg) if openclaw.configured(cfg) else None
+    clear = settings.cleartext_problem(cfg) if settings.configured(cfg) else None
     if clear:
         out.append(Check("board", WARN, f"OpenClaw gateway: {clear}", "see docs/openclaw.md"))
-    if not openclaw.configured(cfg) or problems or status is None:
+    if not settings.configured(cfg) or problems or status is None:
         return out
     lost = _openclaw_losses(status)
     if status.get("state") == "connected" and lost:

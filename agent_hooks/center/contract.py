@@ -131,7 +131,7 @@ class Registration:
 
 def parse_json(raw: bytes, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
     """The request body as a JSON object, or BodyError('invalid JSON ...'); ``limit``: a route whose
-    bodies may be larger than the contract's (a host's report, agent_hooks.server.report)."""
+    bodies may be larger than the contract's (a host's report, agent_hooks.center.report)."""
     if len(raw) > limit:
         raise BodyError(too_large(len(raw), limit))
     try:

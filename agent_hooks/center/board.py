@@ -4,9 +4,9 @@
   token as a SameSite=Strict cookie, for a browser on another host.
 * ``GET /static/...``: its CSS and JavaScript. No CDN, no build step.
 * ``GET /api/board``: every card, the states and which drags are allowed.
-* ``GET /api/board/sessions/<id>``: a session's page (agent_hooks.server.cards.detail).
+* ``GET /api/board/sessions/<id>``: a session's page (agent_hooks.center.cards.detail).
 
-The board keeps itself current from ``/api/live`` (agent_hooks.server.live).
+The board keeps itself current from ``/api/live`` (agent_hooks.center.hub).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from agent_hooks.server import access, cards, contract
+from agent_hooks.center import cards, contract
+from agent_hooks.center.hub import fleet_of
+from agent_hooks.server import access
 from agent_hooks.server.app import ServerState
-from agent_hooks.server.live import fleet_of
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 OWN_STATES = {
@@ -46,7 +47,7 @@ def board_meta(state: ServerState) -> dict[str, Any]:
         "events": {e: {"from": sorted(src), "to": to, "means": contract.EVENT_MEANINGS[e]}
                    for e, (src, to) in contract.EVENTS.items()},
         "stalled_after_s": float(state.config["heartbeat"]["stalled_after_s"]),
-        # The OpenClaw gateway's connection, when one is configured (server/openclaw.py).
+        # The OpenClaw gateway's connection, when one is configured (openclaw/service.py).
         "openclaw": gateway.status() if (gateway := getattr(state, "openclaw", None)) is not None else None,
     }
 

@@ -16,7 +16,7 @@
 Everything else (assistant text deltas, usage, chat, task, session.message) is read and dropped. A tool call's
 idempotency key is its toolCallId, so one heard both ways is listed once. What is sent is hostile
 until shown otherwise: ids with control characters are refused, text is cleaned and clipped.
-agent_hooks.server.oc_store applies the actions to the store.
+agent_hooks.openclaw.records applies the actions to the store.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ AGENT_TYPE = "openclaw"
 VIEW_CHARS = 200
 MAX_KEY_CHARS = 200
 RUNS_KEPT = 1000
-# An approval row's id: ours, so the answer route knows to send it to the gateway (agent_hooks.server.openclaw).
+# An approval row's id: ours, so the answer route knows to send it to the gateway (agent_hooks.openclaw.service).
 ID_PREFIX = "oc-"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 # KEY=value where KEY looks like a secret: the value is not shown on a card.

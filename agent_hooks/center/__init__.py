@@ -1,0 +1,43 @@
+"""The command center: every host's sessions on one board, and the person's answers sent back to them.
+
+It runs inside the resident server (agent_hooks.server): each module here that
+serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
+
+* ``hub.py``: the writer thread that owns the center's store connection (every
+  write runs there, in order) and ``/api/live``, the WebSocket that pushes
+  every changed card to the boards.
+* ``fleetdb.py``: the center's tables (fleet sessions, events, controls) as
+  plain functions over one connection; ``contract.py``: the ingest contract's
+  states, events and validation, pure.
+* ``ingest.py``: ``/api/hooks/ingest`` and ``/api/hooks/sessions``, the
+  contract's endpoints that every host's drainer posts to.
+* ``report.py``: a host sends the center its own cards (agent, task, state,
+  tool) and its pending requests; the center keeps them as each card's details.
+* ``cards.py`` and ``burn.py``: what a card shows, its spend over time.
+* ``board.py`` and ``static/``: the board at ``/`` (plain files, no build).
+* ``control.py``: cancel, uncancel and reply across hosts: a control row per
+  host, the hosts' long poll (``/api/fleet/controls``), and the host side of it,
+  :class:`~agent_hooks.center.control.Subscriber`.
+* ``reply.py``: typing a reply into a session's tmux pane, on its own host.
+* ``approvals.py``: ``/api/approvals``, list and answer requests for a person.
+* ``relay.py``: requests carried up to the center and answers carried down.
+* ``checks.py``: doctor's lines for the board and the subscription.
+
+An answer's path, from the board to the hook that waits on another host::
+
+    board: Allow  -> POST /api/approvals/<id>                     (approvals.py)
+      an OpenClaw request?  -> its gateway answers it             (agent_hooks.openclaw)
+      another host's?       -> an ``approval`` control row for it (relay.route, fleetdb)
+    that host's Subscriber, long-polling /api/fleet/controls      (control.py)
+      -> apply_controls: the host's own row answered, in the transaction that
+         moves its cursor; the first answer wins there           (relay.answer_control,
+                                                                  features/approvals.answer)
+      -> the held http hook wakes, or the command hook's poll sees the row, and
+         the client gets its answer                               (server's held requests)
+      -> POST /api/fleet/replies: what became of it               (control.py)
+    the center's caller gets the host's word: 200, 409 already answered, or 202.
+
+A request travels up the other way: the host's hook writes a pending row
+(features/approvals), its server reports it within about 100 ms (report.py,
+relay.host_rows), and the center lists it beside its own (relay.pending).
+"""
