@@ -197,3 +197,14 @@ def test_a_command_center_stops_without_waiting_out_a_hosts_long_poll(
     log = (a.home / "logs" / "server.log").read_text()
     assert "graceful shutdown exceeded" not in log, log[-2000:]
     assert a.status()["up"] is False
+
+
+def test_a_subscribed_host_stops_without_an_error(hosts: tuple[Center, Center, dict[str, str]]) -> None:
+    """Stopping a host whose server subscribes to a command center ends the subscription, then every
+    other module's shutdown, and its log says nothing went wrong."""
+    _, b, _ = hosts
+    _wait_subscribed(b)
+    b.stop()
+    log = (b.home / "logs" / "server.log").read_text()
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]
+    assert b.status()["up"] is False

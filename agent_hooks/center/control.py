@@ -40,7 +40,7 @@ from agent_hooks.center.hub import Fleet, fleet_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.openclaw import service
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, cancel_task, stopping
+from agent_hooks.server.app import ServerState, stop_background, stopping
 from agent_hooks.server.body import read
 from agent_hooks.server.recovery import StoreUnavailable
 
@@ -583,4 +583,4 @@ async def startup(state: ServerState) -> None:
 async def shutdown(state: ServerState) -> None:
     sub = getattr(state, "subscriber", None)
     if sub is not None:
-        await cancel_task(sub.task)
+        await stop_background(sub.task)

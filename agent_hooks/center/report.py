@@ -38,7 +38,7 @@ from agent_hooks.center import contract, fleetdb
 from agent_hooks.center.control import subscription_target
 from agent_hooks.center.hub import Fleet, fleet_of
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, cancel_task
+from agent_hooks.server.app import ServerState, stop_background
 from agent_hooks.server.body import read
 
 log = logging.getLogger("agent_hooks.center.report")
@@ -302,4 +302,4 @@ async def startup(state: ServerState) -> None:
 async def shutdown(state: ServerState) -> None:
     rep = getattr(state, "reporter", None)
     if rep is not None:
-        await cancel_task(rep.task)
+        await stop_background(rep.task)

@@ -39,7 +39,7 @@ from agent_hooks import __version__
 from agent_hooks.center.hub import Fleet
 from agent_hooks.openclaw import frames, records, settings
 from agent_hooks.output import one_line
-from agent_hooks.server.app import ServerState, cancel_task
+from agent_hooks.server.app import ServerState, stop_background
 
 log = logging.getLogger("agent_hooks.openclaw.service")
 PROTOCOL = 4
@@ -210,7 +210,7 @@ class Gateway:
             try:
                 await self._read(ws)
             finally:
-                await cancel_task(subscribe)
+                await stop_background(subscribe)
 
     async def _hello(self, ws: Any, token: str) -> None:
         """Wait for connect.challenge, send connect, wait for its answer (hello-ok)."""
@@ -384,8 +384,8 @@ class Gateway:
         ws = self.ws
         if ws is not None and ws.transport is not None:
             ws.transport.abort()
-        await cancel_task(self.task)
-        await cancel_task(self.writer)
+        await stop_background(self.task)
+        await stop_background(self.writer)
 
 
 def _error_text(error: Any) -> str:

@@ -220,7 +220,7 @@ def stopping(state: Any) -> bool:
     return bool(probe()) if callable(probe) else False
 
 
-async def cancel_task(task: Any) -> None:
+async def stop_background(task: Any) -> None:
     """Cancel a background task the lifespan started and wait for it to end, whatever it raises."""
     if task is None:
         return
@@ -379,6 +379,22 @@ def unauthorized() -> JSONResponse:
     return JSONResponse(UNAUTHORIZED, status_code=401)
 
 
+async def _shut_down(module: Any, state: ServerState) -> None:
+    """One module's shutdown; an error in it is logged (doctor shows it) and the others still run."""
+    try:
+        await module.shutdown(state)
+    except Exception as exc:  # noqa: BLE001 - one area's failure must not keep the others running
+        import logging
+        import traceback
+
+        from agent_hooks.dispatch import log_error
+
+        logging.getLogger("agent_hooks.server").error("%s: shutdown failed: %s: %s", module.__name__,
+                                                       type(exc).__name__, exc)
+        log_error(state.paths, "server", "error", f"{module.__name__}: shutdown failed: {type(exc).__name__}: {exc}",
+                  trace=traceback.format_exc())
+
+
 def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None, *,
                port: int | None = None, route_modules: list[str] | None = None,
                on_stop: Callable[[], None] | None = None) -> Any:
@@ -404,7 +420,7 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
         finally:
             for module in reversed(modules):
                 if hasattr(module, "shutdown"):
-                    await module.shutdown(state)
+                    await _shut_down(module, state)
             await asyncio.to_thread(state.watch.stop)
             state.pool.shutdown(wait=True)
             if on_stop is not None:
