@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
 
 from agent_hooks import config as config_mod
 from agent_hooks import schema
 from agent_hooks.features import approvals as ap
 from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
-from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -111,30 +111,31 @@ def test_first_answer_wins_and_a_second_is_told_already_answered(hooks_home: Pat
     conn = _store(hooks_home)
     aid = ap.insert(conn, session_id="s1", kind=ap.PERMISSION, tool_name="Bash", tool_input={"command": "ls"},
                     at=time.time(), wait_s=60)
-    status, body = ap.answer(conn, aid, "allow", by="uid 1 (a)", via="cli", where="h1")
-    assert status == 200 and body["approval"]["state"] == ap.ALLOWED
-    assert body["approval"]["answered_by"] == "uid 1 (a)" and body["approval"]["waited_ms"] >= 0
-    status, body = ap.answer(conn, aid, "deny", message="no", by="uid 2 (b)", via="api")
-    assert status == 409 and body["error"].startswith("already answered: allowed by uid 1 (a) via cli")
+    first = ap.answer(conn, aid, "allow", by="uid 1 (a)", via="cli", where="h1")
+    assert first.result == "answered" and first.row is not None and first.row["state"] == ap.ALLOWED
+    assert first.row["answered_by"] == "uid 1 (a)" and first.row["waited_ms"] >= 0
+    late = ap.answer(conn, aid, "deny", message="no", by="uid 2 (b)", via="api")
+    assert late.result == "already" and late.error is not None
+    assert late.error.startswith("already answered: allowed by uid 1 (a) via cli")
     assert ap.get(conn, aid)["state"] == ap.ALLOWED  # the late deny changed nothing
-    assert ap.answer(conn, "ffffffffffff", "allow")[0] == 404
+    assert ap.answer(conn, "ffffffffffff", "allow").result == "unknown"
     # A unique prefix names it; answers for a permission are refused.
     other = ap.insert(conn, session_id="s1", kind=ap.PERMISSION, tool_name="Bash", tool_input={}, at=time.time(),
                       wait_s=60)
-    status, body = ap.answer(conn, other[:6], "allow", answers={"q": "x"})
-    assert status == 400 and "answers are for questions" in body["error"]
+    misfit = ap.answer(conn, other[:6], "allow", answers={"q": "x"})
+    assert misfit.result == "invalid" and "answers are for questions" in (misfit.error or "")
 
 
 def test_question_answers_by_text_header_or_number_and_several_labels(hooks_home: Path) -> None:
     conn = _store(hooks_home)
     aid = ap.insert(conn, session_id="s1", kind=ap.QUESTION, tool_name="AskUserQuestion",
                     tool_input={"questions": QUESTIONS}, questions=QUESTIONS, at=time.time(), wait_s=60)
-    assert ap.answer(conn, aid, "allow")[0] == 400  # a question needs answers
-    status, body = ap.answer(conn, aid, "allow", answers={"nope": "x"})
-    assert status == 400 and "Which database should we use?" in body["error"]
-    status, body = ap.answer(conn, aid, "allow", answers={"database": "SQLite", "2": ["lint", "types"]})
-    assert status == 200 and body["approval"]["state"] == ap.ANSWERED
-    decision = ap.permission_decision(body["approval"])
+    assert ap.answer(conn, aid, "allow").result == "invalid"  # a question needs answers
+    misfit = ap.answer(conn, aid, "allow", answers={"nope": "x"})
+    assert misfit.result == "invalid" and "Which database should we use?" in (misfit.error or "")
+    done = ap.answer(conn, aid, "allow", answers={"database": "SQLite", "2": ["lint", "types"]})
+    assert done.result == "answered" and done.row is not None and done.row["state"] == ap.ANSWERED
+    decision = ap.permission_decision(done.row)
     assert decision == {"behavior": "allow", "updatedInput": {
         "questions": QUESTIONS,
         "answers": {"Which database should we use?": "SQLite", "Which checks should run?": "lint, types"}}}
@@ -147,7 +148,7 @@ def test_decisions_in_the_clients_format(hooks_home: Path) -> None:
     def decided(decision: str, **kw: Any) -> dict[str, Any]:
         aid = ap.insert(conn, session_id="s", kind=ap.PERMISSION, tool_name="Bash", tool_input={"command": "x"},
                         suggestions=suggestions, at=time.time(), wait_s=60)
-        assert ap.answer(conn, aid, decision, **kw)[0] == 200
+        assert ap.answer(conn, aid, decision, **kw).answered
         out = Outcome()
         out.permission = ap.permission_decision(ap.get(conn, aid))
         return json.loads(render("PermissionRequest", out) or "null")

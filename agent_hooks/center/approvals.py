@@ -1,4 +1,4 @@
-"""Approvals on the host's server: list and answer held requests, and hold the http hooks that wait.
+"""Requests for a person, listed and answered: this host's, and through a command center the fleet's.
 
 * ``GET /api/approvals``: ``{"approvals": [...]}``, pending ones oldest first;
   ``?state=all`` for the history (newest 500), ``?session=ID`` for one session.
@@ -9,17 +9,11 @@
   ("board", "remote") and ``"by"`` say who answered, for the record.
 * Same authorization as cancel (server/access.py): the owner on loopback, else the fleet token.
 
-An http hook whose handler asked to wait (features/approvals.Hold) is held by
-:func:`hold`: it waits on an asyncio event, woken by an answer posted here or
-by any commit to the store (the live hub's ``PRAGMA data_version`` poll sees a
-CLI's answer), never blocking the loop or a pool thread. The client closing
-the request (the person answered at the terminal) withdraws it at once.
+An answer here wakes the http hook that waits for it on this host (server/held.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import time
 from typing import Any
@@ -30,98 +24,13 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
 from agent_hooks.center import contract, fleetdb, relay
-from agent_hooks.center.hub import fleet_of
+from agent_hooks.center.hub import hub_of
 from agent_hooks.features import approvals
-from agent_hooks.openclaw import service
-from agent_hooks.output import render
 from agent_hooks.server import access, peer
-from agent_hooks.server.app import ServerState, stopping
+from agent_hooks.server.app import ServerState
 from agent_hooks.server.body import read
 
-# While held, the row is read again at least this often (a commit the hub's poll missed, a clock),
-# and whether the server is stopping is looked at this often (it gives the client its answer then,
-# well inside uvicorn's graceful shutdown, rather than a 500 when the request is cancelled).
-RECHECK_S = 2.0
-STOP_CHECK_S = 0.25
-STOPPED = "the server stopped while the request waited"
 MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # an answer is small: the API's one limit (server/body.py)
-
-
-def waiters(state: ServerState) -> dict[str, set[asyncio.Event]]:
-    table = getattr(state, "approval_waiters", None)
-    if table is None:
-        table = state.approval_waiters = {}  # type: ignore[attr-defined]
-    return table  # type: ignore[no-any-return]
-
-
-def wake(state: ServerState, approval_id: str | None = None) -> None:
-    """On the loop: held requests look at their rows again (one, or all of them)."""
-    table = waiters(state)
-    for aid, events in list(table.items()):
-        if approval_id is None or aid == approval_id:
-            for event in events:
-                event.set()
-
-
-def _read_state(state: ServerState, approval_id: str) -> str | None:
-    row = state.store().conn.execute("SELECT state FROM approvals WHERE id = ?", (approval_id,)).fetchone()
-    return row[0] if row else None
-
-
-def _conclude(state: ServerState, hold: approvals.Hold, gone: str | None,
-              why: str | None = None) -> approvals.Outcome | None:
-    store = state.store()
-    return approvals.conclude(store.conn, hold, gone=gone, write=store.write, why=why)
-
-
-async def hold(state: ServerState, call: Any, receive: Any) -> None:
-    """Wait for the answer to ``call.hold`` and put the client's answer in ``call.text``."""
-    h: approvals.Hold = call.hold
-    event = asyncio.Event()
-    table = waiters(state)
-    table.setdefault(h.approval_id, set()).add(event)
-    disconnect = asyncio.ensure_future(receive())
-    gone: str | None = None
-    why: str | None = None
-    try:
-        next_read = time.monotonic() + RECHECK_S
-        while True:
-            left = h.left_s()
-            if left <= 0:
-                break
-            if stopping(state):
-                why = STOPPED
-                break
-            event.clear()
-            woken = asyncio.ensure_future(event.wait())
-            try:
-                done, _ = await asyncio.wait({disconnect, woken}, timeout=min(left, STOP_CHECK_S),
-                                             return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                woken.cancel()
-            if disconnect in done:
-                message = disconnect.result()
-                if message.get("type") == "http.disconnect":
-                    gone = "the client closed the request (answered at the terminal)"
-                    break
-                disconnect = asyncio.ensure_future(receive())  # more body: not expected, keep listening
-            if woken in done or time.monotonic() >= next_read:
-                next_read = time.monotonic() + RECHECK_S
-                if await state.run_blocking(_read_state, state, h.approval_id) != approvals.PENDING:
-                    break
-    except asyncio.CancelledError:
-        # Cancelled (the server stopping past its grace): the row must not stay pending for good.
-        state.pool.submit(_conclude, state, h, None, STOPPED)
-        raise
-    finally:
-        disconnect.cancel()
-        events = table.get(h.approval_id)
-        if events is not None:
-            events.discard(event)
-            if not events:
-                table.pop(h.approval_id, None)
-    outcome = await state.run_blocking(_conclude, state, h, gone, why)
-    call.text = render(call.event, outcome) if outcome is not None else None
 
 
 def who_answered(state: ServerState, request: Request) -> tuple[str, str]:
@@ -141,23 +50,33 @@ def who_answered(state: ServerState, request: Request) -> tuple[str, str]:
     return "fleet token", f"{host or '?'} ({address})"
 
 
+# What each result of an answer (features/approvals.Answer) is to an HTTP caller.
+STATUS = {"answered": 200, "already": 409, "unknown": 404, "invalid": 400}
+
+
+def outcome(result: approvals.Answer) -> fleetdb.Outcome:
+    """An answer's result as the center's routes answer it: the status, and the row or why not."""
+    if result.answered:
+        return fleetdb.Outcome(200, {"ok": True, "approval": result.row})
+    doc: dict[str, Any] = {"error": result.error}
+    if result.row is not None:
+        doc["approval"] = result.row
+    return fleetdb.Outcome(STATUS[result.result], doc)
+
+
 def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where: str) -> fleetdb.Outcome:
-    status, doc = approvals.answer(conn, ref, str(body.get("decision") or ""), message=body.get("message"),
-                                   interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
-                                   by=by, via=via, where=where)
-    out = fleetdb.Outcome(status, doc)
-    row = doc.get("approval")
-    if row is not None:
-        if not row["host"]:
-            out.changed.add(row["session_id"])
+    result = approvals.answer(conn, ref, str(body.get("decision") or ""), message=body.get("message"),
+                              interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
+                              by=by, via=via, where=where)
+    out = outcome(result)
+    if result.row is not None and not result.row["host"]:
+        out.changed.add(result.row["session_id"])
     return out
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    hub = fleet_of(state)
-    hub.change_listeners.append(lambda: wake(state))
-    # A command center's answer, applied by this host's subscription: held requests look at once.
-    state.wake_approvals = lambda: wake(state)  # type: ignore[attr-defined]
+    hub = hub_of(state)
+    hub.change_listeners.append(state.holds.wake)
 
     async def listing(request: Request) -> Response:
         denied = access.check(state, request)
@@ -190,17 +109,18 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if isinstance(body.get("by"), str) and body["by"].strip():
             by = f"{body['by'].strip()[:100]} ({by})"
         via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
-        # An OpenClaw exec approval: answered through its gateway (openclaw/service.py).
-        answered = await service.answer(state, request.path_params["id"], {**body, "via": via}, by, where)
-        if answered is not None:
-            return answered
+        # An OpenClaw exec approval: answered through its gateway (center/channels.py).
+        for channel in state.channels:
+            answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where)
+            if answered is not None:
+                return answered
         # Another host's request: answered there, down the channel cancels use (center/relay.py).
         routed = await hub.write(relay.route, request.path_params["id"], body, by, where, time.time())
         if routed is not None:
             return await relay.finish(hub, routed)
         out = await hub.write(_answer, request.path_params["id"], body, by, via, where)
         if out.status == 200:
-            wake(state, out.body["approval"]["id"])
+            state.holds.wake(out.body["approval"]["id"])
         doc = dict(out.body)
         if "approval" in doc:
             doc["approval"] = approvals.public(doc["approval"], hub.own_host)

@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agent_hooks.center import cards, contract
-from agent_hooks.center.hub import fleet_of
+from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState
 
@@ -38,7 +38,7 @@ OWN_STATES = {
 
 def board_meta(state: ServerState) -> dict[str, Any]:
     """What the board needs besides the cards: names, states, allowed drags."""
-    hub = fleet_of(state)
+    hub = hub_of(state)
     return {
         "host": hub.own_host,
         "states": list(contract.STATES),
@@ -47,13 +47,13 @@ def board_meta(state: ServerState) -> dict[str, Any]:
         "events": {e: {"from": sorted(src), "to": to, "means": contract.EVENT_MEANINGS[e]}
                    for e, (src, to) in contract.EVENTS.items()},
         "stalled_after_s": float(state.config["heartbeat"]["stalled_after_s"]),
-        # The OpenClaw gateway's connection, when one is configured (openclaw/service.py).
-        "openclaw": gateway.status() if (gateway := getattr(state, "openclaw", None)) is not None else None,
+        # The OpenClaw gateway's connection, when one is configured (center/channels.py).
+        **state.channel_status(),
     }
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    hub = fleet_of(state)
+    hub = hub_of(state)
 
     async def index(request: Request) -> Response:
         token = request.query_params.get("token")

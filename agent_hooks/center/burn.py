@@ -53,27 +53,28 @@ def samples(conn: sqlite3.Connection, card_id: str, local: bool,
     total before it as one sample, then each sample after (a card is rebuilt on every event, and a long
     session has thousands of messages)."""
     out: list[tuple[float, float]] = []
+    args: list[object]
     if local:
         total = 0.0
-        cond, args = "", (card_id,)
+        cond, args = "", [card_id]
         if since is not None:
             before = conn.execute("SELECT max(at), sum(usd) FROM cost_messages WHERE session_id = ? AND at < ?"
                                   " AND usd IS NOT NULL", (card_id, since)).fetchone()
             if before[0] is not None:
                 total = float(before[1] or 0.0)
                 out.append((float(before[0]), total))
-            cond, args = " AND at >= ?", (card_id, since)
+            cond, args = " AND at >= ?", [card_id, since]
         for at, usd in conn.execute("SELECT at, usd FROM cost_messages WHERE session_id = ? AND usd IS NOT NULL"
                                     + cond + " ORDER BY at, rowid", args):
             total += usd
             out.append((float(at), total))
         return out
-    cond, args = "", (card_id,)
+    cond, args = "", [card_id]
     if since is not None:
         out += [(float(a), float(u)) for a, u in conn.execute(
             "SELECT at, usd FROM fleet_cost_samples WHERE fleet_id = ? AND at < ? ORDER BY at DESC, rowid DESC"
             " LIMIT 1", (card_id, since))]
-        cond, args = " AND at >= ?", (card_id, since)
+        cond, args = " AND at >= ?", [card_id, since]
     out += [(float(a), float(u)) for a, u in conn.execute(
         "SELECT at, usd FROM fleet_cost_samples WHERE fleet_id = ?" + cond + " ORDER BY at, rowid", args)]
     return out

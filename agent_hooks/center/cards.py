@@ -283,13 +283,13 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
     out["approvals"] = [approvals.public(r, own_host) for r in approvals.listing(conn, "all", sid, limit)]
     cur = conn.execute("SELECT event, from_state, to_state, metadata, source, at FROM fleet_events"
                        " WHERE fleet_id = ? ORDER BY id DESC LIMIT ?", (card_id, limit))
-    out["events"] = [dict(zip(("event", "from", "to", "metadata", "source", "at"), r)) for r in cur.fetchall()]
+    out["events"] = [dict(zip(("event", "from", "to", "metadata", "source", "at"), r, strict=True)) for r in cur.fetchall()]
     f = conn.execute("SELECT prompt, depends_on FROM fleet_sessions WHERE id = ?", (card_id,)).fetchone()
     out["prompt"] = f[0] if f else None
     if card["task_id"]:
         t = conn.execute("SELECT task_id, description, progress, state, cancel_reason, updated_at FROM tasks"
                          " WHERE task_id = ?", (card["task_id"],)).fetchone()
-        out["task"] = dict(zip(("task_id", "description", "progress", "state", "cancel_reason", "updated_at"), t)) \
+        out["task"] = dict(zip(("task_id", "description", "progress", "state", "cancel_reason", "updated_at"), t, strict=True)) \
             if t else {"task_id": card["task_id"]}
         if card["persist"]:
             out["task"].update(card["persist"])
@@ -297,7 +297,7 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
         return out
     cur = conn.execute(f"SELECT {', '.join(_CALLS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",
                        (card_id, limit))
-    out["tool_calls"] = [dict(zip(_CALLS, r)) for r in cur.fetchall()]
+    out["tool_calls"] = [dict(zip(_CALLS, r, strict=True)) for r in cur.fetchall()]
     s = conn.execute("SELECT summary, source, at FROM session_summaries WHERE session_id = ?", (card_id,)).fetchone()
     if s:
         out["summary"] = {"text": s[0], "source": s[1], "at": s[2]}

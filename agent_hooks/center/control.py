@@ -36,11 +36,10 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
 from agent_hooks.center import contract, fleetdb, reply
-from agent_hooks.center.hub import Fleet, fleet_of
+from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
-from agent_hooks.openclaw import service
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, stop_background, stopping
+from agent_hooks.server.app import ServerState, stop_background
 from agent_hooks.server.body import read
 from agent_hooks.server.recovery import StoreUnavailable
 
@@ -93,13 +92,13 @@ def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bo
 def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
                    epoch: str, at: float, center: str = "") -> fleetdb.Outcome:
     """A subscriber writes the controls it received, and its cursor, in one transaction."""
-    out = fleetdb.Outcome(200, {"applied": [], "replies": [], "results": []})
+    out = fleetdb.Outcome(200, {"applied": [], "results": []})
     last = 0
     for c in controls:
         last = max(last, int(c.get("seq") or 0))
         if c.get("action") == "reply":
             # Typed after the commit, by the subscriber: at most once (the cursor moves past it here).
-            out.body["replies"].append((c, _reply_target(conn, c)))
+            out.replies.append((c, _reply_target(conn, c)))
             continue
         if c.get("kind") == "approval" and c.get("action") == "answer":
             # Answered here, in the transaction that moves the cursor: the first answer wins.
@@ -136,12 +135,13 @@ def _reply_target(conn: sqlite3.Connection, control: dict[str, Any]) -> reply.Ta
     return reply.target(conn, found[0])
 
 
-def send_replies(replies: list[tuple[dict[str, Any], reply.Target]], max_age_s: float, max_chars: int,
+def send_replies(replies: list[tuple[dict[str, Any] | None, reply.Target]], max_age_s: float, max_chars: int,
                  now: float) -> list[dict[str, Any]]:
     """Type the replies a command center sent (blocking: tmux); each one's outcome ({"seq", "error"}).
     The host checks each one itself, as if it had been posted here: what is typed is its decision."""
     results = []
-    for control, t in replies:
+    for carried, t in replies:
+        control = carried or {}
         problem: str | None = None
         if now - float(control.get("at") or 0) > max_age_s:
             problem = f"older than fleet.reply_max_age_s ({max_age_s:g} s): not typed"
@@ -176,7 +176,9 @@ def plan_reply(conn: sqlite3.Connection, ref: str, host: str | None, text: str, 
         t = reply.target(conn, card["id"])
         if t.refused:
             return fleetdb.Outcome(409, {"error": t.refused, "host": name})
-        return fleetdb.Outcome(200, {"ok": True, "host": name, "applied": "here", "target": t})
+        out = fleetdb.Outcome(200, {"ok": True, "host": name, "applied": "here"})
+        out.replies.append((None, t))  # typed by the route, after the commit
+        return out
     if card["host"] == fleetdb.THIS_HOST:
         return fleetdb.Outcome(409, {"error": "this session is not recorded by this host's hooks: its terminal"
                                               " cannot be reached", "host": name})
@@ -275,7 +277,7 @@ def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float) ->
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    hub = fleet_of(state)
+    hub = hub_of(state)
 
     async def _action(request: Request) -> Response | tuple[bool, str | None]:
         """What both control routes check first: the caller, the action, and its reason
@@ -301,9 +303,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         if host is not None:
             host = fleetdb.THIS_HOST if host == hub.own_host else host
         # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
-        aborted = await service.cancel(state, request.path_params["ref"], cancel, reason)
-        if aborted is not None:
-            return aborted
+        for channel in state.channels:
+            aborted = await channel.cancel(request.path_params["ref"], cancel, reason)
+            if aborted is not None:
+                return aborted
         out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
                               time.time())
         if "seq" in out.body:
@@ -327,8 +330,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
             host = fleetdb.THIS_HOST if host == hub.own_host else host
         out = await hub.write(plan_reply, request.path_params["ref"], host, text, hub.own_host, time.time())
         body = dict(out.body)
-        t = body.pop("target", None)
-        if t is not None:
+        if out.replies:
+            _, t = out.replies[0]
             problem = await state.run_blocking(reply.send, t, text)
             if problem:
                 return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
@@ -402,15 +405,15 @@ def routes(state: ServerState) -> list[BaseRoute]:
                 if found or remaining <= 0:
                     return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
                 # In slices, so a server asked to stop answers now rather than at its grace's end.
-                while remaining > 0 and not stopping(state):
+                while remaining > 0 and not state.stopping():
                     try:
                         await asyncio.wait_for(woken.wait(), min(remaining, STOP_CHECK_S))
                         break
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         remaining = deadline - time.monotonic()
             finally:
                 hub.control_waiters.discard(woken)
-            if stopping(state):
+            if state.stopping():
                 return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": []})
             if await request.is_disconnected():
                 return Response(status_code=204)
@@ -419,12 +422,11 @@ def routes(state: ServerState) -> list[BaseRoute]:
         denied = access.check(state, request)
         if denied is not None:
             return denied
-        sub = getattr(state, "subscriber", None)
-        rep = getattr(state, "reporter", None)
+        sub, rep = state.subscriber, state.reporter
         return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
                              "subscription": sub.status() if sub is not None else None,
                              "report": rep.status() if rep is not None else None,
-                             "openclaw": service.status(state)})
+                             **state.channel_status()})
 
     return [
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),
@@ -436,8 +438,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
     ]
 
 
-async def host_word(hub: Fleet, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
-    """:meth:`Fleet.host_word`: what ``host`` said of control ``seq`` within ``wait_s`` (None: nothing)."""
+async def host_word(hub: Hub, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
+    """:meth:`Hub.host_word`: what ``host`` said of control ``seq`` within ``wait_s`` (None: nothing)."""
     return await hub.host_word(seq, wait_s, host)
 
 
@@ -447,7 +449,7 @@ async def host_word(hub: Fleet, seq: int, wait_s: float, host: str) -> dict[str,
 class Subscriber:
     """Keeps a long poll open to the command center, and writes what it sends into the store."""
 
-    def __init__(self, state: ServerState, hub: Fleet, base: str) -> None:
+    def __init__(self, state: ServerState, hub: Hub, base: str) -> None:
         self.state = state
         self.hub = hub
         self.base = base
@@ -525,13 +527,11 @@ class Subscriber:
                                                str(doc.get("center") or self.base))
                     results = list(out.body["results"])
                     if out.body["results"]:
-                        wake_held = getattr(self.state, "wake_approvals", None)
-                        if wake_held is not None:
-                            wake_held()  # held http hooks of this host look at their rows now
-                    if out.body["replies"]:
+                        self.state.holds.wake()  # held http hooks of this host look at their rows now
+                    if out.replies:
                         cfg = self.state.config["fleet"]
                         results += await self.state.run_blocking(
-                            send_replies, out.body["replies"], float(cfg["reply_max_age_s"]),
+                            send_replies, out.replies, float(cfg["reply_max_age_s"]),
                             int(cfg["reply_max_chars"]), time.time())
                     if results:
                         try:  # the command center's caller waits for this word (a lost one: it says "sent")
@@ -575,12 +575,12 @@ async def startup(state: ServerState) -> None:
     base = subscription_target(state)
     if base is None:
         return
-    sub = Subscriber(state, fleet_of(state), base)
-    state.subscriber = sub  # type: ignore[attr-defined]
+    sub = Subscriber(state, hub_of(state), base)
+    state.subscriber = sub
     sub.task = asyncio.create_task(sub.run())
 
 
 async def shutdown(state: ServerState) -> None:
-    sub = getattr(state, "subscriber", None)
+    sub = state.subscriber
     if sub is not None:
         await stop_background(sub.task)

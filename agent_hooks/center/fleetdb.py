@@ -18,9 +18,12 @@ import json
 import secrets
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_hooks.center import contract
+
+if TYPE_CHECKING:
+    from agent_hooks.center.reply import Target
 
 FEED_CURSOR = "fleet.feed_cursor"
 EPOCH = "fleet.epoch"
@@ -33,19 +36,22 @@ SESSION_COLUMNS = ("id", "host", "local", "session_id", "tmux_session", "agent_t
 
 @dataclass
 class Outcome:
-    """What one request did: HTTP status, the answer, and the transitions to broadcast."""
+    """What one request did: HTTP status, the answer (JSON), and what to do once it has committed."""
 
     status: int
     body: dict[str, Any]
     transitions: list[dict[str, Any]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)  # card ids to refresh
     removed: set[str] = field(default_factory=set)
+    # Replies to type into this host's tmux panes after the commit (center/reply.py): each with the
+    # control that carried it from a command center, or None for one posted to this host.
+    replies: list[tuple[dict[str, Any] | None, Target]] = field(default_factory=list)
 
 
 def row_dict(cur: sqlite3.Cursor, row: tuple[Any, ...] | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    return dict(zip([d[0] for d in cur.description], row))
+    return dict(zip([d[0] for d in cur.description], row, strict=True))
 
 
 def get(conn: sqlite3.Connection, card_id: str) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """Live updates: one writer thread for the command center, and a WebSocket that pushes every change.
 
-:class:`Fleet` owns one store connection on one thread. Every command-center
+:class:`Hub` owns one store connection on one thread. Every command-center
 write (ingest, register, PATCH, DELETE, cancel) runs there, in the order it
 was submitted, so the transitions it publishes are in commit order. Between
 jobs it polls ``PRAGMA data_version`` every ``board.poll_interval_s``: the
@@ -40,8 +40,7 @@ from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
 from agent_hooks.center import cards, fleetdb
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, close_quietly
-from agent_hooks.store import Store
+from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
 log = logging.getLogger("agent_hooks.center.hub")
 QUEUE_MAX = 5000
@@ -57,7 +56,7 @@ class Client:
         self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
 
-class Fleet:
+class Hub:
     """The command center's writer thread and live hub (see the module docstring)."""
 
     def __init__(self, state: ServerState) -> None:
@@ -66,7 +65,7 @@ class Fleet:
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.store: Store | None = None
+        self.store: ServerStore | None = None
         self.stopping = False
         # Worker-side: the last published form of each card, and what to refresh.
         self._published: dict[str, str] = {}
@@ -218,7 +217,7 @@ class Fleet:
         self._open()
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the store, here rather than in a hook's commit (see app._ServerStore).
+        """Copy the WAL into the store, here rather than in a hook's commit (see app.ServerStore).
 
         PASSIVE: it takes no write lock, so hook calls go on meanwhile; its fsync is paid here."""
         self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
@@ -305,8 +304,8 @@ class Fleet:
         if self.conn.in_transaction:
             try:
                 self.conn.execute("COMMIT")
-            except Exception as exc:  # noqa: BLE001 - every job of the batch gets the error
-                error = exc
+            except Exception as commit_error:  # noqa: BLE001 - every job of the batch gets the error
+                error = commit_error
                 try:
                     self.conn.execute("ROLLBACK")
                 except Exception:  # noqa: BLE001
@@ -451,19 +450,21 @@ class Fleet:
         self.wake_controls()
         try:
             return await asyncio.wait_for(waiter, wait_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             self.reply_waiters.pop(seq, None)
 
     def hello(self) -> dict[str, Any]:
-        gateway = getattr(self.state, "openclaw", None)  # openclaw/service.py, when [openclaw] url is set
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
-                "approvals": self.approvals, "openclaw": gateway.status() if gateway is not None else None}
+                "approvals": self.approvals, **self.state.channel_status()}
 
 
-def fleet_of(state: ServerState) -> Fleet:
-    return state.fleet  # type: ignore[attr-defined,no-any-return]
+def hub_of(state: ServerState) -> Hub:
+    """The command center's hub of this server (made when the app is built, by :func:`routes`)."""
+    if state.hub is None:
+        raise RuntimeError("the command center's hub is not running: agent_hooks.center.hub is not a route module")
+    return state.hub
 
 
 async def live(ws: WebSocket) -> None:
@@ -472,7 +473,7 @@ async def live(ws: WebSocket) -> None:
     if denied is not None:
         await ws.close(code=4401 if denied.status_code == 401 else 4403)
         return
-    hub = fleet_of(state)
+    hub = hub_of(state)
     await ws.accept()
     client = Client(ws)
     client.queue.put_nowait(hub.hello())
@@ -504,13 +505,13 @@ async def live(ws: WebSocket) -> None:
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    state.fleet = Fleet(state)  # type: ignore[attr-defined]
+    state.hub = Hub(state)
     return [WebSocketRoute("/api/live", live)]
 
 
 async def startup(state: ServerState) -> None:
-    await fleet_of(state).start()
+    await hub_of(state).start()
 
 
 async def shutdown(state: ServerState) -> None:
-    await fleet_of(state).stop()
+    await hub_of(state).stop()

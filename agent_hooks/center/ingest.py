@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
 from agent_hooks.center import contract, fleetdb
-from agent_hooks.center.hub import fleet_of
+from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState
 from agent_hooks.server.body import read_json
@@ -39,7 +39,7 @@ from agent_hooks.server.body import read_json
 
 def origin_host(state: ServerState, request: HTTPConnection) -> str:
     """The host a request speaks for ("" = this host)."""
-    own = fleet_of(state).own_host
+    own = hub_of(state).own_host
     named = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
     if named:
         return fleetdb.THIS_HOST if named == own else named
@@ -65,7 +65,7 @@ def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    hub = fleet_of(state)
+    hub = hub_of(state)
 
     async def ingest(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
         # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.

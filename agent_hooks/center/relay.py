@@ -58,7 +58,7 @@ def host_rows(conn: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
     cur = conn.execute(approvals._SELECT + " WHERE host = '' AND (state = 'pending' OR answered_at >= ?)"
                        " ORDER BY created_at LIMIT ?", (now - RESOLVED_KEPT_S, MAX_REPORTED))
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def _clipped(value: Any, limit: int) -> Any:
@@ -113,11 +113,14 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
             raise ValueError("not an object")
     except ValueError as exc:
         return {"seq": seq, "status": 400, "error": f"unreadable answer: {exc}"}
-    status, body = approvals.answer(
+    result = approvals.answer(
         conn, str(doc.get("id") or ""), str(doc.get("decision") or ""), message=doc.get("message"),
         interrupt=bool(doc.get("interrupt")), answers=doc.get("answers"), by=str(doc.get("by") or "command center"),
         via="remote", where=str(doc.get("where") or center), at=time.time())
-    return {"seq": seq, "status": status, "error": body.get("error"), "approval": body.get("approval")}
+    # The host's word, as the command center answers its own caller with it (center/approvals.py).
+    from agent_hooks.center.approvals import STATUS
+
+    return {"seq": seq, "status": STATUS[result.result], "error": result.error, "approval": result.row}
 
 
 # -- the command center's side ----------------------------------------------------------------
@@ -190,7 +193,7 @@ def pending(conn: sqlite3.Connection, own_host: str, now: float) -> list[dict[st
     # state = 'pending' as a literal: the partial index of pending rows answers it, whatever the history's size.
     cur = conn.execute(approvals._SELECT + " WHERE state = 'pending' ORDER BY created_at LIMIT ?", (MAX_REPORTED,))
     cols = [d[0] for d in cur.description]
-    for row in (dict(zip(cols, r)) for r in cur.fetchall()):
+    for row in (dict(zip(cols, r, strict=True)) for r in cur.fetchall()):
         if row["host"] and row["expires_at"] and row["expires_at"] < now - EXPIRED_GRACE_S:
             continue
         item = approvals.public(row, own_host)
@@ -231,7 +234,7 @@ async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
     body = dict(routed.body)
     if routed.status != 202:
         return JSONResponse(body, status_code=routed.status)
-    result = await hub.host_word(body["seq"], WAIT_S, body["host"])  # live.Fleet: no import of control.py
+    result = await hub.host_word(body["seq"], WAIT_S, body["host"])  # live.Hub: no import of control.py
     if result is None:
         body["applied"] = "sent, not confirmed yet"
         return JSONResponse(body, status_code=202)

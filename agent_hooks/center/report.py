@@ -36,7 +36,7 @@ from starlette.routing import BaseRoute, Route
 from agent_hooks import __version__, fleet
 from agent_hooks.center import contract, fleetdb
 from agent_hooks.center.control import subscription_target
-from agent_hooks.center.hub import Fleet, fleet_of
+from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, stop_background
 from agent_hooks.server.body import read
@@ -127,7 +127,7 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    hub = fleet_of(state)
+    hub = hub_of(state)
 
     async def report(request: Request) -> Response:
         denied = access.check(state, request)
@@ -183,7 +183,7 @@ def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, 
 class Reporter:
     """Sends this host's changed local cards to the command center (full after each reconnect)."""
 
-    def __init__(self, state: ServerState, hub: Fleet, base: str) -> None:
+    def __init__(self, state: ServerState, hub: Hub, base: str) -> None:
         self.state = state
         self.hub = hub
         self.base = base
@@ -247,7 +247,7 @@ class Reporter:
                     self.wake.clear()
                     try:
                         await asyncio.wait_for(self.wake.wait(), REFRESH_S)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         self.full = True  # a command center that restarted with a new store learns it all again
                 await asyncio.sleep(REPORT_EVERY_S)  # a burst of changes goes in one report
                 ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
@@ -288,9 +288,9 @@ async def startup(state: ServerState) -> None:
     base = subscription_target(state)
     if base is None:
         return
-    hub = fleet_of(state)
+    hub = hub_of(state)
     rep = Reporter(state, hub, base)
-    state.reporter = rep  # type: ignore[attr-defined]
+    state.reporter = rep
     hub.local_listeners.append(rep.changed)
     # Any commit (a hook's request, an answer at the terminal or the CLI): requests may have changed.
     listeners = getattr(hub, "change_listeners", None)
@@ -300,6 +300,6 @@ async def startup(state: ServerState) -> None:
 
 
 async def shutdown(state: ServerState) -> None:
-    rep = getattr(state, "reporter", None)
+    rep = state.reporter
     if rep is not None:
         await stop_background(rep.task)

@@ -143,11 +143,16 @@ def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -
         if open_store() is None:
             raise NotFound(f"no approval request {ref!r} (nothing recorded on this host yet)")
         with writing() as conn:
-            status, doc = ap.answer(conn, ref, body["decision"], message=body.get("message"),
-                                    interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
-                                    by=_who(), via="cli", where=fleet.host_name(load_config()))
-        if "approval" in doc:
-            doc["approval"] = ap.public(doc["approval"], fleet.host_name(load_config()))
+            result = ap.answer(conn, ref, body["decision"], message=body.get("message"),
+                               interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
+                               by=_who(), via="cli", where=fleet.host_name(load_config()))
+        if result.result == "unknown":
+            raise NotFound(result.error or f"no approval request {ref!r}")
+        if result.result == "already":
+            raise AlreadyAnswered(result.error or "already answered")
+        if result.row is None:
+            raise click.ClickException(result.error or "the answer does not fit the request")
+        status, doc = 200, {"ok": True, "approval": ap.public(result.row, fleet.host_name(load_config()))}
     if status == 404:
         raise NotFound(doc.get("error") or f"no approval request {ref!r}")
     if status == 409:

@@ -32,7 +32,9 @@ from agent_hooks.output import Outcome, one_line
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Literal
+
+    AnswerResult = Literal["answered", "already", "unknown", "invalid"]
 
 PERMISSION, QUESTION, GATE = "permission", "question", "gate"
 KINDS = (PERMISSION, QUESTION, GATE)
@@ -303,24 +305,45 @@ def check_answer(row: dict[str, Any], decision: str, message: str | None, answer
     return None
 
 
+class Answer:
+    """What became of an answer to a request.
+
+    ``result``: ``"answered"`` (this answer is the request's), ``"already"`` (answered, withdrawn or
+    expired first), ``"unknown"`` (no request has that id) or ``"invalid"`` (the answer does not fit
+    the request). ``row`` is the request as it now is (None when unknown or invalid); ``error`` says
+    in words why the answer was not applied.
+    """
+
+    __slots__ = ("result", "row", "error")
+
+    def __init__(self, result: AnswerResult, row: dict[str, Any] | None = None, error: str | None = None) -> None:
+        self.result = result
+        self.row = row
+        self.error = error
+
+    @property
+    def answered(self) -> bool:
+        return self.result == "answered"
+
+    def __repr__(self) -> str:
+        return f"Answer({self.result!r}, error={self.error!r})"
+
+
 def answer(conn: sqlite3.Connection, ref: str, decision: str, *, message: str | None = None,
            interrupt: bool = False, answers: Any = None, by: str = "", via: str = "api", where: str = "",
-           at: float | None = None) -> tuple[int, dict[str, Any]]:
-    """Answer a pending request (inside the caller's write transaction): (status, body).
-
-    200 and the row once answered; 409 when it was answered or withdrawn first (the body says
-    how); 404 when no request has that id; 400 (AnswerError's text) for an answer that does not fit.
-    """
+           at: float | None = None) -> Answer:
+    """Answer a pending request, inside the caller's write transaction. The first answer wins: a
+    conditional UPDATE, so a request answered between our read and our write is ``"already"``."""
     at = time.time() if at is None else at
     row = find(conn, ref)
     if row is None:
-        return 404, {"error": f"no approval request {ref!r}"}
+        return Answer("unknown", error=f"no approval request {ref!r}")
     if row["state"] != PENDING:
-        return 409, {"error": already(row), "approval": row}
+        return Answer("already", row, already(row))
     try:
         stored = check_answer(row, decision, message, answers)
     except AnswerError as exc:
-        return 400, {"error": str(exc)}
+        return Answer("invalid", error=str(exc))
     state = DENIED if decision == "deny" else (ANSWERED if row["kind"] == QUESTION else ALLOWED)
     if decision == "deny" and not (message or "").strip():
         message = f"Denied by {by or via}."
@@ -333,8 +356,8 @@ def answer(conn: sqlite3.Connection, ref: str, decision: str, *, message: str | 
     ).rowcount
     fresh = get(conn, row["id"]) or row
     if not changed:  # another writer got there between our read and our write
-        return 409, {"error": already(fresh), "approval": fresh}
-    return 200, {"ok": True, "approval": fresh}
+        return Answer("already", fresh, already(fresh))
+    return Answer("answered", fresh)
 
 
 def already(row: dict[str, Any]) -> str:

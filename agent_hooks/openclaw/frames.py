@@ -52,6 +52,11 @@ DECISIONS_IN = {"allow-once": ("allow", approvals.ALLOWED), "allow-always": ("al
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def obj(value: Any) -> dict[str, Any]:
+    """A JSON object from the gateway, or {} for anything else (a frame's fields are hostile until shown otherwise)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _str(value: Any, limit: int = MAX_KEY_CHARS) -> str | None:
     """An id from the gateway (session key, run id, agent id...), clipped; None when it is not a plain
     string: one with a control character or a lone surrogate is no id, and SQLite cannot store the latter."""
@@ -223,7 +228,7 @@ class Mapper:
 
     def _requested(self, p: dict[str, Any]) -> list[dict[str, Any]]:
         gid = _str(p.get("id"))
-        req = p.get("request") if isinstance(p.get("request"), dict) else {}
+        req = obj(p.get("request"))
         if not gid:
             return []
         command = clean_text(req.get("command"), approvals.MAX_MESSAGE_CHARS)

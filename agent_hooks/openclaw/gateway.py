@@ -36,7 +36,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from agent_hooks import __version__
-from agent_hooks.center.hub import Fleet
+from agent_hooks.center.hub import Hub
 from agent_hooks.openclaw import frames, records, settings
 from agent_hooks.output import one_line
 from agent_hooks.server.app import ServerState, stop_background
@@ -93,7 +93,7 @@ class Bucket:
 class Gateway:
     """One gateway connection, kept open (see the module docstring)."""
 
-    def __init__(self, state: ServerState, hub: Fleet) -> None:
+    def __init__(self, state: ServerState, hub: Hub) -> None:
         self.state = state
         self.hub = hub
         cfg = settings.section(state.config)
@@ -170,7 +170,7 @@ class Gateway:
                 error = str(exc)
             except GatewayError as exc:
                 error = f"refused: {exc}"
-            except (OSError, WebSocketException, asyncio.TimeoutError, ValueError) as exc:
+            except (TimeoutError, OSError, WebSocketException, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             except Exception as exc:  # noqa: BLE001 - the subscription must outlive a bad frame or a bug
                 log.exception("OpenClaw gateway %s: unexpected error", self.shown_url)
@@ -248,14 +248,14 @@ class Gateway:
                 break
         if not doc.get("ok"):
             raise GatewayError(_error_text(doc.get("error")))
-        hello = doc.get("payload") if isinstance(doc.get("payload"), dict) else {}
-        features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
+        hello = frames.obj(doc.get("payload"))
+        features = frames.obj(hello.get("features"))
         methods = features.get("methods")
         self.methods = {m for m in methods if isinstance(m, str)} if isinstance(methods, list) else None
-        auth = hello.get("auth") if isinstance(hello.get("auth"), dict) else {}
+        auth = frames.obj(hello.get("auth"))
         scopes = auth.get("scopes")
         self.granted = [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else None
-        server = hello.get("server") if isinstance(hello.get("server"), dict) else {}
+        server = frames.obj(hello.get("server"))
         boot = server.get("bootId")
         self.boot = boot[:100] if isinstance(boot, str) and boot else None
 
@@ -309,7 +309,7 @@ class Gateway:
                 continue
             self.counts["events"] += 1
             if doc["event"] == "shutdown":
-                payload = doc.get("payload") if isinstance(doc.get("payload"), dict) else {}
+                payload = frames.obj(doc.get("payload"))
                 self.stopping_reason = str(payload.get("reason") or "shutdown")[:200]
                 continue
             try:
@@ -366,7 +366,7 @@ class Gateway:
         try:
             await ws.send(json.dumps({"type": "req", "id": req_id, "method": method, "params": params}))
             doc = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise GatewayError(f"the gateway did not answer {method} within {timeout:g} s") from None
         except WebSocketException as exc:
             raise GatewayError(f"the connection to the gateway ended: {exc}") from None

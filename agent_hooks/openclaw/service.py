@@ -5,6 +5,9 @@ more (the WebSocket client, agent_hooks.openclaw.gateway, is imported only
 when a gateway is configured). With it set, the lifespan starts a
 :class:`~agent_hooks.openclaw.gateway.Gateway` as a background task, and:
 
+It registers :class:`OpenClaw` as a channel of the command center
+(center/channels.py), which asks it first about every answer and cancel:
+
 * ``POST /api/approvals/<id>`` for an OpenClaw request (:func:`answer`): the
   first answer wins here by the same conditional UPDATE as any request, then
   goes to the gateway (``exec.approval.resolve``). A gateway that refuses it
@@ -19,33 +22,55 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from agent_hooks.center import fleetdb
-from agent_hooks.center.hub import fleet_of
+from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.features import approvals
 from agent_hooks.openclaw import settings
 from agent_hooks.server.app import ServerState
+
+if TYPE_CHECKING:
+    from agent_hooks.openclaw.gateway import Gateway  # imported only when a gateway is configured
 
 AGENT_TYPE = "openclaw"
 ID_PREFIX = "oc-"  # approval rows and cards made from the gateway (agent_hooks.openclaw.frames)
 
 
-def gateway(state: ServerState) -> Any:
-    """The running gateway client, or None (no ``[openclaw] url``)."""
-    return getattr(state, "openclaw", None)
+class OpenClaw:
+    """The gateway's channel on the command center (center/channels.py): its answers, cancels and status."""
+
+    name = AGENT_TYPE
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.gateway: Gateway | None = None  # set at start-up when [openclaw] url is set
+
+    def status(self) -> dict[str, Any] | None:
+        """The connection's state for /status, /api/fleet/status and the board (None when not configured)."""
+        return self.gateway.status() if self.gateway is not None else None
+
+    async def answer(self, ref: str, body: dict[str, Any], by: str, where: str) -> Response | None:
+        if self.gateway is None or not ref.startswith(ID_PREFIX[:2]):
+            return None  # our other requests' ids are hex: never "oc"
+        return await answer(self.gateway, hub_of(self.state), ref, body, by, where)
+
+    async def cancel(self, ref: str, cancelling: bool, reason: str | None) -> Response | None:
+        if self.gateway is None:
+            return None
+        return await cancel(self.gateway, hub_of(self.state), ref, cancelling, reason)
 
 
-def status(state: ServerState) -> dict[str, Any] | None:
-    """The connection's state for /status, /api/fleet/status and the board (None when not configured)."""
-    gw = gateway(state)
-    return gw.status() if gw is not None else None
+def channel(state: ServerState) -> OpenClaw:
+    """This server's OpenClaw channel (registered when the app is built)."""
+    return next(c for c in state.channels if isinstance(c, OpenClaw))
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
+    state.channels.append(OpenClaw(state))
     return []
 
 
@@ -54,29 +79,29 @@ async def startup(state: ServerState) -> None:
         return
     import asyncio
 
-    from agent_hooks.openclaw import gateway
+    from agent_hooks.openclaw.gateway import Gateway
 
-    gw = gateway.Gateway(state, fleet_of(state))
-    state.openclaw = gw  # type: ignore[attr-defined]
+    gw = Gateway(state, hub_of(state))
+    channel(state).gateway = gw
     gw.task = asyncio.create_task(gw.run())
 
 
 async def shutdown(state: ServerState) -> None:
-    gw = gateway(state)
+    gw = channel(state).gateway
     if gw is not None:
         await gw.stop()
 
 
 # -- answers ---------------------------------------------------------------------------------------
 
-def _ours(row: dict[str, Any] | None, host: str) -> bool:
-    return row is not None and row["id"].startswith(ID_PREFIX) and row["host"] == host
+def _ours(row: dict[str, Any], host: str) -> bool:
+    return bool(row["id"].startswith(ID_PREFIX) and row["host"] == host)
 
 
 def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where: str) -> fleetdb.Outcome | None:
     """The first answer wins here: the row's conditional UPDATE (None: not an OpenClaw request)."""
     row = approvals.find(conn, ref)
-    if not _ours(row, host):
+    if row is None or not _ours(row, host):
         return None
     decision = str(body.get("decision") or "")
     try:
@@ -87,10 +112,11 @@ def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where:
             and decision not in offered:
         return fleetdb.Outcome(400, {"error": f"the OpenClaw gateway does not offer {decision} for this request"
                                               f" (it offers {', '.join(offered)})"})
-    status, doc = approvals.answer(conn, row["id"], str(body.get("decision") or ""), message=body.get("message"),
-                                   by=by, via=body.get("via") if body.get("via") in ("board", "api") else "api",
-                                   where=where)
-    return fleetdb.Outcome(status, doc)
+    via = "board" if body.get("via") == "board" else "api"
+    from agent_hooks.center.approvals import outcome
+
+    return outcome(approvals.answer(conn, row["id"], decision, message=body.get("message"), by=by, via=via,
+                                    where=where))
 
 
 def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str) -> fleetdb.Outcome:
@@ -115,15 +141,11 @@ def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outc
     return out
 
 
-async def answer(state: ServerState, ref: str, body: dict[str, Any], by: str, where: str) -> JSONResponse | None:
+async def answer(gw: Gateway, hub: Hub, ref: str, body: dict[str, Any], by: str, where: str) -> JSONResponse | None:
     """``POST /api/approvals/<ref>`` for an OpenClaw exec approval (None: not one; the caller goes on)."""
-    gw = gateway(state)
-    if gw is None or not ref.startswith(ID_PREFIX[:2]):
-        return None  # our other requests' ids are hex: never "oc"
-    hub = fleet_of(state)
     if gw.state_name != "connected":
         row = await hub.submit(lambda conn: approvals.find(conn, ref))
-        if not _ours(row, gw.host):
+        if row is None or not _ours(row, gw.host):
             return None
         if row["state"] == approvals.PENDING:
             return JSONResponse({"error": f"the OpenClaw gateway is not connected ({gw.last_error or gw.state_name});"
@@ -177,7 +199,7 @@ def _cards(conn: Any, ref: str, host: str) -> list[dict[str, Any]] | None:
     else:
         cur = conn.execute(f"SELECT {', '.join(fleetdb.SESSION_COLUMNS)} FROM fleet_sessions WHERE session_id = ?",
                            (ref,))
-        cards = [fleetdb.row_dict(cur, r) for r in cur.fetchall()]
+        cards = [dict(zip(fleetdb.SESSION_COLUMNS, r, strict=True)) for r in cur.fetchall()]
     ours = [c for c in cards if c["agent_type"] == AGENT_TYPE and c["id"].startswith(ID_PREFIX) and c["host"] == host]
     if not ours or len(ours) != len(cards):
         return None  # not (only) OpenClaw sessions of this gateway: the usual cancel
@@ -195,13 +217,9 @@ def _mark(conn: Any, card_id: str, reason: str | None, at: float) -> fleetdb.Out
     return out
 
 
-async def cancel(state: ServerState, ref: str, cancelling: bool, reason: str | None) -> JSONResponse | None:
+async def cancel(gw: Gateway, hub: Hub, ref: str, cancelling: bool, reason: str | None) -> JSONResponse | None:
     """A cancel of an OpenClaw session: its run aborted through the gateway, or refused saying why.
     None when ``ref`` names no session of the configured gateway (the usual cancel applies)."""
-    gw = gateway(state)
-    if gw is None:
-        return None
-    hub = fleet_of(state)
     cards = await hub.submit(_cards, ref, gw.host)
     if cards is None:
         return None

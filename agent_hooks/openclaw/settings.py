@@ -45,7 +45,7 @@ def url_problem(url: str) -> str | None:
         return (f"openclaw.url carries a user name or password ({shown_url(url)}): remove it; the gateway token"
                 f" goes in the 0600 file named by openclaw.token_file, or in ${TOKEN_ENV}")
     try:
-        parts.port
+        _ = parts.port  # reading it is the check: a port out of range or not a number raises
     except ValueError as exc:
         return f"openclaw.url: {exc}"
     return None

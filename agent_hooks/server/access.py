@@ -156,7 +156,7 @@ def check(state: ServerState, conn: HTTPConnection) -> JSONResponse | None:
     """None when the caller may go on; else the answer (401). Origin and Host were checked
     at the front door (:func:`front_door`), before any route."""
     client = conn.scope.get("client")
-    loopback = bool(client) and is_loopback(client[0])
+    loopback = client is not None and is_loopback(client[0])
     if loopback and same_user(state, conn):
         return None
     if token_ok(state, presented_token(conn)):

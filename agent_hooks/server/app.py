@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,8 +35,16 @@ from agent_hooks import config as config_mod
 from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import access, fastpath, local, peer
+from agent_hooks.server.held import Holds
 from agent_hooks.server.recovery import StoreUnavailable, StoreWatch
 from agent_hooks.store import Store, StoreError, Transaction
+
+if TYPE_CHECKING:
+    from agent_hooks.center.channels import Channel
+    from agent_hooks.center.control import Subscriber
+    from agent_hooks.center.hub import Hub
+    from agent_hooks.center.report import Reporter
+    from agent_hooks.server.embedding import Embedder
 
 T = TypeVar("T")
 
@@ -134,7 +142,7 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-class _ServerStore(Store):
+class ServerStore(Store):
     """A worker thread's connection whose write transactions take the process's write lock."""
 
     def __init__(self, path: str, busy_timeout_ms: int, lock: threading.Lock, migrate: bool = True) -> None:
@@ -193,7 +201,7 @@ class _LoopTransaction(_SerialTransaction):
             self.store.deferrable = False  # committed: from here on the call runs to its end
 
 
-class _LoopStore(_ServerStore):
+class _LoopStore(ServerStore):
     """The event loop's own connection, for the quick calls server/hooks.py answers inline.
     Its busy timeout is 0: a store another process is writing raises at once (see
     _LoopTransaction) instead of blocking every request of the server. It never migrates
@@ -210,14 +218,6 @@ class _LoopStore(_ServerStore):
 
     def write(self) -> Transaction:
         return _LoopTransaction(self)
-
-
-def stopping(state: Any) -> bool:
-    """True once the server was asked to stop (server/worker.py sets the probe). A request that
-    waits (a held approval, a host's long poll) looks at this, so that it answers within uvicorn's
-    graceful shutdown instead of holding the stop up for its whole wait."""
-    probe = getattr(state, "stopping", None)
-    return bool(probe()) if callable(probe) else False
 
 
 async def stop_background(task: Any) -> None:
@@ -261,11 +261,31 @@ class ServerState:
         # The process that holds the socket and restarts this one (server/supervisor.py); None when
         # the app runs unsupervised (tests that build it directly).
         self.supervisor_pid: int | None = None
+        # Whether uvicorn was asked to stop (set by server/worker.py). A request that waits (a held
+        # approval, a host's long poll) looks at it, so that it answers within uvicorn's graceful
+        # shutdown instead of holding the stop up for its whole wait.
+        self.stop_requested: Callable[[], bool] = lambda: False
+        # Http hooks held for a person's answer (server/held.py).
+        self.holds = Holds()
+        # What the route modules set up when the app is built or starts; None while theirs is off.
+        self.hub: Hub | None = None  # the command center's writer thread and live board (center/hub.py)
+        self.subscriber: Subscriber | None = None  # this host's long poll to its command center (center/control.py)
+        self.reporter: Reporter | None = None  # this host's reports to its command center (center/report.py)
+        self.channels: list[Channel] = []  # agents reached through a client of their own (center/channels.py)
+        self.embedder: Embedder | None = None  # the embedding thread (server/embedding.py)
+
+    def stopping(self) -> bool:
+        """True once the server was asked to stop."""
+        return self.stop_requested()
+
+    def channel_status(self) -> dict[str, Any]:
+        """Each channel's connection under its name (``{"openclaw": ...}``), for /status and the board."""
+        return {channel.name: channel.status() for channel in self.channels}
 
     def fast_route(self, path: str, fn: fastpath.ASGIApp, method: str = "POST") -> BaseRoute:
         """A raw ASGI route taken before Starlette's router (see :mod:`agent_hooks.server.fastpath`);
         the returned Starlette route serves the same callable for whatever the fast path passes on."""
-        return fastpath.route(path, fn, method, self.fast_exact, self.fast_prefixes)  # type: ignore[no-any-return]
+        return fastpath.route(path, fn, method, self.fast_exact, self.fast_prefixes)
 
     # Configuration: re-read when the file changes, as the executables would see it.
     def _stamp(self) -> tuple[int, int] | None:
@@ -334,10 +354,10 @@ class ServerState:
         if store is not None:
             close_quietly(store)
 
-    def open_store(self) -> Store:
+    def open_store(self) -> ServerStore:
         """A new connection whose write transactions take the process's write lock."""
         generation = self.watch.generation
-        store = _ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
+        store = ServerStore(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]), self.write_lock)
         store.generation = generation
         return store
 

@@ -81,7 +81,7 @@ def protocol_class(guard: ConnectionGuard) -> type:
         _guard_key: Hashable | None = None
         _request_timer: Any = None
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             key = guard.key(self._peer_uid, self.client)
             if not guard.admit(key):

@@ -86,13 +86,13 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 async def startup(state: ServerState) -> None:
     emb = Embedder(state)
-    state.embedder = emb  # type: ignore[attr-defined]
+    state.embedder = emb
     emb.thread.start()
     vectors.set_runner(emb.kick)
 
 
 async def shutdown(state: ServerState) -> None:
-    emb = getattr(state, "embedder", None)
+    emb = state.embedder
     if emb is None:
         return
     vectors.set_runner(None)

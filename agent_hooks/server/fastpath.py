@@ -100,7 +100,7 @@ def header(scope: Scope, name: bytes) -> str | None:
     """The first value of a header (``name`` in lower case, as ASGI servers give them), or None."""
     for key, value in scope["headers"]:
         if key == name:
-            return value.decode("latin-1")  # type: ignore[no-any-return]
+            return value.decode("latin-1")
     return None
 
 

@@ -247,10 +247,10 @@ async def _hold(state: ServerState, call: Call, receive: fastpath.Receive) -> No
     """The handler recorded an approval to wait for: hold the request (features/approvals.py).
     Any failure gives the answer the call had without the wait (fail open, with a trace), or under
     strict guards (guards.fail_closed) a deny: a gated PreToolUse was not approved by anyone."""
-    from agent_hooks.center import approvals
+    from agent_hooks.server import held
 
     try:
-        await approvals.hold(state, call, receive)
+        await held.hold(state, call, receive)
     except Exception as exc:  # noqa: BLE001
         import traceback
 

@@ -186,10 +186,10 @@ def ensure(paths: Paths, config: dict[str, Any], env: Any, wait_s: float) -> str
     up = answers(port)
     if up and info and info.get("port") == port and info.get("build") == build:
         return "running"
-    if up and (not info or info.get("port") != port):
+    if up and (info is None or info.get("port") != port):
         return "port taken"
     # Ours, but of another build, or on another port (the configured one changed): replace it.
-    stale = bool(info) and (up or info.get("port") != port)
+    stale = info is not None and (up or info.get("port") != port)
     spawn(env, replace=stale)
     end = time.monotonic() + wait_s
     while time.monotonic() < end:

@@ -20,8 +20,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
     async def status(request: Request) -> JSONResponse:
         if not state.caller_allowed(request):
             return unauthorized()
-        gateway = getattr(state, "openclaw", None)  # openclaw/service.py, when [openclaw] url is set
         return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
-                             "openclaw": gateway.status() if gateway is not None else None})
+                             **state.channel_status()})
 
     return [Route("/health", health, methods=["GET"]), Route("/status", status, methods=["GET"])]

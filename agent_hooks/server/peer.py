@@ -143,15 +143,15 @@ def scope_uid(scope: Any) -> int | None:
     uid = scope.get(SCOPE_KEY, _UNKNOWN)
     if uid is _UNKNOWN:
         return caller_uid(scope.get("client"), scope.get("server"))
-    return uid  # type: ignore[no-any-return]
+    return uid
 
 
 def protocol_class() -> type:
     """uvicorn's httptools protocol, asking the caller's uid once when the connection is made."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class PeerProtocol(HttpToolsProtocol):  # type: ignore[misc]
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    class PeerProtocol(HttpToolsProtocol):
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._peer_uid = caller_uid(self.client, self.server)
 

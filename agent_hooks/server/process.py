@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -145,7 +144,7 @@ def _note_unclean_end(paths: Paths, config: dict[str, Any]) -> None:
 
     info = local.read_info(paths)
     pid = info.get("pid") if info else None
-    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or _alive(pid):
+    if info is None or not isinstance(pid, int) or pid <= 0 or pid == os.getpid() or _alive(pid):
         return
     started = info.get("started")
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if isinstance(started, (int, float)) else "?"

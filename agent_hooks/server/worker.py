@@ -43,8 +43,8 @@ def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], s
         # client reconnects for its next call); uvicorn's own timer, reset by any byte, is only a backstop.
         timeout_keep_alive=int(guard.request_timeout_s) + 2,
         log_config=None, log_level="info", timeout_graceful_shutdown=5))
-    # Held approvals (center/approvals.py) answer their clients as soon as a stop is asked for.
-    state.stopping = lambda: server.should_exit or server.force_exit  # type: ignore[attr-defined]
+    # Held requests (server/held.py) answer their clients as soon as a stop is asked for.
+    state.stop_requested = lambda: server.should_exit or server.force_exit
     _stop_when_uninstalled(supervisor_pid)
     server.run(sockets=[sock])
 
