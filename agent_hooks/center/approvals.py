@@ -27,7 +27,7 @@ from agent_hooks.center import contract, fleetdb, relay
 from agent_hooks.center.hub import hub_of
 from agent_hooks.features import approvals
 from agent_hooks.server import access, peer
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read
 
 MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # an answer is small: the API's one limit (server/body.py)
@@ -50,83 +50,75 @@ def who_answered(state: ServerState, request: Request) -> tuple[str, str]:
     return "fleet token", f"{host or '?'} ({address})"
 
 
-# What each result of an answer (features/approvals.Answer) is to an HTTP caller.
-STATUS = {"answered": 200, "already": 409, "unknown": 404, "invalid": 400}
-
-
-def outcome(result: approvals.Answer) -> fleetdb.Outcome:
-    """An answer's result as the center's routes answer it: the status, and the row or why not."""
-    if result.answered:
-        return fleetdb.Outcome(200, {"ok": True, "approval": result.row})
-    doc: dict[str, Any] = {"error": result.error}
-    if result.row is not None:
-        doc["approval"] = result.row
-    return fleetdb.Outcome(STATUS[result.result], doc)
-
-
 def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where: str) -> fleetdb.Outcome:
     result = approvals.answer(conn, ref, str(body.get("decision") or ""), message=body.get("message"),
                               interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
                               by=by, via=via, where=where)
-    out = outcome(result)
+    out = fleetdb.answer_outcome(result)
     if result.row is not None and not result.row["host"]:
         out.changed.add(result.row["session_id"])
     return out
 
 
+async def listing(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    which = request.query_params.get("state") or approvals.PENDING
+    if which != "all" and which not in approvals.STATES:
+        return JSONResponse({"error": f"state must be all or one of {', '.join(approvals.STATES)}"},
+                            status_code=400)
+    session = request.query_params.get("session")
+    if which == approvals.PENDING and session is None:
+        # The whole fleet's, each with its board card (center/relay.py).
+        pending = await hub.submit(relay.pending, hub.own_host, time.time())
+        return JSONResponse({"host": hub.own_host, "approvals": pending})
+    rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
+    return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
+
+
+async def answer(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    try:  # the server's one bounded reader and parser (server/body.py): 413, or 400 saying why
+        raw = await read(request.scope, request.receive, MAX_BODY_BYTES)
+        body = contract.parse_json(raw, MAX_BODY_BYTES) if raw.strip() else {}
+    except contract.BodyError as exc:
+        return JSONResponse({"error": f"{exc}; the body is {{\"decision\": \"allow\" | \"allow_always\""
+                                      " | \"deny\", \"message\", \"interrupt\", \"answers\"}"},
+                            status_code=exc.status)
+    by, where = who_answered(state, request)
+    if isinstance(body.get("by"), str) and body["by"].strip():
+        by = f"{body['by'].strip()[:100]} ({by})"
+    via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
+    # An OpenClaw exec approval: answered through its gateway (center/channels.py).
+    for channel in state.channels:
+        answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where)
+        if answered is not None:
+            return answered
+    # Another host's request: answered there, down the channel cancels use (center/relay.py).
+    routed = await hub.write(relay.route, request.path_params["id"], body, by, where, time.time())
+    if routed is not None:
+        return await relay.finish(hub, routed)
+    out = await hub.write(_answer, request.path_params["id"], body, by, via, where)
+    if out.status == 200:
+        state.holds.wake(out.body["approval"]["id"])
+    doc = dict(out.body)
+    if "approval" in doc:
+        doc["approval"] = approvals.public(doc["approval"], hub.own_host)
+    if out.status == 409:
+        doc["already"] = True
+    return JSONResponse(doc, status_code=out.status)
+
+
 def routes(state: ServerState) -> list[BaseRoute]:
     hub = hub_of(state)
     hub.change_listeners.append(state.holds.wake)
-
-    async def listing(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        which = request.query_params.get("state") or approvals.PENDING
-        if which != "all" and which not in approvals.STATES:
-            return JSONResponse({"error": f"state must be all or one of {', '.join(approvals.STATES)}"},
-                                status_code=400)
-        session = request.query_params.get("session")
-        if which == approvals.PENDING and session is None:
-            # The whole fleet's, each with its board card (center/relay.py).
-            pending = await hub.submit(relay.pending, hub.own_host, time.time())
-            return JSONResponse({"host": hub.own_host, "approvals": pending})
-        rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
-        return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
-
-    async def answer(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        try:  # the server's one bounded reader and parser (server/body.py): 413, or 400 saying why
-            raw = await read(request.scope, request.receive, MAX_BODY_BYTES)
-            body = contract.parse_json(raw, MAX_BODY_BYTES) if raw.strip() else {}
-        except contract.BodyError as exc:
-            return JSONResponse({"error": f"{exc}; the body is {{\"decision\": \"allow\" | \"allow_always\""
-                                          " | \"deny\", \"message\", \"interrupt\", \"answers\"}"},
-                                status_code=exc.status)
-        by, where = who_answered(state, request)
-        if isinstance(body.get("by"), str) and body["by"].strip():
-            by = f"{body['by'].strip()[:100]} ({by})"
-        via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
-        # An OpenClaw exec approval: answered through its gateway (center/channels.py).
-        for channel in state.channels:
-            answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where)
-            if answered is not None:
-                return answered
-        # Another host's request: answered there, down the channel cancels use (center/relay.py).
-        routed = await hub.write(relay.route, request.path_params["id"], body, by, where, time.time())
-        if routed is not None:
-            return await relay.finish(hub, routed)
-        out = await hub.write(_answer, request.path_params["id"], body, by, via, where)
-        if out.status == 200:
-            state.holds.wake(out.body["approval"]["id"])
-        doc = dict(out.body)
-        if "approval" in doc:
-            doc["approval"] = approvals.public(doc["approval"], hub.own_host)
-        if out.status == 409:
-            doc["already"] = True
-        return JSONResponse(doc, status_code=out.status)
 
     return [
         Route("/api/approvals", listing, methods=["GET"]),

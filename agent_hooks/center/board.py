@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from agent_hooks.center import cards, contract
 from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, state_of
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 OWN_STATES = {
@@ -52,56 +52,67 @@ def board_meta(state: ServerState) -> dict[str, Any]:
     }
 
 
-def routes(state: ServerState) -> list[BaseRoute]:
+async def index(request: Request) -> Response:
+    state = state_of(request)
+    token = request.query_params.get("token")
+    if token is not None:
+        if not access.token_ok(state, token):
+            return JSONResponse({"error": "wrong fleet token"}, status_code=401)
+        response: Response = RedirectResponse("/", status_code=303)
+        response.set_cookie(access.COOKIE, token, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", max_age=30 * 86400)
+        return response
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    return FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
+
+
+async def board(request: Request) -> Response:
+    state = state_of(request)
     hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
+                         "cards": cards.ordered(list(hub.cards.values()))})
 
-    async def index(request: Request) -> Response:
-        token = request.query_params.get("token")
-        if token is not None:
-            if not access.token_ok(state, token):
-                return JSONResponse({"error": "wrong fleet token"}, status_code=401)
-            response: Response = RedirectResponse("/", status_code=303)
-            response.set_cookie(access.COOKIE, token, httponly=True, samesite="strict",
-                                secure=request.url.scheme == "https", max_age=30 * 86400)
-            return response
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        return FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
 
-    async def board(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
-                             "cards": cards.ordered(list(hub.cards.values()))})
+async def session_page(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    card_id = request.path_params["id"]
+    env = dict(state.env)
+    data = await state.run_blocking(_detail, state, env, hub.own_host, card_id)
+    if data is None:
+        return JSONResponse({"error": f"no session {card_id!r}"}, status_code=404)
+    return JSONResponse(data)
 
-    async def session_page(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        card_id = request.path_params["id"]
-        env = dict(state.env)
-        data = await state.run_blocking(_detail, state, env, hub.own_host, card_id)
-        if data is None:
-            return JSONResponse({"error": f"no session {card_id!r}"}, status_code=404)
-        return JSONResponse(data)
 
-    async def static_files(scope: Any, receive: Any, send: Any) -> None:
-        from starlette.requests import HTTPConnection
+class StaticBoard:
+    """The board's CSS and JavaScript, behind the same check as its other routes."""
 
-        denied = access.check(state, HTTPConnection(scope))
+    def __init__(self) -> None:
+        self.files = StaticFiles(directory=STATIC)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        conn = HTTPConnection(scope)
+        denied = access.check(state_of(conn), conn)
         if denied is not None:
             await denied(scope, receive, send)
             return
-        await _static(scope, receive, send)
+        await self.files(scope, receive, send)
 
-    _static = StaticFiles(directory=STATIC)
+
+def routes(state: ServerState) -> list[BaseRoute]:
     return [
         Route("/", index, methods=["GET"]),
         Route("/api/board", board, methods=["GET"]),
         Route("/api/board/sessions/{id}", session_page, methods=["GET"]),
-        Mount("/static", app=static_files, name="static"),
+        Mount("/static", app=StaticBoard(), name="static"),
     ]
 
 

@@ -39,7 +39,7 @@ from agent_hooks.center import contract, fleetdb, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, stop_background
+from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
 from agent_hooks.server.recovery import StoreUnavailable
 
@@ -276,158 +276,176 @@ def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float) ->
     return fleetdb.controls_after(conn, host, after)
 
 
-def routes(state: ServerState) -> list[BaseRoute]:
+async def _action(request: Request) -> Response | tuple[bool, str | None]:
+    """What both control routes check first: the caller, the action, and its reason
+    (required to cancel). An answer to send back, or (cancel?, reason)."""
+    state = state_of(request)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    if request.path_params["action"] not in ("cancel", "uncancel"):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    cancel = request.path_params["action"] == "cancel"
+    try:
+        raw = await read(request.scope, request.receive)
+        return cancel, contract.parse_reason(raw, cancel)
+    except contract.BodyError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+
+async def session_action(request: Request) -> Response:
+    state = state_of(request)
     hub = hub_of(state)
+    parsed = await _action(request)
+    if isinstance(parsed, Response):
+        return parsed
+    cancel, reason = parsed
+    host = request.query_params.get("host")
+    if host is not None:
+        host = fleetdb.THIS_HOST if host == hub.own_host else host
+    # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
+    for channel in state.channels:
+        aborted = await channel.cancel(request.path_params["ref"], cancel, reason)
+        if aborted is not None:
+            return aborted
+    out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
+                          time.time())
+    if "seq" in out.body:
+        hub.wake_controls()
+    return JSONResponse(out.body, status_code=out.status)
 
-    async def _action(request: Request) -> Response | tuple[bool, str | None]:
-        """What both control routes check first: the caller, the action, and its reason
-        (required to cancel). An answer to send back, or (cancel?, reason)."""
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        if request.path_params["action"] not in ("cancel", "uncancel"):
-            return JSONResponse({"error": "not found"}, status_code=404)
-        cancel = request.path_params["action"] == "cancel"
-        try:
-            raw = await read(request.scope, request.receive)
-            return cancel, contract.parse_reason(raw, cancel)
-        except contract.BodyError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
-    async def session_action(request: Request) -> Response:
-        parsed = await _action(request)
-        if isinstance(parsed, Response):
-            return parsed
-        cancel, reason = parsed
-        host = request.query_params.get("host")
-        if host is not None:
-            host = fleetdb.THIS_HOST if host == hub.own_host else host
-        # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
-        for channel in state.channels:
-            aborted = await channel.cancel(request.path_params["ref"], cancel, reason)
-            if aborted is not None:
-                return aborted
-        out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
-                              time.time())
-        if "seq" in out.body:
-            hub.wake_controls()
-        return JSONResponse(out.body, status_code=out.status)
-
-    async def reply_action(request: Request) -> Response:
-        """POST /api/sessions/<ref>/reply {"text"}: typed into the session's tmux pane by its own host."""
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        try:
-            doc = contract.parse_json(await read(request.scope, request.receive))
-            text = reply.clean_text(doc.get("text"), int(state.config["fleet"]["reply_max_chars"]))
-        except contract.BodyError as exc:  # too large (413), not a JSON object (400)
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        except reply.ReplyError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        host = request.query_params.get("host")
-        if host is not None:
-            host = fleetdb.THIS_HOST if host == hub.own_host else host
-        out = await hub.write(plan_reply, request.path_params["ref"], host, text, hub.own_host, time.time())
-        body = dict(out.body)
-        if out.replies:
-            _, t = out.replies[0]
-            problem = await state.run_blocking(reply.send, t, text)
-            if problem:
-                return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
-            body["session"] = t.session_id
-            return JSONResponse(body)
-        if out.status != 202:
-            return JSONResponse(body, status_code=out.status)
-        # Sent down the host's long poll: wait a little for its word (typed, or why not).
-        result = await host_word(hub, body["seq"], REPLY_WAIT_S, body["host"])
-        if result is None:
-            body["applied"] = "sent, not confirmed yet"
-            return JSONResponse(body, status_code=202)
-        problem = result.get("error")
+async def reply_action(request: Request) -> Response:
+    """POST /api/sessions/<ref>/reply {"text"}: typed into the session's tmux pane by its own host."""
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    try:
+        doc = contract.parse_json(await read(request.scope, request.receive))
+        text = reply.clean_text(doc.get("text"), int(state.config["fleet"]["reply_max_chars"]))
+    except contract.BodyError as exc:  # too large (413), not a JSON object (400)
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    except reply.ReplyError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    host = request.query_params.get("host")
+    if host is not None:
+        host = fleetdb.THIS_HOST if host == hub.own_host else host
+    out = await hub.write(plan_reply, request.path_params["ref"], host, text, hub.own_host, time.time())
+    body = dict(out.body)
+    if out.replies:
+        _, t = out.replies[0]
+        problem = await state.run_blocking(reply.send, t, text)
         if problem:
             return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
-        body["applied"] = "typed"
+        body["session"] = t.session_id
         return JSONResponse(body)
+    if out.status != 202:
+        return JSONResponse(body, status_code=out.status)
+    # Sent down the host's long poll: wait a little for its word (typed, or why not).
+    result = await host_word(hub, body["seq"], REPLY_WAIT_S, body["host"])
+    if result is None:
+        body["applied"] = "sent, not confirmed yet"
+        return JSONResponse(body, status_code=202)
+    problem = result.get("error")
+    if problem:
+        return JSONResponse({"error": problem, "host": body["host"]}, status_code=409)
+    body["applied"] = "typed"
+    return JSONResponse(body)
 
-    async def reply_results(request: Request) -> Response:
-        """POST /api/fleet/replies {"results": [{"seq", "error"}]}: a host says what became of replies."""
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
+
+async def reply_results(request: Request) -> Response:
+    """POST /api/fleet/replies {"results": [{"seq", "error"}]}: a host says what became of replies."""
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    try:
+        results = contract.parse_json(await read(request.scope, request.receive))["results"]
+        sender = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
+        for r in results:
+            host, waiter = hub.reply_waiters.get(int(r["seq"]), (None, None))
+            # Only the host the control went to says what became of it: another host's word would
+            # tell the person a reply was typed, or settle our copy of a request with its own row.
+            if waiter is not None and not waiter.done() and sender == host:
+                waiter.set_result(dict(r))
+    except contract.BodyError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
+    return JSONResponse({"ok": True})
+
+
+async def task_action(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    parsed = await _action(request)
+    if isinstance(parsed, Response):
+        return parsed
+    cancel, reason = parsed
+    out = await hub.write(cancel_task, request.path_params["task_id"], cancel, reason, time.time())
+    if out.status == 200:
+        hub.wake_controls()
+    return JSONResponse(out.body, status_code=out.status)
+
+
+async def controls(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    q = request.query_params
+    host = fleet.clean_host(q.get("host"))
+    if host is None:
+        return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
+    try:
+        after = max(0, int(q.get("after") or 0))
+        wait = min(MAX_WAIT_S, max(0.0, float(q.get("wait") or 0)))
+    except ValueError:
+        return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
+    if q.get("epoch") != hub.epoch:
+        after = 0  # another command center (or a new store): everything it has is new
+    deadline = time.monotonic() + wait
+    while True:
+        woken = asyncio.Event()
+        hub.control_waiters.add(woken)
         try:
-            results = contract.parse_json(await read(request.scope, request.receive))["results"]
-            sender = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
-            for r in results:
-                host, waiter = hub.reply_waiters.get(int(r["seq"]), (None, None))
-                # Only the host the control went to says what became of it: another host's word would
-                # tell the person a reply was typed, or settle our copy of a request with its own row.
-                if waiter is not None and not waiter.done() and sender == host:
-                    waiter.set_result(dict(r))
-        except contract.BodyError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
-        return JSONResponse({"ok": True})
+            found = await hub.write(poll_controls, host, after, time.time())
+            remaining = deadline - time.monotonic()
+            if found or remaining <= 0:
+                return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
+            # In slices, so a server asked to stop answers now rather than at its grace's end.
+            while remaining > 0 and not state.stopping():
+                try:
+                    await asyncio.wait_for(woken.wait(), min(remaining, STOP_CHECK_S))
+                    break
+                except TimeoutError:
+                    remaining = deadline - time.monotonic()
+        finally:
+            hub.control_waiters.discard(woken)
+        if state.stopping():
+            return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": []})
+        if await request.is_disconnected():
+            return Response(status_code=204)
 
-    async def task_action(request: Request) -> Response:
-        parsed = await _action(request)
-        if isinstance(parsed, Response):
-            return parsed
-        cancel, reason = parsed
-        out = await hub.write(cancel_task, request.path_params["task_id"], cancel, reason, time.time())
-        if out.status == 200:
-            hub.wake_controls()
-        return JSONResponse(out.body, status_code=out.status)
 
-    async def controls(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        q = request.query_params
-        host = fleet.clean_host(q.get("host"))
-        if host is None:
-            return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
-        try:
-            after = max(0, int(q.get("after") or 0))
-            wait = min(MAX_WAIT_S, max(0.0, float(q.get("wait") or 0)))
-        except ValueError:
-            return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
-        if q.get("epoch") != hub.epoch:
-            after = 0  # another command center (or a new store): everything it has is new
-        deadline = time.monotonic() + wait
-        while True:
-            woken = asyncio.Event()
-            hub.control_waiters.add(woken)
-            try:
-                found = await hub.write(poll_controls, host, after, time.time())
-                remaining = deadline - time.monotonic()
-                if found or remaining <= 0:
-                    return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
-                # In slices, so a server asked to stop answers now rather than at its grace's end.
-                while remaining > 0 and not state.stopping():
-                    try:
-                        await asyncio.wait_for(woken.wait(), min(remaining, STOP_CHECK_S))
-                        break
-                    except TimeoutError:
-                        remaining = deadline - time.monotonic()
-            finally:
-                hub.control_waiters.discard(woken)
-            if state.stopping():
-                return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": []})
-            if await request.is_disconnected():
-                return Response(status_code=204)
+async def fleet_status(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    sub, rep = state.subscriber, state.reporter
+    return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
+                         "subscription": sub.status() if sub is not None else None,
+                         "report": rep.status() if rep is not None else None,
+                         **state.channel_status()})
 
-    async def fleet_status(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        sub, rep = state.subscriber, state.reporter
-        return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
-                             "subscription": sub.status() if sub is not None else None,
-                             "report": rep.status() if rep is not None else None,
-                             **state.channel_status()})
 
+def routes(state: ServerState) -> list[BaseRoute]:
     return [
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),
         Route("/api/sessions/{ref}/{action:str}", session_action, methods=["POST"]),
@@ -436,7 +454,6 @@ def routes(state: ServerState) -> list[BaseRoute]:
         Route("/api/fleet/replies", reply_results, methods=["POST"]),
         Route("/api/fleet/status", fleet_status, methods=["GET"]),
     ]
-
 
 async def host_word(hub: Hub, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
     """:meth:`Hub.host_word`: what ``host`` said of control ``seq`` within ``wait_s`` (None: nothing)."""

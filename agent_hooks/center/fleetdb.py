@@ -24,6 +24,7 @@ from agent_hooks.center import contract
 
 if TYPE_CHECKING:
     from agent_hooks.center.reply import Target
+    from agent_hooks.features.approvals import Answer
 
 FEED_CURSOR = "fleet.feed_cursor"
 EPOCH = "fleet.epoch"
@@ -46,6 +47,20 @@ class Outcome:
     # Replies to type into this host's tmux panes after the commit (center/reply.py): each with the
     # control that carried it from a command center, or None for one posted to this host.
     replies: list[tuple[dict[str, Any] | None, Target]] = field(default_factory=list)
+
+
+# What each result of an answer to a request (features/approvals.Answer) is to an HTTP caller.
+ANSWER_STATUS = {"answered": 200, "already": 409, "unknown": 404, "invalid": 400}
+
+
+def answer_outcome(result: Answer) -> Outcome:
+    """An answer's result as the center's routes answer it: the status, and the row or why not."""
+    if result.answered:
+        return Outcome(200, {"ok": True, "approval": result.row})
+    doc: dict[str, Any] = {"error": result.error}
+    if result.row is not None:
+        doc["approval"] = result.row
+    return Outcome(ANSWER_STATUS[result.result], doc)
 
 
 def row_dict(cur: sqlite3.Cursor, row: tuple[Any, ...] | None) -> dict[str, Any] | None:

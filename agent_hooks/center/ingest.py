@@ -23,6 +23,7 @@ ingest (the ingest contract answers every body it refuses with 400).
 
 from __future__ import annotations
 
+import functools
 import time
 
 from starlette.requests import HTTPConnection, Request
@@ -33,7 +34,7 @@ from agent_hooks import fleet
 from agent_hooks.center import contract, fleetdb
 from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access, fastpath
-from agent_hooks.server.app import ServerState
+from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read_json
 
 
@@ -64,73 +65,81 @@ def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
     return JSONResponse(_answer_body(out, own_host), status_code=out.status)
 
 
-def routes(state: ServerState) -> list[BaseRoute]:
+async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+    # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.
     hub = hub_of(state)
+    conn = HTTPConnection(scope)
+    denied = access.check(state, conn)
+    if denied is not None:
+        await denied(scope, receive, send)
+        return
+    try:
+        body = await read_json(scope, receive, contract.parse_ingest)
+    except contract.BodyError as exc:
+        # The ingest contract answers every body it refuses with 400, a too large one included.
+        state.stats.count("ingest_400")
+        await fastpath.send_json(send, 400, {"error": str(exc)})
+        return
+    key = conn.headers.get("idempotency-key") or None
+    if key is not None and len(key) > 200:
+        await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
+        return
+    out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
+    state.stats.count(f"ingest_{out.status}")
+    await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
-    async def ingest(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
-        # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.
-        conn = HTTPConnection(scope)
-        denied = access.check(state, conn)
-        if denied is not None:
-            await denied(scope, receive, send)
-            return
-        try:
-            body = await read_json(scope, receive, contract.parse_ingest)
-        except contract.BodyError as exc:
-            # The ingest contract answers every body it refuses with 400, a too large one included.
-            state.stats.count("ingest_400")
-            await fastpath.send_json(send, 400, {"error": str(exc)})
-            return
-        key = conn.headers.get("idempotency-key") or None
-        if key is not None and len(key) > 200:
-            await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
-            return
-        out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
-        state.stats.count(f"ingest_{out.status}")
-        await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
-    async def list_sessions(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        rows = await hub.submit(lambda conn: fleetdb.list_cards(conn))
-        return JSONResponse([fleetdb.public(r, hub.own_host) for r in rows])
+async def list_sessions(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    rows = await hub.submit(lambda conn: fleetdb.list_cards(conn))
+    return JSONResponse([fleetdb.public(r, hub.own_host) for r in rows])
 
-    async def register(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        try:
-            reg = await read_json(request.scope, request.receive, contract.parse_registration)
-        except contract.BodyError as exc:
-            return error(exc.status, str(exc))
-        out = await hub.write(fleetdb.register, reg, origin_host(state, request), time.time())
+
+async def register(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    try:
+        reg = await read_json(request.scope, request.receive, contract.parse_registration)
+    except contract.BodyError as exc:
+        return error(exc.status, str(exc))
+    out = await hub.write(fleetdb.register, reg, origin_host(state, request), time.time())
+    return answer(out, hub.own_host)
+
+
+async def one(request: Request) -> Response:
+    state = state_of(request)
+    hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    card_id = request.path_params["id"]
+    if request.method == "GET":
+        row = await hub.submit(fleetdb.get, card_id)
+        if row is None:
+            return error(404, f"no session {card_id!r}")
+        return JSONResponse(fleetdb.public(row, hub.own_host))
+    if request.method == "DELETE":
+        out = await hub.write(fleetdb.delete, card_id)
         return answer(out, hub.own_host)
+    try:
+        kind, value = await read_json(request.scope, request.receive, contract.parse_patch)
+    except contract.BodyError as exc:
+        return error(exc.status, str(exc))
+    out = await hub.write(fleetdb.patch, card_id, kind, value, time.time())
+    return answer(out, hub.own_host)
 
-    async def one(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        card_id = request.path_params["id"]
-        if request.method == "GET":
-            row = await hub.submit(fleetdb.get, card_id)
-            if row is None:
-                return error(404, f"no session {card_id!r}")
-            return JSONResponse(fleetdb.public(row, hub.own_host))
-        if request.method == "DELETE":
-            out = await hub.write(fleetdb.delete, card_id)
-            return answer(out, hub.own_host)
-        try:
-            kind, value = await read_json(request.scope, request.receive, contract.parse_patch)
-        except contract.BodyError as exc:
-            return error(exc.status, str(exc))
-        out = await hub.write(fleetdb.patch, card_id, kind, value, time.time())
-        return answer(out, hub.own_host)
 
+def routes(state: ServerState) -> list[BaseRoute]:
     return [
-        state.fast_route("/api/hooks/ingest", ingest),
+        state.fast_route("/api/hooks/ingest", functools.partial(ingest, state)),
         Route("/api/hooks/sessions", list_sessions, methods=["GET"]),
         Route("/api/hooks/sessions", register, methods=["POST"]),
         Route("/api/hooks/sessions/{id}", one, methods=["GET", "PATCH", "DELETE"]),
     ]
-

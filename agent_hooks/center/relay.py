@@ -117,10 +117,9 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
         conn, str(doc.get("id") or ""), str(doc.get("decision") or ""), message=doc.get("message"),
         interrupt=bool(doc.get("interrupt")), answers=doc.get("answers"), by=str(doc.get("by") or "command center"),
         via="remote", where=str(doc.get("where") or center), at=time.time())
-    # The host's word, as the command center answers its own caller with it (center/approvals.py).
-    from agent_hooks.center.approvals import STATUS
-
-    return {"seq": seq, "status": STATUS[result.result], "error": result.error, "approval": result.row}
+    # The host's word: the command center answers its own caller with this status.
+    return {"seq": seq, "status": fleetdb.ANSWER_STATUS[result.result], "error": result.error,
+            "approval": result.row}
 
 
 # -- the command center's side ----------------------------------------------------------------

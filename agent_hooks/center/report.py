@@ -38,7 +38,7 @@ from agent_hooks.center import contract, fleetdb
 from agent_hooks.center.control import subscription_target
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, stop_background
+from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
 
 log = logging.getLogger("agent_hooks.center.report")
@@ -126,32 +126,33 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
     return out
 
 
-def routes(state: ServerState) -> list[BaseRoute]:
+async def report(request: Request) -> Response:
+    state = state_of(request)
     hub = hub_of(state)
+    denied = access.check(state, request)
+    if denied is not None:
+        return denied
+    try:
+        doc = contract.parse_json(await read(request.scope, request.receive))
+    except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    items = doc.get("cards")
+    if not isinstance(items, list):
+        return JSONResponse({"error": 'expected {"cards": [...], "approvals": [...]}'}, status_code=400)
+    host = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
+    if not host:
+        return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
+                            status_code=400)
+    if host == hub.own_host:
+        return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
+                            status_code=409)
+    cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
+    requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
+    out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False)
+    return JSONResponse(out.body, status_code=out.status)
 
-    async def report(request: Request) -> Response:
-        denied = access.check(state, request)
-        if denied is not None:
-            return denied
-        try:
-            doc = contract.parse_json(await read(request.scope, request.receive))
-        except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        items = doc.get("cards")
-        if not isinstance(items, list):
-            return JSONResponse({"error": 'expected {"cards": [...], "approvals": [...]}'}, status_code=400)
-        host = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
-        if not host:
-            return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
-                                status_code=400)
-        if host == hub.own_host:
-            return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
-                                status_code=409)
-        cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
-        requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
-        out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False)
-        return JSONResponse(out.body, status_code=out.status)
 
+def routes(state: ServerState) -> list[BaseRoute]:
     return [Route("/api/fleet/report", report, methods=["POST"])]
 
 
@@ -293,9 +294,7 @@ async def startup(state: ServerState) -> None:
     state.reporter = rep
     hub.local_listeners.append(rep.changed)
     # Any commit (a hook's request, an answer at the terminal or the CLI): requests may have changed.
-    listeners = getattr(hub, "change_listeners", None)
-    if listeners is not None:
-        listeners.append(rep.poke)
+    hub.change_listeners.append(rep.poke)
     rep.task = asyncio.create_task(rep.run())
 
 

@@ -113,10 +113,8 @@ def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where:
         return fleetdb.Outcome(400, {"error": f"the OpenClaw gateway does not offer {decision} for this request"
                                               f" (it offers {', '.join(offered)})"})
     via = "board" if body.get("via") == "board" else "api"
-    from agent_hooks.center.approvals import outcome
-
-    return outcome(approvals.answer(conn, row["id"], decision, message=body.get("message"), by=by, via=via,
-                                    where=where))
+    return fleetdb.answer_outcome(approvals.answer(conn, row["id"], decision, message=body.get("message"), by=by,
+                                                   via=via, where=where))
 
 
 def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str) -> fleetdb.Outcome:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 
@@ -382,6 +382,12 @@ class ServerState:
             "uptime_s": round(time.time() - self.started, 3),
             "store": self.paths.store,
         }
+
+
+def state_of(conn: HTTPConnection) -> ServerState:
+    """The server's state, for a route handler: from its request or WebSocket (the app's ``state.server``)."""
+    state: ServerState = conn.app.state.server
+    return state
 
 
 def close_quietly(store: Store) -> None:

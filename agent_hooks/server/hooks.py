@@ -106,12 +106,19 @@ def event_of(data: bytes) -> str:
     return event.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def routes(state: ServerState) -> list[BaseRoute]:
-    table = handlers()
+class HookRoute:
+    """``POST /hooks/<Event>`` as raw ASGI (agent_hooks.server.fastpath): every tool call of every
+    session comes here. One per server; it holds the event table."""
 
-    def work(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any], store: Any = None) -> Call:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.table = handlers()
+        self.prefix = len(local.HOOK_PATH)
+
+    def work(self, call: Call, data: bytes, env: dict[str, str], config: dict[str, Any], store: Any = None) -> Call:
+        state = self.state
         # config: the one the request read (one stat of the config file per request, not two).
-        handler = table.get(call.event)
+        handler = self.table.get(call.event)
         watch = state.watch
         if handler is not None and store is None and not watch.down:
             try:
@@ -136,9 +143,10 @@ def routes(state: ServerState) -> list[BaseRoute]:
         dispatch(call, handler, data, env, state.paths, config, store, keep)
         return call
 
-    def no_handler_due(event: str, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
+    def no_handler_due(self, event: str, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
         """True when no user handler can be due for this call: none installed, or none for this
         event and tool in the compiled registry (a handler for Stop keeps the tool calls here)."""
+        state = self.state
         if not maybe_any(config, state.paths.config_dir):
             return True
         try:
@@ -155,15 +163,16 @@ def routes(state: ServerState) -> list[BaseRoute]:
         except Exception:  # noqa: BLE001 - e.g. a cwd that is no path (a NUL, a lone surrogate), which the
             return False  # payload's checks repair or refuse: the pool's dispatch does it, and reports it
 
-    async def on_the_loop(call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
+    async def on_the_loop(self, call: Call, data: bytes, env: dict[str, str], config: dict[str, Any]) -> bool:
         """Run the call inline (see the module docstring); False when it must go to the pool."""
+        state = self.state
         for attempt in range(INLINE_TRIES):
             store = state.loop_store()
             if store is None:
                 return False
             store.deferrable = True
             try:
-                work(call, data, env, config, store)
+                self.work(call, data, env, config, store)
                 return True
             except Deferred as exc:
                 if store.conn.in_transaction:  # not expected: start the next call on a fresh connection
@@ -177,10 +186,8 @@ def routes(state: ServerState) -> list[BaseRoute]:
         state.stats.count("deferred")
         return False
 
-    prefix = len(local.HOOK_PATH)
-
-    async def hook(scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
-        # Raw ASGI (agent_hooks.server.fastpath): every tool call of every session comes here.
+    async def __call__(self, scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+        state = self.state
         started = time.perf_counter()
         if not state.caller_allowed(scope):
             state.stats.count("unauthorized")
@@ -195,16 +202,16 @@ def routes(state: ServerState) -> list[BaseRoute]:
                 raise fastpath.TooLarge(declared)  # refused unread: the parser drops what comes
             data = await fastpath.read_body(receive, limit)
         except fastpath.TooLarge as exc:  # never held: reported as the executables do
-            call = Call(path[prefix:] if len(path) > prefix else "unknown")
+            call = Call(path[self.prefix:] if len(path) > self.prefix else "unknown")
             await state.run_blocking(report, state.paths, config, call, "bad_input", too_large(exc.size, limit))
             await _answer(state, send, call, started)
             return
-        call = Call(path[prefix:] if len(path) > prefix else event_of(data))
+        call = Call(path[self.prefix:] if len(path) > self.prefix else event_of(data))
         env = local.request_env(state.env, _Headers(scope["headers"]))
         inline = False
         try:
             inline = call.event in INLINE_EVENTS and len(data) <= INLINE_MAX_BYTES \
-                and no_handler_due(call.event, data, env, config) and await on_the_loop(call, data, env, config)
+                and self.no_handler_due(call.event, data, env, config) and await self.on_the_loop(call, data, env, config)
         except Exception as exc:  # noqa: BLE001 - dispatch never raises before a commit; anything here is ours:
             import traceback  # the pool runs the call again, and the trace goes where doctor looks, not a 500
 
@@ -217,7 +224,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
             await _answer(state, send, call, started)
             return
         deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
-        running = state.pool.submit(work, call, data, env, config)
+        running = state.pool.submit(self.work, call, data, env, config)
         future = asyncio.wrap_future(running)
         try:
             # shield: on timeout the work goes on (queued or running) and commits.
@@ -239,6 +246,12 @@ def routes(state: ServerState) -> list[BaseRoute]:
             await _hold(state, call, receive)
         await _answer(state, send, call, started)
 
+
+
+
+
+def routes(state: ServerState) -> list[BaseRoute]:
+    hook = HookRoute(state)
     return [state.fast_route(local.HOOK_PATH + "{event}", hook),
             state.fast_route(local.HOOK_PATH.rstrip("/"), hook)]
 

@@ -6,21 +6,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from agent_hooks.server.app import ServerState, unauthorized
+from agent_hooks.server.app import ServerState, state_of, unauthorized
+
+
+async def health(request: Request) -> JSONResponse:
+    # Enough for a probe to tell ours from another program, and stale from current. Another
+    # user learns that it is up and its version, not our pid, store path or build.
+    state = state_of(request)
+    if not state.caller_allowed(request):
+        return JSONResponse({"ok": True, "service": "agent-hooks", "version": state.version})
+    return JSONResponse({"ok": True, "service": "agent-hooks", **state.info()})
+
+
+async def status(request: Request) -> JSONResponse:
+    state = state_of(request)
+    if not state.caller_allowed(request):
+        return unauthorized()
+    return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
+                         **state.channel_status()})
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    async def health(request: Request) -> JSONResponse:
-        # Enough for a probe to tell ours from another program, and stale from current. Another
-        # user learns that it is up and its version, not our pid, store path or build.
-        if not state.caller_allowed(request):
-            return JSONResponse({"ok": True, "service": "agent-hooks", "version": state.version})
-        return JSONResponse({"ok": True, "service": "agent-hooks", **state.info()})
-
-    async def status(request: Request) -> JSONResponse:
-        if not state.caller_allowed(request):
-            return unauthorized()
-        return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
-                             **state.channel_status()})
-
     return [Route("/health", health, methods=["GET"]), Route("/status", status, methods=["GET"])]
