@@ -1,4 +1,4 @@
-"""The app's lifespan: every route module's shutdown runs, even when one before it fails."""
+"""The server process: every route module's shutdown runs, even when one before it fails; the board's address."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 from starlette.testclient import TestClient
 
@@ -47,3 +48,15 @@ def test_a_failing_shutdown_is_logged_and_the_others_still_run(tmp_path: Path) -
     lines = [json.loads(line) for line in Path(paths.error_log).read_text().splitlines()]
     assert [line["message"] for line in lines] == [
         "lifespan_failing: shutdown failed: TypeError: this area cannot stop"]
+
+
+def test_the_board_url_names_the_address_the_server_listens_on() -> None:
+    from agent_hooks.server.local import board_url
+
+    def cfg(listen: str) -> dict[str, Any]:
+        return {"fleet": {"listen": listen}}
+
+    assert board_url(cfg(""), 8377) == "http://127.0.0.1:8377/"
+    assert board_url(cfg("0.0.0.0"), 8377) == "http://127.0.0.1:8377/"  # every address: loopback among them
+    assert board_url(cfg("192.0.2.7"), 8377) == "http://192.0.2.7:8377/"  # only that one: 127.0.0.1 would not answer
+    assert board_url(cfg("::1"), 9) == "http://[::1]:9/"

@@ -119,11 +119,3 @@ def routes(state: ServerState) -> list[BaseRoute]:
 def _detail(state: ServerState, env: dict[str, str], own_host: str, card_id: str) -> dict[str, Any] | None:
     conn = state.store().conn
     return cards.detail(conn, state.config, env, own_host, card_id, time.time())
-
-
-def board_url(config: dict[str, Any], port: int) -> str:
-    """Where the board is, for `agent-hook server` to print."""
-    listen = str(config["fleet"].get("listen") or "")
-    host = "127.0.0.1" if not listen or listen in ("0.0.0.0", "::") else listen
-    return f"http://{host}:{port}/"
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import click
 
@@ -16,6 +17,12 @@ def _process():  # noqa: ANN202 - the module, imported when a command runs
     return process
 
 
+def _board(cfg: dict[str, Any], port: int) -> str:
+    from agent_hooks.server.local import board_url
+
+    return board_url(cfg, port)
+
+
 @click.group()
 def server() -> None:
     """The resident server that answers Claude Code's http hooks (127.0.0.1, [serve] port)."""
@@ -26,7 +33,7 @@ def run() -> None:
     """Serve in the foreground until Ctrl-C; logs go to stderr."""
     process = _process()
     cfg = load_config()
-    click.echo(f"command center board: http://127.0.0.1:{cfg['serve']['port']}/", err=True)
+    click.echo(f"command center board: {_board(cfg, int(cfg['serve']['port']))}", err=True)
     try:
         process.run(paths(), cfg, os.environ)
     except process.ServerError as exc:
@@ -41,15 +48,16 @@ def start(as_json: bool) -> None:
     Does nothing when the current build already serves this store; replaces a stale one.
     """
     process = _process()
+    cfg = load_config()
     try:
-        doc, done = process.start(paths(), load_config(), os.environ)
+        doc, done = process.start(paths(), cfg, os.environ)
     except process.ServerError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
         echo_json({"done": done, **doc})
     else:
-        click.echo(f"server {done}: pid {doc['pid']}, http://127.0.0.1:{doc['port']}, build {doc['build']}")
-        click.echo(f"command center board: http://127.0.0.1:{doc['port']}/")
+        click.echo(f"server {done}: pid {doc['pid']}, port {doc['port']}, build {doc['build']}")
+        click.echo(f"command center board: {_board(cfg, doc['port'])}")
 
 
 @server.command()

@@ -384,14 +384,6 @@ def settle(conn: sqlite3.Connection, approval_id: str, state: str, note: str, vi
     ).rowcount > 0
 
 
-def withdraw_session(conn: sqlite3.Connection, session_id: str, at: float, note: str,
-                     tool_name: str | None = None) -> int:
-    """Withdraw the session's open dialogs: answered at the terminal (see sessions.withdraw_dialogs)."""
-    from agent_hooks.features.sessions import withdraw_dialogs
-
-    return withdraw_dialogs(conn, session_id, at, note, tool_name)
-
-
 # -- the answer the client reads ---------------------------------------------------------
 
 

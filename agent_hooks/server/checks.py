@@ -16,11 +16,6 @@ from agent_hooks.paths import Paths
 from agent_hooks.server import local
 
 
-def http_entries(files: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
-    """(scope, event, url) of every http entry of ours in the settings files."""
-    return [(scope, event, url) for scope, event, url, _ in _our_http_handlers(files)]
-
-
 def _our_http_handlers(files: list[tuple[str, str]]) -> list[tuple[str, str, str, dict[str, Any]]]:
     """(scope, event, url, the entry itself) of every http entry of ours in the settings files."""
     from agent_hooks.wiring.entries import recognise

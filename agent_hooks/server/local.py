@@ -63,6 +63,15 @@ def request_env(base: dict[str, str], headers: Any) -> dict[str, str]:
     return env
 
 
+def board_url(config: dict[str, Any], port: int) -> str:
+    """Where this host's board is: the loopback address, or the one address ``fleet.listen`` names."""
+    listen = str(config["fleet"]["listen"] or "")
+    host = HOST if not listen or listen in ("0.0.0.0", "::") else listen
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
+
+
 def server_file(paths: Paths) -> str:
     """pid, port, version and build of the running server (written by it, 0600)."""
     return os.path.join(paths.data_dir, "server.json")

@@ -105,7 +105,6 @@ class StoreWatch:
         self.spooled = 0  # calls spooled in this outage
         self.lost = 0  # calls the spool refused in this outage
         self.spool_problem: str | None = None
-        self.last_probe: str | None = None  # why the latest retry failed (quiet: the outage was said once)
         self.replayed_total = 0
         self.outages = 0
         self.thread: threading.Thread | None = None
@@ -221,9 +220,7 @@ class StoreWatch:
         while not self.wake.wait(RETRY_S):
             try:
                 self._probe()
-            except Exception as exc:  # noqa: BLE001 - still down: said once already, quiet until it changes
-                with self.lock:
-                    self.last_probe = describe(exc)
+            except Exception:  # noqa: BLE001 - still down: said once already, quiet until it changes
                 continue
             break
         with self.lock:
