@@ -819,8 +819,10 @@ def _guard_problems(config: dict[str, Any]) -> list[str]:
     import re
 
     problems: list[str] = []
-    loops = config.get("loops") if isinstance(config.get("loops"), dict) else {}
-    polling = config.get("polling") if isinstance(config.get("polling"), dict) else {}
+    raw_loops = config.get("loops")
+    loops = raw_loops if isinstance(raw_loops, dict) else {}
+    raw_polling = config.get("polling")
+    polling = raw_polling if isinstance(raw_polling, dict) else {}
     tables = [("loops", loops)] + [
         (f"loops.tools.{name}", over) for name, over in (loops.get("tools") or {}).items() if isinstance(over, dict)
     ]

@@ -39,7 +39,8 @@ def _since(value: str | None) -> float | None:
 
 def _where(conn: sqlite3.Connection, session: str | None, task: str | None, agent: str | None,
            since: float | None) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     if session:
         sid = resolve(conn, SESSIONS, session, "session")
         # A fork or resume of the session, and its subagents, are under its id already.
@@ -90,7 +91,8 @@ def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
                f" {rcell('cache read', 13)} {rcell('USD', 18)}")
     for name, s in title_rows:
         counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13))]
-        click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd_text(s['usd'], s.get('unpriced_models')), 18)}")
+        usd = usd_text(s["usd"], bool(s.get("unpriced_models")))
+        click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd, 18)}")
 
 
 @click.group(invoke_without_command=True)
