@@ -13,8 +13,8 @@ from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.wiring.table import HOOKS
 from agent_hooks.paths import Paths
+from agent_hooks.wiring.table import HOOKS
 
 
 @check("run", order=90)
