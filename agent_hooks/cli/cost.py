@@ -66,7 +66,7 @@ def summarize(rows: list[sqlite3.Row | tuple[Any, ...]]) -> dict[str, Any]:
     out: dict[str, Any] = {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "by_model": {}, "unpriced_models": []}
     for model, inp, outp, write, read, usd in rows:
         m = out["by_model"].setdefault(model, {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "messages": 0})
-        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read)):
+        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read), strict=True):
             m[key] += int(value or 0)
             out[key] += int(value or 0)
         m["messages"] += 1
@@ -90,7 +90,7 @@ def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
     click.echo(f"{cell(first, 24)} {rcell('input', 11)} {rcell('output', 11)} {rcell('cache write', 12)}"
                f" {rcell('cache read', 13)} {rcell('USD', 18)}")
     for name, s in title_rows:
-        counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13))]
+        counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13), strict=True)]
         usd = usd_text(s["usd"], bool(s.get("unpriced_models")))
         click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd, 18)}")
 

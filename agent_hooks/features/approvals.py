@@ -156,7 +156,7 @@ STALE_AFTER_S = 5.0
 def _row(cur: sqlite3.Cursor, row: tuple[Any, ...] | None, raw: bool = False) -> dict[str, Any] | None:
     if row is None:
         return None
-    out = dict(zip(COLUMNS, row))
+    out = dict(zip(COLUMNS, row, strict=True))
     if not raw and out["state"] == PENDING and out["expires_at"] is not None and out["expires_at"] + STALE_AFTER_S < time.time():
         out["state"] = EXPIRED
         out["note"] = out["note"] or "no hook was waiting any more (it was stopped, or its server went away)"

@@ -258,4 +258,4 @@ def search(conn: sqlite3.Connection, query: str, agent: str | None = None, limit
     sql += " ORDER BY score LIMIT ?"
     args.append(int(limit))
     cols = ("path", "name", "scope", "agent", "root", "indexed_at", "score", "snippet")
-    return [dict(zip(cols, row)) for row in conn.execute(sql, args)]
+    return [dict(zip(cols, row, strict=True)) for row in conn.execute(sql, args)]

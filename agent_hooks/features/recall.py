@@ -168,7 +168,7 @@ def _hit_for(conn: sqlite3.Connection, kind: str, key: str) -> dict[str, Any] | 
         if row is None:
             return None
         cols = ("path", "name", "scope", "agent", "root", "indexed_at")
-        hit = dict(zip(cols, row[:6]))
+        hit = dict(zip(cols, row[:6], strict=True))
         hit.update(kind=vectors.MEMORY, key=key, snippet=_start(row[6]), bm25=None)
         return hit
     row = conn.execute(

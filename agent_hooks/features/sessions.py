@@ -160,7 +160,7 @@ def with_task(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
         " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
         (session_id,),
     ).fetchone()
-    return dict(zip(_WITH_TASK, row)) if row else {}
+    return dict(zip(_WITH_TASK, row, strict=True)) if row else {}
 
 
 def subagent_of(payload: Payload) -> str | None:
