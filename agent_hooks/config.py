@@ -614,7 +614,7 @@ def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
     return data
 
 
-def env_layer(environ: "os._Environ[str] | dict[str, str]", problems: list[str] | None = None) -> dict[str, Any]:
+def env_layer(environ: os._Environ[str] | dict[str, str], problems: list[str] | None = None) -> dict[str, Any]:
     """Settings given by environment variables, coerced to the defaults' types.
 
     A bad variable raises ConfigError, or, given a ``problems`` list, is
@@ -652,7 +652,7 @@ def env_layer(environ: "os._Environ[str] | dict[str, str]", problems: list[str] 
     return layer
 
 
-def load(paths: Paths | None = None, environ: "os._Environ[str] | dict[str, str] | None" = None) -> dict[str, Any]:
+def load(paths: Paths | None = None, environ: os._Environ[str] | dict[str, str] | None = None) -> dict[str, Any]:
     """The effective configuration. Raises ConfigError on an invalid file or variable."""
     env = os.environ if environ is None else environ
     paths = paths or Paths(env)
@@ -662,7 +662,7 @@ def load(paths: Paths | None = None, environ: "os._Environ[str] | dict[str, str]
     return config
 
 
-def load_lenient(paths: Paths, environ: "os._Environ[str] | dict[str, str]") -> tuple[dict[str, Any], list[str]]:
+def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tuple[dict[str, Any], list[str]]:
     """The configuration the hooks run on, and what was wrong with it.
 
     Nothing here raises: an unreadable or unparsable file is left out, a bad
@@ -819,8 +819,10 @@ def _guard_problems(config: dict[str, Any]) -> list[str]:
     import re
 
     problems: list[str] = []
-    loops = config.get("loops") if isinstance(config.get("loops"), dict) else {}
-    polling = config.get("polling") if isinstance(config.get("polling"), dict) else {}
+    raw_loops = config.get("loops")
+    loops = raw_loops if isinstance(raw_loops, dict) else {}
+    raw_polling = config.get("polling")
+    polling = raw_polling if isinstance(raw_polling, dict) else {}
     tables = [("loops", loops)] + [
         (f"loops.tools.{name}", over) for name, over in (loops.get("tools") or {}).items() if isinstance(over, dict)
     ]

@@ -16,7 +16,7 @@ class Paths:
 
     __slots__ = ("home", "data_dir", "state_dir", "config_dir")
 
-    def __init__(self, environ: "os._Environ[str] | dict[str, str] | None" = None) -> None:
+    def __init__(self, environ: os._Environ[str] | dict[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         home = env.get("AGENT_HOOKS_HOME")
         if home:

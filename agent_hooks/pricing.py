@@ -101,8 +101,10 @@ def tokens(usage: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
     def num(value: Any) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
-    creation = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
-    server = usage.get("server_tool_use") if isinstance(usage.get("server_tool_use"), dict) else {}
+    raw_creation = usage.get("cache_creation")
+    creation = raw_creation if isinstance(raw_creation, dict) else {}
+    raw_server = usage.get("server_tool_use")
+    server = raw_server if isinstance(raw_server, dict) else {}
     write = num(usage.get("cache_creation_input_tokens"))
     return (num(usage.get("input_tokens")), num(usage.get("output_tokens")), write,
             min(write, num(creation.get("ephemeral_1h_input_tokens"))), num(usage.get("cache_read_input_tokens")),

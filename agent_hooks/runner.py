@@ -15,16 +15,15 @@ Nothing here imports click, httpx, sqlite-utils or filelock.
 
 from __future__ import annotations
 
+import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
 import os
 import sys
-import _thread  # threading's import costs ~1 ms per call; a lock and a thread are all we need
 import time
 
 from agent_hooks import config as config_mod
 from agent_hooks import output, spool
 from agent_hooks.context import Context
-from agent_hooks.dispatch import (Call, count_error, dispatch, fail_closed_answer, log_error, report,
-                                  save_to_spool)
+from agent_hooks.dispatch import Call, count_error, dispatch, fail_closed_answer, log_error, report, save_to_spool
 from agent_hooks.output import emit, warn
 from agent_hooks.paths import Paths
 

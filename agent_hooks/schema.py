@@ -32,7 +32,7 @@ def migration(fn: Migration) -> Migration:
 
 @migration
 def m001_sessions_tool_calls_errors(db: sqlite_utils.Database) -> None:
-    db["sessions"].create(
+    db.table("sessions").create(
         {
             "session_id": str,
             "cwd": str,
@@ -53,9 +53,9 @@ def m001_sessions_tool_calls_errors(db: sqlite_utils.Database) -> None:
         defaults={"state": "live", "hook_calls": 0, "tool_calls": 0},
         if_not_exists=True,
     )
-    db["sessions"].create_index(["last_seen_at"], if_not_exists=True)
-    db["sessions"].create_index(["tmux_session"], if_not_exists=True)
-    db["tool_calls"].create(
+    db.table("sessions").create_index(["last_seen_at"], if_not_exists=True)
+    db.table("sessions").create_index(["tmux_session"], if_not_exists=True)
+    db.table("tool_calls").create(
         {
             "id": int,
             "session_id": str,
@@ -77,29 +77,29 @@ def m001_sessions_tool_calls_errors(db: sqlite_utils.Database) -> None:
         defaults={"outcome": "pending"},
         if_not_exists=True,
     )
-    db["tool_calls"].create_index(["session_id", "id"], if_not_exists=True)
-    db["tool_calls"].create_index(["session_id", "tool_use_id"], if_not_exists=True)
+    db.table("tool_calls").create_index(["session_id", "id"], if_not_exists=True)
+    db.table("tool_calls").create_index(["session_id", "tool_use_id"], if_not_exists=True)
     # Non-tool hook calls (SessionStart, PreCompact, Stop, ...): a journal per session.
-    db["session_events"].create(
+    db.table("session_events").create(
         {"id": int, "session_id": str, "event": str, "detail": str, "at": float},
         pk="id",
         not_null=["session_id", "event", "at"],
         if_not_exists=True,
     )
-    db["session_events"].create_index(["session_id", "id"], if_not_exists=True)
-    db["errors"].create(
+    db.table("session_events").create_index(["session_id", "id"], if_not_exists=True)
+    db.table("errors").create(
         {"id": int, "at": float, "event": str, "kind": str, "session_id": str, "message": str},
         pk="id",
         not_null=["at", "kind"],
         if_not_exists=True,
     )
-    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    db.table("meta").create({"key": str, "value": str}, pk="key", if_not_exists=True)
 
 
 @migration
 def m002_tasks(db: sqlite_utils.Database) -> None:
     # A task groups sessions (a worker and its retries, a lead's sub-agents).
-    db["tasks"].create(
+    db.table("tasks").create(
         {
             "task_id": str,
             "description": str,
@@ -115,7 +115,7 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
         defaults={"state": "open"},
         if_not_exists=True,
     )
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     if "task_id" not in sessions.columns_dict:
         sessions.add_column("task_id", str)
     if "first_prompt" not in sessions.columns_dict:
@@ -127,7 +127,7 @@ def m002_tasks(db: sqlite_utils.Database) -> None:
 def m003_guards(db: sqlite_utils.Database) -> None:
     # Cancellation of one session (a task's is on tasks), and where the
     # session's loop/polling history starts (`agent-hook session reset-guards`).
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     for name, kind in (("cancelled_at", float), ("cancel_reason", str), ("guards_since_id", int),
                        ("last_decision", str), ("last_guard_id", int)):
         if name not in sessions.columns_dict:
@@ -141,7 +141,7 @@ def m003_guards(db: sqlite_utils.Database) -> None:
     # command): the rate limit counts by rule, "no progress" compares outputs by key.
     # agent_id: the subagent a call came from (Claude Code >= 2.1.69 sends it inside
     # subagents), so parallel subagents doing similar work are not one loop history.
-    calls = db["tool_calls"]
+    calls = db.table("tool_calls")
     for name in ("poll_rule", "poll_key", "agent_id"):
         if name not in calls.columns_dict:
             calls.add_column(name, str)
@@ -153,7 +153,7 @@ def m003_guards(db: sqlite_utils.Database) -> None:
         ("idx_tool_calls_agent", "session_id, agent_id, id", "agent_id IS NOT NULL"),
     ):
         db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON tool_calls ({columns}) WHERE {where}")
-    db["tasks"].create_index(["state"], if_not_exists=True)
+    db.table("tasks").create_index(["state"], if_not_exists=True)
 
 
 def _require_fts5(conn: sqlite3.Connection) -> None:
@@ -173,7 +173,7 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
     # Every version of every identity file, with where it came from. The current
     # one is the newest whose source is not "conflict" (a session copy kept
     # beside a store-side edit it would otherwise have overwritten).
-    db["identity_versions"].create(
+    db.table("identity_versions").create(
         {
             "id": int,
             "agent": str,
@@ -191,10 +191,10 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
         not_null=["agent", "name", "version", "content", "sha256", "chars", "source", "at"],
         if_not_exists=True,
     )
-    db["identity_versions"].create_index(["agent", "name", "version"], unique=True, if_not_exists=True)
+    db.table("identity_versions").create_index(["agent", "name", "version"], unique=True, if_not_exists=True)
     # What the session started from, per file: the hash on disk after SessionStart
     # and the store version it matched. Stop syncs only files that moved from it.
-    db["identity_baselines"].create(
+    db.table("identity_baselines").create(
         {"session_id": str, "name": str, "agent": str, "path": str, "sha256": str, "version_id": int,
          "injected_version_id": int, "at": float},
         pk=("session_id", "name"),
@@ -203,14 +203,14 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
     )
     # The last content we wrote to a path: a file that differs from it was changed
     # by someone else and is backed up before we overwrite it.
-    db["identity_written"].create(
+    db.table("identity_written").create(
         {"path": str, "agent": str, "name": str, "sha256": str, "at": float},
         pk="path",
         not_null=["agent", "name", "sha256", "at"],
         if_not_exists=True,
     )
     # Refused writes, conflicts and unsafe paths, reported at the agent's next SessionStart.
-    db["identity_reports"].create(
+    db.table("identity_reports").create(
         {
             "id": int,
             "agent": str,
@@ -228,8 +228,8 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
         not_null=["agent", "name", "kind", "detail", "at"],
         if_not_exists=True,
     )
-    db["identity_reports"].create_index(["agent", "reported_at"], if_not_exists=True)
-    db["memory_docs"].create(
+    db.table("identity_reports").create_index(["agent", "reported_at"], if_not_exists=True)
+    db.table("memory_docs").create(
         {
             "id": int,
             "path": str,
@@ -247,8 +247,8 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
         not_null=["path", "root", "name", "scope", "agent", "sha256", "indexed_at"],
         if_not_exists=True,
     )
-    db["memory_docs"].create_index(["path"], unique=True, if_not_exists=True)
-    db["memory_docs"].create_index(["root"], if_not_exists=True)
+    db.table("memory_docs").create_index(["path"], unique=True, if_not_exists=True)
+    db.table("memory_docs").create_index(["root"], if_not_exists=True)
     # rowid = memory_docs.id. Porter stemming so "deploys" finds "deploy".
     db.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
@@ -259,13 +259,13 @@ def m004_identity_memory(db: sqlite_utils.Database) -> None:
 @migration
 def m005_continuity(db: sqlite_utils.Database) -> None:
     # Goal reminders count compactions per session.
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     if "compactions" not in sessions.columns_dict:
         sessions.add_column("compactions", int, not_null_default=0)
     if "last_compact_at" not in sessions.columns_dict:
         sessions.add_column("last_compact_at", float)
     # One summary per session, replaced at each Stop; source extractive | command.
-    db["session_summaries"].create(
+    db.table("session_summaries").create(
         {
             "session_id": str,
             "agent": str,
@@ -278,11 +278,11 @@ def m005_continuity(db: sqlite_utils.Database) -> None:
         not_null=["summary", "source", "at"],
         if_not_exists=True,
     )
-    if not db["session_summaries_fts"].exists():
+    if not db.table("session_summaries_fts").exists():
         # Triggers keep the index in step with every writer (Stop, the summarizer worker).
-        db["session_summaries"].enable_fts(["summary", "agent", "task_id"], create_triggers=True,
+        db.table("session_summaries").enable_fts(["summary", "agent", "task_id"], create_triggers=True,
                                            tokenize="porter unicode61")
-    db["cleanup_runs"].create(
+    db.table("cleanup_runs").create(
         {
             "id": int,
             "session_id": str,
@@ -297,7 +297,7 @@ def m005_continuity(db: sqlite_utils.Database) -> None:
         not_null=["session_id", "command", "started_at"],
         if_not_exists=True,
     )
-    db["cleanup_runs"].create_index(["session_id", "id"], if_not_exists=True)
+    db.table("cleanup_runs").create_index(["session_id", "id"], if_not_exists=True)
 
 
 @migration
@@ -305,7 +305,7 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
     # Lifecycle events waiting for the command center (agent_hooks.forward). A hook
     # inserts in its own write transaction; the drainer deletes a row once delivered,
     # so the table holds only what is pending ('queued') or given up ('dead').
-    db["outbox"].create(
+    db.table("outbox").create(
         {
             "id": int,
             "event_id": str,  # stable id, sent as Idempotency-Key
@@ -327,23 +327,23 @@ def m006_outbox(db: sqlite_utils.Database) -> None:
         defaults={"state": "queued", "attempts": 0, "next_at": 0.0},
         if_not_exists=True,
     )
-    db["outbox"].create_index(["event_id"], unique=True, if_not_exists=True)
-    db["outbox"].create_index(["state", "id"], if_not_exists=True)
-    db["outbox"].create_index(["session_key", "state", "id"], if_not_exists=True)
+    db.table("outbox").create_index(["event_id"], unique=True, if_not_exists=True)
+    db.table("outbox").create_index(["state", "id"], if_not_exists=True)
+    db.table("outbox").create_index(["session_key", "state", "id"], if_not_exists=True)
     # Last event queued per session: heartbeat coalescing of tool_use.
-    db["forward_sessions"].create(
+    db.table("forward_sessions").create(
         {"session_key": str, "last_event": str, "last_state": str, "last_at": float, "last_running_at": float},
         pk="session_key",
         not_null=["last_at"],
         if_not_exists=True,
     )
-    db["forward_sessions"].create_index(["last_at"], if_not_exists=True)
+    db.table("forward_sessions").create_index(["last_at"], if_not_exists=True)
 
 
 @migration
 def m007_lineage(db: sqlite_utils.Database) -> None:
     # Forks: when a session started as a fork, and the session it was forked from.
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     if "forked_at" not in sessions.columns_dict:
         sessions.add_column("forked_at", float)
     if "parent_session_id" not in sessions.columns_dict:
@@ -355,7 +355,7 @@ def m008_command_center(db: sqlite_utils.Database) -> None:
     # board card: this host's sessions (local = 1: their details stay in `sessions`,
     # this row holds only the contract state) and other hosts' sessions, which
     # arrive through ingest and are kept with the host they came from.
-    db["fleet_sessions"].create(
+    db.table("fleet_sessions").create(
         {
             "id": str,  # card id: a local session's session_id; a random id for an ingested one
             "host": str,  # "" for this host's own sessions
@@ -383,31 +383,31 @@ def m008_command_center(db: sqlite_utils.Database) -> None:
         defaults={"host": "", "local": 0, "state": "idle", "events": 0, "tool_events": 0},
         if_not_exists=True,
     )
-    db["fleet_sessions"].create_index(["host", "tmux_session"], if_not_exists=True)
-    db["fleet_sessions"].create_index(["session_id"], if_not_exists=True)
-    db["fleet_sessions"].create_index(["updated_at"], if_not_exists=True)
+    db.table("fleet_sessions").create_index(["host", "tmux_session"], if_not_exists=True)
+    db.table("fleet_sessions").create_index(["session_id"], if_not_exists=True)
+    db.table("fleet_sessions").create_index(["updated_at"], if_not_exists=True)
     # Every event applied to a card, in order (ignored ones too: to_state NULL).
-    db["fleet_events"].create(
+    db.table("fleet_events").create(
         {"id": int, "fleet_id": str, "event": str, "from_state": str, "to_state": str, "metadata": str,
          "source": str, "idem_key": str, "at": float},
         pk="id",
         not_null=["fleet_id", "event", "source", "at"],
         if_not_exists=True,
     )
-    db["fleet_events"].create_index(["fleet_id", "id"], if_not_exists=True)
+    db.table("fleet_events").create_index(["fleet_id", "id"], if_not_exists=True)
     db.execute("CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_events_idem ON fleet_events (idem_key)"
                " WHERE idem_key IS NOT NULL")
     # Cancel / uncancel issued on this command center, for the hosts that subscribe to it.
-    db["fleet_controls"].create(
+    db.table("fleet_controls").create(
         {"seq": int, "host": str, "kind": str, "action": str, "fleet_id": str, "session_id": str,
          "tmux_session": str, "task_id": str, "reason": str, "at": float},
         pk="seq",
         not_null=["host", "kind", "action", "at"],
         if_not_exists=True,
     )
-    db["fleet_controls"].create_index(["host", "seq"], if_not_exists=True)
+    db.table("fleet_controls").create_index(["host", "seq"], if_not_exists=True)
     # Subscribed hosts: when last heard, and the last control each confirmed applying.
-    db["fleet_hosts"].create(
+    db.table("fleet_hosts").create(
         {"host": str, "last_seen_at": float, "applied_seq": int},
         pk="host",
         not_null=["last_seen_at"],
@@ -417,7 +417,7 @@ def m008_command_center(db: sqlite_utils.Database) -> None:
     # replays it through forward.event_map and the contract's state machine, so a
     # local card moves exactly as the same events would move it on a command center.
     # Capped at 20000 rows by the trigger itself, so it stays small with no server.
-    db["local_feed"].create(
+    db.table("local_feed").create(
         {"id": int, "session_id": str, "hook_event": str, "at": float},
         pk="id",
         if_not_exists=True,
@@ -444,28 +444,28 @@ def m008_command_center(db: sqlite_utils.Database) -> None:
 def m009_identity_workspaces(db: sqlite_utils.Database) -> None:
     # The workspace SessionStart wrote identity files into, by device and inode: Stop and
     # SessionEnd refuse to sync from a workspace replaced since (features/workspace_check.py).
-    db["identity_workspaces"].create(
+    db.table("identity_workspaces").create(
         {"session_id": str, "path": str, "dev": int, "ino": int, "at": float},
         pk="session_id",
         not_null=["path", "dev", "ino", "at"],
         if_not_exists=True,
     )
-    db["identity_workspaces"].create_index(["at"], if_not_exists=True)
+    db.table("identity_workspaces").create_index(["at"], if_not_exists=True)
 
 
 @migration
 def m010_spool(db: sqlite_utils.Database) -> None:
     # Calls replayed from the spool (agent_hooks/spool.py), keyed by the call's id and
     # inserted in the same transaction as its work: a line replayed twice counts once.
-    db["spool_applied"].create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
-    db["spool_applied"].create_index(["at"], if_not_exists=True)
+    db.table("spool_applied").create({"call_id": str, "at": float}, pk="call_id", not_null=["at"], if_not_exists=True)
+    db.table("spool_applied").create_index(["at"], if_not_exists=True)
 
 
 @migration
 def m011_persist(db: sqlite_utils.Database) -> None:
     # Persistence (features/persist.py): a task may hold its workers at Stop. persist NULL
     # means "as [persist] default says"; continuations counts the Stop blocks the task cost.
-    tasks = db["tasks"]
+    tasks = db.table("tasks")
     for name, kind in (("persist", int), ("max_continuations", int), ("done_note", str), ("done_at", float),
                        ("blocked_reason", str), ("blocked_at", float), ("last_bypass", str),
                        ("last_bypass_at", float)):
@@ -476,14 +476,14 @@ def m011_persist(db: sqlite_utils.Database) -> None:
     # Per session: consecutive holds (the chain stop_hook_active reports), the last persist
     # decision with its reason, the context-pressure notice, and what the session waits on
     # (needs_input / error / awaiting, the tool asked about or the error's kind).
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     for name, kind in (("persist_chain", int), ("persist_last", str), ("persist_last_at", float),
                        ("context_pct", float), ("pressure_noticed_at", float), ("waiting_on", str),
                        ("waiting_detail", str), ("waiting_since", float)):
         if name not in sessions.columns_dict:
             sessions.add_column(name, kind)
     # SubagentStart / SubagentStop: a session's running and finished subagents.
-    db["subagents"].create(
+    db.table("subagents").create(
         {"session_id": str, "agent_id": str, "agent_type": str, "started_at": float, "stopped_at": float,
          "last_message": str},
         pk=("session_id", "agent_id"),
@@ -497,7 +497,7 @@ def m012_approvals(db: sqlite_utils.Database) -> None:
     # A person in the loop (features/approvals.py, docs/approvals.md): every permission dialog,
     # question and approval gate a hook held open, and how it was answered. The waiting hook
     # polls its own row; the first answer wins by a conditional UPDATE (WHERE state = 'pending').
-    db["approvals"].create(
+    db.table("approvals").create(
         {
             "id": str,  # random, URL-safe: what `agent-hook approve ID` and POST /api/approvals/<id> name
             "host": str,  # "" for this host
@@ -530,8 +530,8 @@ def m012_approvals(db: sqlite_utils.Database) -> None:
         defaults={"host": "", "state": "pending", "interrupt": 0},
         if_not_exists=True,
     )
-    db["approvals"].create_index(["session_id", "created_at"], if_not_exists=True)
-    db["approvals"].create_index(["created_at"], if_not_exists=True)
+    db.table("approvals").create_index(["session_id", "created_at"], if_not_exists=True)
+    db.table("approvals").create_index(["created_at"], if_not_exists=True)
     # Partial: only pending rows (a handful at most), so the "withdraw what the terminal answered"
     # check other events make finds nothing in one index probe.
     db.execute("CREATE INDEX IF NOT EXISTS idx_approvals_pending ON approvals (session_id, created_at) WHERE state = 'pending'")
@@ -542,13 +542,13 @@ def m013_board_tmux_commands(db: sqlite_utils.Database) -> None:
     # The board: where a session runs in tmux (its pane and the tmux server's socket, from
     # $TMUX_PANE / $TMUX: a reply is typed there), the command (or file path) each tool call ran,
     # clipped, and what another host's server reports about its own sessions (JSON, fleet_sessions).
-    sessions = db["sessions"]
+    sessions = db.table("sessions")
     for name in ("tmux_pane", "tmux_socket"):
         if name not in sessions.columns_dict:
             sessions.add_column(name, str)
-    if "command" not in db["tool_calls"].columns_dict:
-        db["tool_calls"].add_column("command", str)
-    fleet = db["fleet_sessions"]
+    if "command" not in db.table("tool_calls").columns_dict:
+        db.table("tool_calls").add_column("command", str)
+    fleet = db.table("fleet_sessions")
     for name, kind in (("details", str), ("details_at", float)):
         if name not in fleet.columns_dict:
             fleet.add_column(name, kind)
@@ -559,7 +559,7 @@ def m014_cost(db: sqlite_utils.Database) -> None:
     # What sessions cost (features/cost.py, docs/cost.md). One row per priced assistant message,
     # keyed as ccusage de-duplicates (message id + request id), so a line copied into a resumed or
     # forked transcript, or read twice, counts once. usd is NULL for a model we cannot price.
-    db["cost_messages"].create(
+    db.table("cost_messages").create(
         {"key": str, "session_id": str, "agent_id": str, "model": str, "at": float, "input_tokens": int,
          "output_tokens": int, "cache_creation_input_tokens": int, "cache_1h_input_tokens": int,
          "cache_read_input_tokens": int, "usd": float},
@@ -567,28 +567,28 @@ def m014_cost(db: sqlite_utils.Database) -> None:
         not_null=["session_id", "model", "at"],
         if_not_exists=True,
     )
-    db["cost_messages"].create_index(["session_id", "at"], if_not_exists=True)
-    db["cost_messages"].create_index(["at"], if_not_exists=True)
+    db.table("cost_messages").create_index(["session_id", "at"], if_not_exists=True)
+    db.table("cost_messages").create_index(["at"], if_not_exists=True)
     # How far each transcript (a session's, or a subagent's) has been read.
-    db["cost_offsets"].create(
+    db.table("cost_offsets").create(
         {"path": str, "session_id": str, "agent_id": str, "inode": int, "offset": int, "updated_at": float},
         pk="path", not_null=["session_id", "offset"], if_not_exists=True,
     )
-    db["cost_offsets"].create_index(["session_id"], if_not_exists=True)
+    db.table("cost_offsets").create_index(["session_id"], if_not_exists=True)
     # Running totals the budget guard reads in one indexed row each.
     for name, kind in (("cost_usd", float), ("cost_unpriced", int)):
-        if name not in db["sessions"].columns_dict:
-            db["sessions"].add_column(name, kind, not_null_default=0)
-    if "cost_noticed" not in db["sessions"].columns_dict:
-        db["sessions"].add_column("cost_noticed", str)
+        if name not in db.table("sessions").columns_dict:
+            db.table("sessions").add_column(name, kind, not_null_default=0)
+    if "cost_noticed" not in db.table("sessions").columns_dict:
+        db.table("sessions").add_column("cost_noticed", str)
     for name in ("budget_usd", "spent_usd"):
-        if name not in db["tasks"].columns_dict:
-            db["tasks"].add_column(name, float)
+        if name not in db.table("tasks").columns_dict:
+            db.table("tasks").add_column(name, float)
     # The command center: each card's running cost, as its host's forwarded events carry it.
-    if "fleet_sessions" in db.table_names() and "cost_usd" not in db["fleet_sessions"].columns_dict:
-        db["fleet_sessions"].add_column("cost_usd", float)
+    if "fleet_sessions" in db.table_names() and "cost_usd" not in db.table("fleet_sessions").columns_dict:
+        db.table("fleet_sessions").add_column("cost_usd", float)
     # Spend per local day: agent "" is the whole host.
-    db["cost_daily"].create({"day": str, "agent": str, "usd": float}, pk=("day", "agent"),
+    db.table("cost_daily").create({"day": str, "agent": str, "usd": float}, pk=("day", "agent"),
                             not_null=["usd"], if_not_exists=True)
 
 
@@ -596,9 +596,9 @@ def m014_cost(db: sqlite_utils.Database) -> None:
 def m015_cost_samples(db: sqlite_utils.Database) -> None:
     # The board's burn rate and cost chart for another host's card: its running cost at each event
     # that raised it (a local card reads its own cost_messages instead).
-    db["fleet_cost_samples"].create({"fleet_id": str, "at": float, "usd": float},
+    db.table("fleet_cost_samples").create({"fleet_id": str, "at": float, "usd": float},
                                     not_null=["fleet_id", "at", "usd"], if_not_exists=True)
-    db["fleet_cost_samples"].create_index(["fleet_id", "at"], if_not_exists=True)
+    db.table("fleet_cost_samples").create_index(["fleet_id", "at"], if_not_exists=True)
 
 
 @migration
@@ -607,21 +607,21 @@ def m016_memory_vectors(db: sqlite_utils.Database) -> None:
     # kind memory (key: the file's path, which survives a reindex) or session (key: session id).
     # sha256 is the text's when embedded and model the embedder's id: either differing -> stale.
     # vector: the unit vector as little-endian float16 (512 bytes for 256 dimensions).
-    db["memory_vectors"].create(
+    db.table("memory_vectors").create(
         {"kind": str, "key": str, "sha256": str, "model": str, "vector": bytes, "at": float},
         pk=("kind", "key"),
         not_null=["sha256", "model", "vector", "at"],
         if_not_exists=True,
     )
     # max(at) is part of the fingerprint a search checks before reusing its matrix: an index, not a scan.
-    db["memory_vectors"].create_index(["at"], if_not_exists=True)
+    db.table("memory_vectors").create_index(["at"], if_not_exists=True)
 
 
 @migration
 def m017_approvals_agent(db: sqlite_utils.Database) -> None:
     # The subagent a dialog came from (its hooks carry agent_id; the main thread's carry none), so a
     # subagent's finished tool call withdraws its own open dialog, never the main thread's.
-    db["approvals"].add_column("agent_id", str)
+    db.table("approvals").add_column("agent_id", str)
 
 
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:

@@ -69,7 +69,7 @@ def create_if_empty(path: str, version: int) -> list[str] | None:
         import datetime  # only here: ~1 ms, and only a new store needs a timestamp
 
         # The format sqlite-utils records (str of an aware UTC datetime), so `applied` reads the same.
-        at = str(datetime.datetime.now(datetime.timezone.utc))
+        at = str(datetime.datetime.now(datetime.UTC))
         rows = ",".join(f"('{MIGRATION_SET_NAME}', '{name}', '{at}')" for name in names)
         try:
             # One script, one transaction: the schema, sqlite-utils' record of the migrations, the version.

@@ -136,7 +136,9 @@ def latency_http(runs: int) -> None:
                 body = json.dumps(dict(PERMISSION, session_id=f"bench-{i}")).encode()
                 got: list[Any] = []
 
-                def post() -> None:
+                # body and got are passed in: a post still running after t.join(30) times out must not
+                # read the next run's body or answer into its list.
+                def post(body: bytes, got: list[Any]) -> None:
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                     conn.request("POST", "/hooks/PermissionRequest", body, {"Content-Type": "application/json"})
                     got.append(conn.getresponse().read())
@@ -144,7 +146,7 @@ def latency_http(runs: int) -> None:
                     conn.close()
 
                 started = time.perf_counter()
-                t = threading.Thread(target=post)
+                t = threading.Thread(target=post, args=(body, got))
                 t.start()
                 aid, at = _wait_pending(store, seen)
                 seen.add(aid)
@@ -202,7 +204,7 @@ def hotpath(runs: int, baseline: Path | None, baseline_src: Path | None = None) 
     for name, values in times.items():
         print(f"{name}: PreToolUse + PostToolUse per tool call: {spread(values)}")
     if baseline is not None:
-        diff = [a - b for a, b in zip(times["this tree"], times["baseline"])]
+        diff = [a - b for a, b in zip(times["this tree"], times["baseline"], strict=True)]  # one of each per run
         print(f"difference (this tree - baseline), paired: {spread(diff)}")
 
 

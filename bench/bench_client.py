@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import platform
@@ -188,7 +189,7 @@ def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int
     if proc.returncode != 0 or result.get("result") != "Done." or model.remaining:
         raise SystemExit(f"{setup}: run failed (rc {proc.returncode}): {proc.stdout[-300:]} {proc.stderr[-300:]}")
     arrivals = sorted(r.at for r in model.requests[seen:] if r.kind == "main")
-    return Run(end - start, arrivals[0] - start, [b - a for a, b in zip(arrivals, arrivals[1:])], cpu)
+    return Run(end - start, arrivals[0] - start, [b - a for a, b in itertools.pairwise(arrivals)], cpu)
 
 
 def span(values: list[float]) -> str:

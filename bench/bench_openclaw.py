@@ -67,7 +67,8 @@ def main() -> int:
                 rows["quiet"].append((pct(quiet, 0.5), pct(quiet, 0.95)))
                 stop = threading.Event()
                 got: list[float] = []
-                t = threading.Thread(target=lambda: got.extend(probe(center, args.probes, stop)))
+                t = threading.Thread(target=lambda got, stop: got.extend(probe(center, args.probes, stop)),
+                                     args=(got, stop))  # this run's list and event, bound as it starts
                 t.start()
                 gw.flood(NOISE, args.frames)
                 stop.set()

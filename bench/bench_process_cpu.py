@@ -78,10 +78,10 @@ def _server(bindir: Path, env: dict[str, str]) -> tuple[float, float]:
             conn.getresponse().read()
             conn.close()
             break
-        except OSError:
+        except OSError as exc:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise SystemExit("the server did not start")
+                raise SystemExit(f"the server did not start (last try: {exc})") from exc
             time.sleep(0.01)
     ready = time.perf_counter() - start
     proc.send_signal(signal.SIGTERM)

@@ -174,7 +174,7 @@ def measure_against(env: dict[str, str], other_env: dict[str, str], other_bin: P
     for hook in ("pre", "post"):
         for kind in ("wall", "cpu"):
             this, other = times[("this", hook, kind)], times[("other", hook, kind)]
-            diffs = [(x - y) * 1000 for x, y in zip(this, other)]
+            diffs = [(x - y) * 1000 for x, y in zip(this, other, strict=True)]  # one of each per call
             q = statistics.quantiles(diffs, n=4)
             print(f"  {hook:4} {kind:4}  this {spread(this)}   other {spread(other)}   "
                   f"this - other: median {statistics.median(diffs):+6.2f} ms [{q[0]:+6.2f} to {q[2]:+6.2f}]")

@@ -113,7 +113,7 @@ def check_settings(project_dir: str, bin_dir: str, cfg: dict[str, Any]) -> tuple
         if len(checks) == problems_before:
             checks.append(Check("settings", OK, f"{label}: {count} hooks of ours" + (", all resolve" if count else "")))
     # Across files: each of our events wired exactly once.
-    for event, exe, _ in HOOKS:
+    for event, _, _ in HOOKS:
         commands = wired.get(event, [])
         if not commands:
             continue

@@ -13,8 +13,8 @@ from typing import Any
 
 from agent_hooks import config as config_mod
 from agent_hooks.checks import FAIL, OK, WARN, Check, Context, check
-from agent_hooks.wiring.table import HOOKS
 from agent_hooks.paths import Paths
+from agent_hooks.wiring.table import HOOKS
 
 
 @check("run", order=90)
@@ -27,7 +27,8 @@ def synthetic_run(ctx: Context) -> list[Check]:
 
 def sample_payloads(session_id: str, cwd: str) -> list[dict[str, Any]]:
     """One realistic payload per event, in the order of a session (shapes from Claude Code 2.1.197)."""
-    common = {"session_id": session_id, "transcript_path": os.path.join(cwd, f"{session_id}.jsonl"), "cwd": cwd}
+    common: dict[str, Any] = {"session_id": session_id, "transcript_path": os.path.join(cwd, f"{session_id}.jsonl"),
+                              "cwd": cwd}
     tool = {**common, "permission_mode": "default", "prompt_id": "doctor-prompt", "tool_name": "Bash"}
     ok_call = {"command": "echo doctor", "description": "doctor's synthetic call"}
     bad_call = {"command": "exit 3", "description": "doctor's failing call"}

@@ -39,7 +39,8 @@ def _since(value: str | None) -> float | None:
 
 def _where(conn: sqlite3.Connection, session: str | None, task: str | None, agent: str | None,
            since: float | None) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     if session:
         sid = resolve(conn, SESSIONS, session, "session")
         # A fork or resume of the session, and its subagents, are under its id already.
@@ -65,7 +66,7 @@ def summarize(rows: list[sqlite3.Row | tuple[Any, ...]]) -> dict[str, Any]:
     out: dict[str, Any] = {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "by_model": {}, "unpriced_models": []}
     for model, inp, outp, write, read, usd in rows:
         m = out["by_model"].setdefault(model, {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "messages": 0})
-        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read)):
+        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read), strict=True):
             m[key] += int(value or 0)
             out[key] += int(value or 0)
         m["messages"] += 1
@@ -89,8 +90,9 @@ def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
     click.echo(f"{cell(first, 24)} {rcell('input', 11)} {rcell('output', 11)} {rcell('cache write', 12)}"
                f" {rcell('cache read', 13)} {rcell('USD', 18)}")
     for name, s in title_rows:
-        counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13))]
-        click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd_text(s['usd'], s.get('unpriced_models')), 18)}")
+        counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13), strict=True)]
+        usd = usd_text(s["usd"], bool(s.get("unpriced_models")))
+        click.echo(f"{cell(name, 24)} {' '.join(counts)} {rcell(usd, 18)}")
 
 
 @click.group(invoke_without_command=True)

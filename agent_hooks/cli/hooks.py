@@ -279,7 +279,7 @@ def _copy_private(src: str, dest: str) -> None:
             if not discovery.inside(os.path.realpath(full), src):
                 raise click.ClickException(f"{full} leads outside {src}; refused")
     shutil.copytree(src, dest, symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for dirpath, dirnames, filenames in os.walk(dest):
+    for dirpath, _dirnames, filenames in os.walk(dest):
         os.chmod(dirpath, 0o700)
         for n in filenames:
             full = os.path.join(dirpath, n)

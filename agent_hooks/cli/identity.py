@@ -29,7 +29,7 @@ def _versions(conn: Any, agent: str, name: str) -> list[dict[str, Any]]:
         f"SELECT {', '.join(cols)} FROM identity_versions WHERE agent = ? AND name = ? ORDER BY version",
         (agent, name),
     ).fetchall()
-    return [dict(zip(cols, r)) for r in rows]
+    return [dict(zip(cols, r, strict=True)) for r in rows]
 
 
 def _content(conn: Any, agent: str, name: str, version: int | None) -> tuple[int, str]:

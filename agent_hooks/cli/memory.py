@@ -18,9 +18,8 @@ from agent_hooks.cli.common import (
     writing,
 )
 from agent_hooks.cli.table import cell
-from agent_hooks.features import files
+from agent_hooks.features import files, recall
 from agent_hooks.features import memory as mem
-from agent_hooks.features import recall
 
 
 @click.group()

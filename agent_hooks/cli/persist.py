@@ -32,7 +32,7 @@ def set_persist(conn: sqlite3.Connection, task_id: str, on: bool, max_continuati
 def persist_fields(conn: sqlite3.Connection, task_id: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The persistence part of `task show --json` (fields are only ever added)."""
     row = conn.execute(f"SELECT {', '.join(PERSIST_COLUMNS)} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
-    rec: dict[str, Any] = dict(zip(PERSIST_COLUMNS, row)) if row else {}
+    rec: dict[str, Any] = dict(zip(PERSIST_COLUMNS, row, strict=True)) if row else {}
     cfg = config or load_config()
     rec["persists"] = persist_mod.enabled_for(rec.get("persist"), cfg)
     if rec.get("max_continuations") is None:

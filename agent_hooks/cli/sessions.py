@@ -26,7 +26,7 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
     row = cur.fetchone()
     if row is None:
         return None
-    session = dict(zip([d[0] for d in cur.description], row))
+    session = dict(zip([d[0] for d in cur.description], row, strict=True))
     for key in ("first_seen_at", "last_seen_at", "ended_at", "cancelled_at", "forked_at"):
         session[key] = iso(session.get(key))
     session.update(guard_fields(conn, session_id).get(session_id, {}))
@@ -35,7 +35,7 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
         f"SELECT {', '.join(CALL_COLUMNS)} FROM tool_calls WHERE session_id = ? ORDER BY id DESC LIMIT ?",
         (session_id, limit),
     ):
-        call = dict(zip(CALL_COLUMNS, values))
+        call = dict(zip(CALL_COLUMNS, values, strict=True))
         call["started_at"], call["ended_at"] = iso(call["started_at"]), iso(call["ended_at"])
         calls.append(call)
     calls.reverse()

@@ -55,7 +55,7 @@ def collect() -> dict[str, Any]:
         store.close()
     sessions = []
     for row in rows:
-        rec = dict(zip(SESSION_COLUMNS, row))
+        rec = dict(zip(SESSION_COLUMNS, row, strict=True))
         seen = rec.pop("last_seen_at")
         rec["state"], rec["stalled_for_s"] = heartbeat.derive(rec["state"], seen, now, stalled_after_s)
         rec["last_activity_at"] = iso(seen)

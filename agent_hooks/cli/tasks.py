@@ -189,7 +189,7 @@ def task_record(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None
     ).fetchall()
     if row is None and not sessions:
         return None
-    rec: dict[str, Any] = dict(zip(TASK_COLUMNS, row)) if row else {"task_id": task_id, "state": "open"}
+    rec: dict[str, Any] = dict(zip(TASK_COLUMNS, row, strict=True)) if row else {"task_id": task_id, "state": "open"}
     for key in ("cancelled_at", "created_at", "updated_at"):
         rec[key] = iso(rec.get(key))
     rec["cancelled"] = rec.get("state") == "cancelled"

@@ -44,7 +44,7 @@ def handle(ctx: Context) -> Outcome:
         isolated(conn, ctx, "memory", memory.on_stop, conn, ctx, walked)
         if not held:  # a held worker goes on working: no "exit" for the command center
             forward(conn, ctx)
-    if held:
+    if decision is not None and decision.hold:  # = held, spelt so that the checker sees decision is set
         out.block(decision.reason)
         return out
     # Detached workers (only when configured): the hook never waits for them.

@@ -158,7 +158,7 @@ STALE_AFTER_S = 5.0
 def _row(cur: sqlite3.Cursor, row: tuple[Any, ...] | None, raw: bool = False) -> dict[str, Any] | None:
     if row is None:
         return None
-    out = dict(zip(COLUMNS, row))
+    out = dict(zip(COLUMNS, row, strict=True))
     if not raw and out["state"] == PENDING and out["expires_at"] is not None and out["expires_at"] + STALE_AFTER_S < time.time():
         out["state"] = EXPIRED
         out["note"] = out["note"] or "no hook was waiting any more (it was stopped, or its server went away)"
@@ -284,11 +284,11 @@ def _match_answers(row: dict[str, Any], answers: Any) -> dict[str, str]:
             label = ", ".join(label)  # several options of a multiSelect question
         if not isinstance(label, str) or not label.strip():
             raise AnswerError(f"the answer to {key!r} must be a label (text) or a list of labels")
-        text = by_key.get(str(key)) or by_key.get(str(key).casefold())
-        if text is None:
+        question = by_key.get(str(key)) or by_key.get(str(key).casefold())
+        if question is None:
             known = "; ".join(str(q.get("question", "")) for q in questions) or "none"
             raise AnswerError(f"no question {key!r} in this request (its questions: {known})")
-        out[text] = label.strip()
+        out[question] = label.strip()
     return out
 
 
@@ -477,11 +477,11 @@ def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: 
         return out
     if gone is not None:
         return None
-    decision = permission_decision(row)
-    if decision is None:
+    permission = permission_decision(row)
+    if permission is None:
         return None
     out = Outcome()
-    out.permission = decision
+    out.permission = permission
     return out
 
 
@@ -572,7 +572,7 @@ def hold_command(store_path: str, busy_timeout_ms: int, hold: Hold) -> Outcome |
     why = None
     try:
         try:
-            how = wait_local(conn, hold, stop=lambda: (stopped or [None])[0] or probe())
+            how = wait_local(conn, hold, stop=lambda: (stopped[0] if stopped else None) or probe())
             if how == "gone":
                 why = stopped[0] if stopped else probe()
         except _Stopped:

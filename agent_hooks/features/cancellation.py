@@ -81,7 +81,7 @@ def is_progress_report(snapshot: Snapshot, tool_name: str | None, tool_input: di
     if not isinstance(command, str) or "\n" in command or "\r" in command:
         return False
     m = re.fullmatch(_REPORT, command)
-    return bool(m) and _our_cli(m.group("exe")) and m.group("task").strip("'\"") == snapshot.task_id
+    return m is not None and _our_cli(m.group("exe")) and m.group("task").strip("'\"") == snapshot.task_id
 
 
 # `agent-hook task done TASK [--note '<text>']` and `agent-hook task blocked TASK '<why>'`: how a

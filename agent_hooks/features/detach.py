@@ -116,12 +116,12 @@ def run_bounded(command: list[str] | str, timeout_s: float, stdin: bytes | None 
     import subprocess
 
     started = time.monotonic()
-    shell = isinstance(command, str)
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
     result: dict[str, Any] = {"exit_code": None, "timed_out": False, "stdout": "", "output_tail": "",
                               "duration_ms": 0}
     try:
         proc = subprocess.Popen(
-            command if not shell else ["/bin/sh", "-c", command],
+            argv,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

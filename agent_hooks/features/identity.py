@@ -268,7 +268,7 @@ def relevant(payload: Any, config: dict[str, Any]) -> bool:
     return isinstance(file_path, str) and os.path.basename(file_path) in names(config)
 
 
-def after_tool(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None:
+def after_tool(conn: sqlite3.Connection, ctx: Context, out: Outcome) -> None:
     """PostToolUse: store a Write/Edit/MultiEdit of an identity file as a ``self_edit`` version."""
     p = ctx.payload
     if not relevant(p, ctx.config):
@@ -289,7 +289,7 @@ def after_tool(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None
         out.add_context(message)
 
 
-def final_sync(conn: sqlite3.Connection, ctx: "Context", end: bool = False) -> None:
+def final_sync(conn: sqlite3.Connection, ctx: Context, end: bool = False) -> None:
     """Stop / SessionEnd: sync files that moved from the session's baseline (``session_sync``).
 
     Silent: Stop context would keep the turn going; what matters is reported at the next start.
@@ -417,7 +417,7 @@ def compose_context(agent: str, blocks: list[tuple[str, str, str]], reports: lis
     return sep.join(parts)[: max(0, budget)]
 
 
-def session_start(conn: sqlite3.Connection, ctx: "Context", out: "Outcome") -> None:
+def session_start(conn: sqlite3.Connection, ctx: Context, out: Outcome) -> None:
     """SessionStart: sync what moved, write the store's files, inject identity and reports."""
     p = ctx.payload
     config = ctx.config

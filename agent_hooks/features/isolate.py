@@ -13,16 +13,20 @@ import sqlite3
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import ParamSpec, TypeVar
 
     from agent_hooks.runner import Context
 
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
-def isolated(conn: sqlite3.Connection, ctx: "Context", name: str, fn: Callable[..., Any], *args: Any) -> Any:
+
+def isolated(conn: sqlite3.Connection, ctx: Context, name: str, fn: Callable[P, R], *args: P.args,
+             **kwargs: P.kwargs) -> R | None:
     """``fn(*args)`` under SAVEPOINT ``name``; on an exception, roll it back, log it, return None."""
     conn.execute(f"SAVEPOINT {name}")
     try:
-        result = fn(*args)
+        result = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - fail open, feature by feature
         conn.execute(f"ROLLBACK TO {name}")
         conn.execute(f"RELEASE {name}")

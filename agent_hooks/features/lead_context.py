@@ -44,7 +44,7 @@ def others(conn: sqlite3.Connection, session_id: str, now: float, config: dict[s
             "task_id", "description", "progress", "first_prompt", "tmux_session")
     found = []
     for row in rows:
-        rec = dict(zip(keys, row))
+        rec = dict(zip(keys, row, strict=True))
         rec["state"], _ = heartbeat.derive(rec["state"], rec["last_seen_at"], now, heartbeat.stalled_after(config))
         rec["recent"] = [
             {"tool": r[0], "outcome": r[1], "at": r[2], "error": r[3]}

@@ -113,7 +113,7 @@ def pingpong(seq: list[Key], share: float) -> tuple[int, Key | None]:
             if in_pair >= share * n - 1e-9:
                 length = n
         tail = [k for k in seq[len(seq) - length:] if k in pair]
-        switches = sum(1 for a, b in zip(tail, tail[1:]) if a != b)
+        switches = sum(1 for a, b in zip(tail, tail[1:], strict=False) if a != b)  # neighbours
         if switches > best[0]:
             best = (switches, partner)
     return best

@@ -137,7 +137,7 @@ def relevant(payload: Any, config: dict[str, Any]) -> bool:
     return isinstance(file_path, str) and maybe_memory_path(config, file_path)
 
 
-def after_tool(conn: sqlite3.Connection, ctx: "Context") -> None:
+def after_tool(conn: sqlite3.Connection, ctx: Context) -> None:
     """PostToolUse: index a Write/Edit/MultiEdit under a memory directory."""
     p = ctx.payload
     if not relevant(p, ctx.config):
@@ -216,13 +216,13 @@ def scan(conn: sqlite3.Connection, config: dict[str, Any], ws: str, agent: str, 
     return counts
 
 
-def before_stop(ctx: "Context") -> dict[str, list[tuple[str, int, int]]] | None:
+def before_stop(ctx: Context) -> dict[str, list[tuple[str, int, int]]] | None:
     """Stop, before the write transaction: walk the memory directories (stats only)."""
     ws = files.workspace(ctx.config, ctx.payload.cwd)
     return None if ws is None else walk_roots(ctx.config, ws)
 
 
-def on_stop(conn: sqlite3.Connection, ctx: "Context", walked: dict[str, list[tuple[str, int, int]]] | None) -> None:
+def on_stop(conn: sqlite3.Connection, ctx: Context, walked: dict[str, list[tuple[str, int, int]]] | None) -> None:
     """Stop: catch memory files written or removed other than through Write/Edit (Bash, by hand)."""
     ws = files.workspace(ctx.config, ctx.payload.cwd)
     if ws is None or walked is None:
@@ -258,4 +258,4 @@ def search(conn: sqlite3.Connection, query: str, agent: str | None = None, limit
     sql += " ORDER BY score LIMIT ?"
     args.append(int(limit))
     cols = ("path", "name", "scope", "agent", "root", "indexed_at", "score", "snippet")
-    return [dict(zip(cols, row)) for row in conn.execute(sql, args)]
+    return [dict(zip(cols, row, strict=True)) for row in conn.execute(sql, args)]

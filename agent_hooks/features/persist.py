@@ -61,9 +61,32 @@ class Snapshot:
                  "chain", "first_seen_at", "last_tool_at", "last_prompt_at", "waiting_on", "waiting_since",
                  "budget_usd", "spent_usd")
 
-    def __init__(self, **values: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, values.get(name))
+    def __init__(self, *, session_id: str, task_id: str, role: str | None = None, session_cancelled: bool = False,
+                 task_state: str = "open", persist: int | None = None, max_continuations: int | None = None,
+                 continuations: int = 0, description: str | None = None, progress: str | None = None,
+                 task_updated_at: float | None = None, chain: int = 0, first_seen_at: float | None = None,
+                 last_tool_at: float | None = None, last_prompt_at: float | None = None,
+                 waiting_on: str | None = None, waiting_since: float | None = None,
+                 budget_usd: float | None = None, spent_usd: float = 0.0) -> None:
+        self.session_id = session_id
+        self.role = role
+        self.session_cancelled = session_cancelled
+        self.task_id = task_id  # read() gives no snapshot for a session without a (recorded) task
+        self.task_state = task_state
+        self.persist = persist  # the task's column; None: the [persist] default (enabled_for)
+        self.max_continuations = max_continuations  # None: the [persist] default (budget_of)
+        self.continuations = continuations
+        self.description = description
+        self.progress = progress
+        self.task_updated_at = task_updated_at
+        self.chain = chain
+        self.first_seen_at = first_seen_at
+        self.last_tool_at = last_tool_at
+        self.last_prompt_at = last_prompt_at
+        self.waiting_on = waiting_on
+        self.waiting_since = waiting_since
+        self.budget_usd = budget_usd
+        self.spent_usd = spent_usd
 
     def last_activity(self) -> float | None:
         """The newest of: task progress, the session's last tool call or prompt, its start."""

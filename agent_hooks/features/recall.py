@@ -168,7 +168,7 @@ def _hit_for(conn: sqlite3.Connection, kind: str, key: str) -> dict[str, Any] | 
         if row is None:
             return None
         cols = ("path", "name", "scope", "agent", "root", "indexed_at")
-        hit = dict(zip(cols, row[:6]))
+        hit = dict(zip(cols, row[:6], strict=True))
         hit.update(kind=vectors.MEMORY, key=key, snippet=_start(row[6]), bm25=None)
         return hit
     row = conn.execute(
@@ -211,15 +211,15 @@ def search(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: 
         h.update(fts_rank=rank, vector_rank=None, similarity=None, score=w_fts / (k + rank))
         hits[(h["kind"], h["key"])] = h
     for rank, (kind, key, sim) in enumerate(meaning, 1):
-        h = hits.get((kind, key))
-        if h is None:
-            h = _hit_for(conn, kind, key)
-            if h is None:
+        hit = hits.get((kind, key))
+        if hit is None:
+            hit = _hit_for(conn, kind, key)
+            if hit is None:
                 continue
-            h.update(fts_rank=None, score=0.0)
-            hits[(kind, key)] = h
-        h["vector_rank"], h["similarity"] = rank, round(sim, 4)
-        h["score"] += 1.0 / (k + rank)
+            hit.update(fts_rank=None, score=0.0)
+            hits[(kind, key)] = hit
+        hit["vector_rank"], hit["similarity"] = rank, round(sim, 4)
+        hit["score"] += 1.0 / (k + rank)
     ranked = sorted(hits.values(), key=lambda h: h["score"], reverse=True)[:limit]
     for h in ranked:
         h.pop("key", None)

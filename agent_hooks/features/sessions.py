@@ -18,6 +18,7 @@ from agent_hooks.payload import Payload
 # Annotations only: importing typing costs the hook path ~2 ms per call.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 LIVE, AWAITING, ENDED = "live", "awaiting", "ended"
@@ -65,11 +66,11 @@ def resolve_tmux_name(env: Any, timeout_s: float = 1.0) -> str | None:
     return name[:200] or None
 
 
-def agent_name(env: Any, config: dict[str, Any]) -> str:
+def agent_name(env: Any, config: Mapping[str, Any]) -> str:
     return env.get("AGENT_HOOKS_AGENT") or config["identity"]["agent"]
 
 
-def role(env: Any, config: dict[str, Any]) -> str:
+def role(env: Any, config: Mapping[str, Any]) -> str:
     return env.get("AGENT_HOOKS_ROLE") or config["identity"]["role"]
 
 
@@ -159,7 +160,7 @@ def with_task(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
         " FROM sessions s LEFT JOIN tasks t ON t.task_id = s.task_id WHERE s.session_id = ?",
         (session_id,),
     ).fetchone()
-    return dict(zip(_WITH_TASK, row)) if row else {}
+    return dict(zip(_WITH_TASK, row, strict=True)) if row else {}
 
 
 def subagent_of(payload: Payload) -> str | None:

@@ -33,7 +33,8 @@ def excerpt(entries: list[dict[str, Any]], limit: int) -> str:
         if text:
             parts.append(f"User: {text}")
             continue
-        msg = e.get("message") if isinstance(e.get("message"), dict) else {}
+        raw_msg = e.get("message")
+        msg = raw_msg if isinstance(raw_msg, dict) else {}
         content = msg.get("content")
         if not isinstance(content, list):
             continue
@@ -43,7 +44,8 @@ def excerpt(entries: list[dict[str, Any]], limit: int) -> str:
             if e.get("type") == "assistant" and b.get("type") == "text" and isinstance(b.get("text"), str):
                 parts.append(f"Assistant: {b['text']}")
             elif b.get("type") == "tool_use":
-                inp = b.get("input") if isinstance(b.get("input"), dict) else {}
+                raw_inp = b.get("input")
+                inp = raw_inp if isinstance(raw_inp, dict) else {}
                 arg = inp.get("command") or inp.get("file_path") or inp.get("path") or inp.get("pattern") or ""
                 parts.append(f"Tool {b.get('name')}: {str(arg)[:300]}")
             elif b.get("type") == "tool_result" and b.get("is_error") is True:

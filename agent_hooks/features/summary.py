@@ -156,7 +156,7 @@ def get(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
     ).fetchone()
     if row is None:
         return None
-    return dict(zip(("session_id", "agent", "task_id", "summary", "source", "at"), row))
+    return dict(zip(("session_id", "agent", "task_id", "summary", "source", "at"), row, strict=True))
 
 
 def _fts_query(query: str, joiner: str) -> str:

@@ -139,7 +139,8 @@ def user_text(entry: dict[str, Any]) -> str | None:
     elif isinstance(content, list):
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             return None
-        texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        texts = [b["text"] for b in content
+                 if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
     else:
         return None
     text = "\n".join(t for t in texts if isinstance(t, str) and t).strip()
@@ -216,7 +217,8 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
             if top is not None and e.get("todos"):
                 last_todos = top
         elif kind == "assistant":
-            msg = e.get("message") if isinstance(e.get("message"), dict) else {}
+            raw_msg = e.get("message")
+            msg = raw_msg if isinstance(raw_msg, dict) else {}
             mid = str(msg.get("id") or e.get("uuid") or len(reply_order))
             content = _content(e)
             for b in content if isinstance(content, list) else []:  # another shape: nothing to read
@@ -230,7 +232,8 @@ def facts(entries: list[dict[str, Any]], item_chars: int = 200) -> dict[str, Any
                 elif b.get("type") == "tool_use":
                     out["tool_uses"] += 1
                     name = str(b.get("name") or "?")
-                    inp = b.get("input") if isinstance(b.get("input"), dict) else {}
+                    raw_inp = b.get("input")
+                    inp = raw_inp if isinstance(raw_inp, dict) else {}
                     tid = b.get("id") if isinstance(b.get("id"), str) else None
                     what = ""
                     if name in FILE_TOOLS and isinstance(inp.get(FILE_TOOLS[name]), str):

@@ -36,13 +36,13 @@ def problem(conn: sqlite3.Connection, session_id: str) -> tuple[str, str] | None
     if row is None:
         return None
     path, dev, ino = row
+    st: os.stat_result | None
     try:
         st = os.lstat(path)
         real = os.path.realpath(path)
+        now = f"realpath {real}, device {st.st_dev}, inode {st.st_ino}, symlink {os.path.islink(path)}"
     except OSError as exc:
         st, real, now = None, None, f"cannot be read: {exc}"
-    else:
-        now = f"realpath {real}, device {st.st_dev}, inode {st.st_ino}, symlink {os.path.islink(path)}"
     if st is not None and real == path and (st.st_dev, st.st_ino) == (dev, ino):
         return None
     message = (f"workspace {path} was replaced since SessionStart (moved, swapped for a symlink or another"

@@ -16,7 +16,6 @@ import tomllib
 from typing import Any
 
 from agent_hooks.locking import FlockFile
-
 from agent_hooks.paths import write_private
 
 

@@ -21,10 +21,24 @@ import re
 import stat
 
 from agent_hooks.handlers import API_VERSION
+
 # The source list is in sources.py (every hook call needs it; this module only rebuilds).
-from agent_hooks.handlers.sources import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
-                                          WORKSPACE, WORKSPACE_SUBDIR, Source, is_trusted, managed_dir,
-                                          platform, sources, stamp, workspace_dir)
+from agent_hooks.handlers.sources import (  # noqa: F401
+    BUNDLED,
+    BUNDLED_DIR,
+    EXTRA,
+    MANAGED,
+    PRECEDENCE,
+    WORKSPACE,
+    WORKSPACE_SUBDIR,
+    Source,
+    is_trusted,
+    managed_dir,
+    platform,
+    sources,
+    stamp,
+    workspace_dir,
+)
 
 # Annotations only.
 TYPE_CHECKING = False
@@ -236,7 +250,9 @@ def _nested_repeat(pattern: str) -> bool:
     """True when the regex repeats something that itself repeats ((a+)+, (\\w+)*, (a{1,2})*): the
     shape of catastrophic backtracking. The re module's matching holds the GIL, so no deadline
     of ours can stop it. Possessive repeats and atomic groups do not backtrack and pass."""
-    from re import _constants as sre, _parser as sre_parse  # type: ignore[attr-defined]  # Python >= 3.11
+    # re's private modules (Python >= 3.11), which typeshed's re does not declare.
+    from re import _constants as sre  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
 
     repeats = (sre.MAX_REPEAT, sre.MIN_REPEAT)
     atomic = getattr(sre, "ATOMIC_GROUP", None)

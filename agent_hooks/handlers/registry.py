@@ -23,9 +23,24 @@ import os
 import sys
 
 # Names kept here for the callers that import them from the registry (cli/hooks.py, run.py, tests).
-from agent_hooks.handlers.sources import (BUNDLED, BUNDLED_DIR, EXTRA, MANAGED, PRECEDENCE,  # noqa: F401
-                                          WORKSPACE, WORKSPACE_SUBDIR, Source, current_sources, is_trusted,
-                                          managed_dir, platform, sources, stamp, workspace_dir, workspace_of)
+from agent_hooks.handlers.sources import (  # noqa: F401
+    BUNDLED,
+    BUNDLED_DIR,
+    EXTRA,
+    MANAGED,
+    PRECEDENCE,
+    WORKSPACE,
+    WORKSPACE_SUBDIR,
+    Source,
+    current_sources,
+    is_trusted,
+    managed_dir,
+    platform,
+    sources,
+    stamp,
+    workspace_dir,
+    workspace_of,
+)
 from agent_hooks.handlers.switches import entry_of, switched_on
 
 # Annotations only.

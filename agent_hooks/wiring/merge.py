@@ -177,10 +177,10 @@ def install(text: str, where: str, groups: dict[str, dict[str, Any]],
         change.created = sorted({*change.created, "hooks", *(f"hooks.{e}" for e in groups)})
         return text, change
     # Entries of ours under events we no longer hook (older versions) go.
-    for found in _ours(text, root):
-        if found.event not in groups:
+    for stale in _ours(text, root):
+        if stale.event not in groups:
             # "hooks" itself stays: our groups go into it next (without it there is nowhere to put them).
-            text, _ = strip(text, where, change, found.event, keep_emptied=_KeepHooks(created_before))
+            text, _ = strip(text, where, change, stale.event, keep_emptied=_KeepHooks(created_before))
     for event, group in groups.items():
         root = parse_root(text, where)
         found = _ours(text, root, event)
@@ -193,7 +193,9 @@ def install(text: str, where: str, groups: dict[str, dict[str, Any]],
         removed_before = change.removed
         text, slot = strip(text, where, change, event, keep_emptied=None)
         root = parse_root(text, where)
-        hi, ei = _effective(root, event)  # type: ignore[misc]
+        effective = _effective(root, event)
+        assert effective is not None  # keep_emptied=None above: no container went, "hooks" is still there
+        hi, ei = effective
         hooks = root.members[hi].value
         if ei >= 0 and change.removed > removed_before and not hooks.members[ei].value.items:
             # It held only ours (an older version made it): uninstall may take it out again.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,20 +113,20 @@ class Installed:
         return True
 
 
-def claude_dir(env: dict[str, str] | None = None) -> str:
+def claude_dir(env: Mapping[str, str] | None = None) -> str:
     """The client's config directory: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    env = os.environ if env is None else env
-    if env.get("CLAUDE_CONFIG_DIR"):
-        return env["CLAUDE_CONFIG_DIR"]
-    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".claude")
+    environ = os.environ if env is None else env
+    if environ.get("CLAUDE_CONFIG_DIR"):
+        return environ["CLAUDE_CONFIG_DIR"]
+    return os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".claude")
 
 
-def data_dir(env: dict[str, str] | None = None) -> str:
+def data_dir(env: Mapping[str, str] | None = None) -> str:
     """Where the client keeps the plugin's data (it persists across updates)."""
     return os.path.join(claude_dir(env), "plugins", "data", f"{NAME}-{MARKETPLACE}")
 
 
-def installed(env: dict[str, str] | None = None) -> Installed | None:
+def installed(env: Mapping[str, str] | None = None) -> Installed | None:
     """The plugin's user install (installed_plugins.json + enabledPlugins), or None when not installed."""
     base = claude_dir(env)
     try:
@@ -146,7 +147,7 @@ def installed(env: dict[str, str] | None = None) -> Installed | None:
                      enabled, data_dir(env))
 
 
-def active(env: dict[str, str] | None = None) -> Installed | None:
+def active(env: Mapping[str, str] | None = None) -> Installed | None:
     """The plugin when it is installed and enabled (its hooks run), else None."""
     found = installed(env)
     return found if found is not None and found.enabled else None

@@ -15,7 +15,6 @@ from agent_hooks.wiring import jsontext, merge
 from agent_hooks.wiring.entries import our_groups
 from agent_hooks.wiring.merge import Change, SettingsError, parse_root
 
-
 BOM = "\ufeff"
 
 
@@ -72,7 +71,7 @@ def write_settings(path: str, text: str, original: str | None) -> str | None:
     tmp = os.path.join(directory, f".{os.path.basename(path)}.agent-hooks.{os.getpid()}.tmp")
     try:
         if original is not None:
-            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
             backup = f"{path}.bak-agent-hooks-{stamp}"
             n = 1
             while os.path.exists(backup):
