@@ -152,7 +152,7 @@ def accept_unknown(paths: Paths, call: Call, event: str, session_id: str | None)
 
 def fails_closed(config: dict[str, Any], event: str) -> bool:
     """True when a PreToolUse that cannot decide must deny (``guards.fail_closed``; docs/server.md)."""
-    return event == "PreToolUse" and (config.get("guards") or {}).get("fail_closed") is True
+    return event == "PreToolUse" and config["guards"]["fail_closed"] is True
 
 
 def fail_closed_answer(config: dict[str, Any], event: str, why: str) -> str | None:

@@ -80,7 +80,7 @@ def _at_deadline(env: Any, paths: Paths, config: dict[str, Any], call: Call, dea
     "committed" (the write is in), "spooled", "unread" (no payload arrived: nothing
     to keep) or "lost" (the spool refused it, or a commit outlived every wait).
     """
-    wait_s = int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000
+    wait_s = int(config["spool"]["commit_wait_ms"]) / 1000
     committed = call.gate.abandon(left_s)
     if committed is None:
         # A commit under way at the deadline: letting it finish beats losing the call.
@@ -217,10 +217,10 @@ def _run(event: str, handler: Handler, env: Any, fast_exit: bool) -> int:
     _thread.start_new_thread(_work, (handler, env, paths, config, result))
     deadline = max(50, int(config["runtime"]["deadline_ms"])) / 1000
     # Claude Code kills the hook at its own timeout, counted from our start: answer a second before it.
-    hard = max(deadline, float((config.get("install") or {}).get("hook_timeout_s", 10)) - 1)
+    hard = max(deadline, float(config["install"]["hook_timeout_s"]) - 1)
     call = result.call
     # The spool point comes a little before the deadline: a commit under way then can still land in time.
-    margin = min(int((config.get("spool") or {}).get("commit_wait_ms", 2000)) / 1000, deadline / 4)
+    margin = min(int(config["spool"]["commit_wait_ms"]) / 1000, deadline / 4)
     began = time.monotonic()
     # A starved client may write the payload late; that wait is the client's, not ours. So the
     # deadline counts from the read, within the client's timeout, and a late payload is still kept.

@@ -172,7 +172,7 @@ def save(paths: Paths, config: dict[str, Any], event: str, data: bytes, started:
     if answered:
         entry["answered"] = answered
     line = (json.dumps(entry) + "\n").encode("ascii")  # one line: every control character escaped
-    limit = int((config.get("spool") or {}).get("max_bytes", 64 * 1024 * 1024))
+    limit = int(config["spool"]["max_bytes"])
     try:
         return _append(paths, line, limit)
     except OSError as exc:

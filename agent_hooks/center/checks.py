@@ -35,7 +35,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     problem = fleet.token_problem(paths, cfg)
     if problem:
         checks.append(Check("board", FAIL, f"fleet token: {problem}", f"chmod 600 {fleet.token_path(paths, cfg)}"))
-    listen = str(cfg.get("fleet", {}).get("listen") or "")
+    listen = str(cfg["fleet"]["listen"] or "")
     if listen and not fleet.token(paths, cfg):
         checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",
                             "agent-hook fleet token --new"))

@@ -112,7 +112,7 @@ _CACHE: dict[str, tuple[list[Gate], list[str]]] = {}
 
 def compiled(config: dict[str, Any]) -> tuple[list[Gate], list[str]]:
     """The valid gates and the problems of the others (cached per process on the gates' text)."""
-    raw = (config.get("approvals") or {}).get("gates") or []
+    raw = config["approvals"]["gates"] or []
     key = json.dumps(raw, sort_keys=True, default=str)
     hit = _CACHE.get(key)
     if hit is None:

@@ -141,7 +141,7 @@ def matches(matcher: str | None, tool_name: str) -> bool:
 
 def _hot_sources(config: Mapping[str, Any], config_dir: str, env: Mapping[str, str], cwd: str | None) -> list[Source]:
     """The sources a hook call reads: none when handlers are off, else those that exist."""
-    if not (config.get("handlers") or {}).get("enabled", True):
+    if not config["handlers"]["enabled"]:
         return []
     return [s for s in current_sources(config, config_dir, workspace_of(env, cwd), hot=True) if os.path.isdir(s.path)]
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def entry_of(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The handler's own settings, ``handlers.entries.<name>`` ({} when none)."""
-    entries = config.get("handlers", {}).get("entries") or {}
+    entries = config["handlers"]["entries"] or {}
     entry = entries.get(name) if isinstance(entries, dict) else None
     return entry if isinstance(entry, dict) else {}
 

@@ -102,9 +102,9 @@ class Gateway:
         self.host = settings.gateway_host(state.config, hub.own_host)
         self.scopes = settings.scopes(state.config)
         self.caps = settings.caps(state.config)
-        self.max_frame = int(cfg.get("max_frame_bytes") or 1024 * 1024)
-        self.rate = float(cfg.get("max_events_per_s") or 200)
-        self.backoff_max = max(BACKOFF_MIN_S, float(cfg.get("backoff_max_s") or 10.0))
+        self.max_frame = int(cfg["max_frame_bytes"])
+        self.rate = float(cfg["max_events_per_s"])
+        self.backoff_max = max(BACKOFF_MIN_S, float(cfg["backoff_max_s"]))
         self.task: asyncio.Task[None] | None = None
         self.ws: Any = None
         self.mapper = frames.Mapper(approvals="operator.approvals" in self.scopes)

@@ -80,7 +80,7 @@ def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]
     else:
         checks.append(Check("server", OK, f"http transport wired for {', '.join(events)} on port {port}"))
     # Strict guards (docs/server.md): the PreToolUse entries must carry onFailure "block", and only then.
-    strict = (cfg.get("guards") or {}).get("fail_closed") is True
+    strict = cfg["guards"]["fail_closed"] is True
     blocking = [h.get("onFailure") == "block" for _, event, _, h in handlers if event == "PreToolUse"]
     if blocking and any(b != strict for b in blocking):
         said = ('lacks "onFailure": "block": tool calls still run when the server cannot be reached' if strict

@@ -85,7 +85,7 @@ def listen_host(paths: Paths, config: dict[str, Any], env: Mapping[str, str]) ->
     (the command center, docs/command-center.md), which needs a fleet token for them to present."""
     from agent_hooks import fleet
 
-    listen = str(config.get("fleet", {}).get("listen") or "") or local.HOST
+    listen = str(config["fleet"]["listen"] or "") or local.HOST
     if listen == local.HOST:
         return listen
     if listen != "0.0.0.0":

@@ -160,7 +160,7 @@ class Supervisor:
 
         for name in app.ROUTE_MODULES:
             importlib.import_module(name)
-        if (self.config.get("forward") or {}).get("url"):
+        if self.config["forward"]["url"]:
             # The command center's client (center/report.py, control.py import it when they run):
             # ~25 ms, paid here once only when there is a command center to reach.
             import httpx  # noqa: F401

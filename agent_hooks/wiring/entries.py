@@ -204,7 +204,7 @@ def our_groups(bin_dir: str, cfg: dict[str, Any], transport: str = "command") ->
 
             if h.event in http.HTTP_EVENTS:
                 entry = http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event])
-                if h.event == "PreToolUse" and (cfg.get("guards") or {}).get("fail_closed") is True:
+                if h.event == "PreToolUse" and cfg["guards"]["fail_closed"] is True:
                     # Strict guards: a call the server cannot answer blocks the tool (docs/server.md).
                     entry["onFailure"] = "block"
                 group["hooks"] = [entry]

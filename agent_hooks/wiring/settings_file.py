@@ -224,6 +224,6 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
         if report["backup"]:
             from agent_hooks.backups import prune
 
-            report["pruned_backups"] = prune(real, int((cfg.get("install") or {}).get("keep_backups", 5)))
+            report["pruned_backups"] = prune(real, int(cfg["install"]["keep_backups"]))
         write_created(real, change.created if action == "install" else None)
         return report
