@@ -35,6 +35,7 @@ EVENTS = {
     "failed": ({"running", "awaiting_review"}, "failed"),
     "requeue": ({"completed", "failed"}, "idle"),
 }
+STATES = ["idle", "running", "awaiting_review", "completed", "failed"]
 AGENT_TYPES = {"claude-code", "openclaw", "shell"}
 INGEST = "/api/hooks/ingest"
 SESSIONS = "/api/hooks/sessions"

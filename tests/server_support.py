@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -136,6 +137,43 @@ def wait_closed(port: int, timeout: float = 10.0) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"port {port} still takes connections")
+
+
+# Root ignores file modes: the server runs without the capabilities that let it (setpriv drops
+# them from the bounding set, so they are gone after exec too), and a 0444 store binds it as it
+# binds any user. A user other than root needs nothing.
+NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+def mode_binding_prefix(tmp: Path) -> list[str]:
+    """The command prefix under which a 0444 file cannot be written; skips when there is none."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root, and setpriv (util-linux) is missing to drop CAP_DAC_OVERRIDE")
+    probe = tmp / "mode-probe"
+    probe.write_text("")
+    probe.chmod(0o444)
+    proc = subprocess.run([*NO_DAC, "sh", "-c", f"echo x >> '{probe}'"], capture_output=True, text=True)
+    probe.unlink()
+    if proc.returncode == 0:
+        pytest.skip("running as root, and dropping CAP_DAC_OVERRIDE with setpriv does not make file modes bind here")
+    return NO_DAC
+
+
+def start_with_prefix(server: Server, prefix: list[str]) -> None:
+    """`agent-hook server start` run under ``prefix`` (mode_binding_prefix's), kept on the server for
+    the test's later commands."""
+    server.prefix = prefix  # type: ignore[attr-defined]
+    proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
+                          env=server.env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + server_log(server.home)
+
+
+def server_log(home: Path) -> str:
+    """The server's log under ``home`` ("" before it wrote one)."""
+    path = home / "logs" / "server.log"
+    return path.read_text() if path.exists() else ""
 
 
 def start_server(home: Path, env: dict[str, str] | None = None) -> Server:

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,21 +22,12 @@ from agent_hooks import schema
 from agent_hooks.features import approvals as ap
 from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
-from helpers import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
+from approvals_support import PERMISSION, QUESTION, QUESTIONS, Held
+from helpers import EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
 pytestmark = pytest.mark.usefixtures("migrated_store")
-
-PERMISSION = fixture_payload("permission_request_bash.json", "2.1.330")
-QUESTIONS = [
-    {"question": "Which database should we use?", "header": "Database", "multiSelect": False,
-     "options": [{"label": "SQLite", "description": "a file"}, {"label": "Postgres", "description": "a server"}]},
-    {"question": "Which checks should run?", "header": "Checks", "multiSelect": True,
-     "options": [{"label": "lint"}, {"label": "tests"}, {"label": "types"}]},
-]
-QUESTION = {**PERMISSION, "tool_name": "AskUserQuestion", "tool_input": {"questions": QUESTIONS},
-            "permission_suggestions": []}
 
 
 def _store(home: Path) -> sqlite3.Connection:
@@ -84,24 +74,6 @@ def _wait_for(fn: Any, timeout: float = 10.0) -> Any:
             return got
         time.sleep(0.05)
     raise AssertionError("timed out waiting")
-
-
-class Held:
-    """A hook executable started in the background with its payload, holding its request."""
-
-    def __init__(self, payload: dict[str, Any], env: dict[str, str] | None = None) -> None:
-        full = {**os.environ, "AGENT_HOOKS__APPROVALS__WAIT_S": "30", **(env or {})}
-        self.proc = subprocess.Popen([str(BIN / EXECUTABLES[payload["hook_event_name"]])], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(payload).encode())
-        self.proc.stdin.close()
-        self.proc.stdin = None  # communicate() must not flush it again
-
-    def answer(self, timeout: float = 40) -> dict[str, Any] | None:
-        out, err = self.proc.communicate(timeout=timeout)
-        assert self.proc.returncode == 0, err
-        return json.loads(out) if out.strip() else None
 
 
 # -- the store's functions ---------------------------------------------------------------
@@ -576,16 +548,15 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
     wait failed (here: the store was put back read-only while it waited, so the gate's timeout
     could not be written) was given the answer it had before the wait: no decision, so the gated
     tool ran with nobody's approval. It is denied now, with the reason."""
-    from server_support import Server, free_port
-    from test_server_recovery import _log, _mode_binding_prefix, _start
+    from server_support import Server, free_port, mode_binding_prefix, server_log, start_with_prefix
 
-    prefix = _mode_binding_prefix(tmp_path)
+    prefix = mode_binding_prefix(tmp_path)
     _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'
                           'match = "git push"\ntimeout_s = 3\n')
     agent_hook("init")
     server = Server(hooks_home, free_port())
     try:
-        _start(server, prefix)
+        start_with_prefix(server, prefix)
         thread, got = _post_in_thread(server, PUSH)
         _wait_for(lambda: _pending_count(hooks_home))
         # The store put back from a copy, read-only: the pending row is in it, the gate's timeout cannot be written.
@@ -599,7 +570,7 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
         thread.join(30)
         [(status, headers, body)] = got
         assert status == 200, (status, body)
-        assert any("waiting for an approval" in e.get("message", "") for e in error_log(hooks_home)), _log(hooks_home)
+        assert any("waiting for an approval" in e.get("message", "") for e in error_log(hooks_home)), server_log(hooks_home)
         out = json.loads(body)["hookSpecificOutput"]
         assert out["permissionDecision"] == "deny", body
         assert "guards.fail_closed" in out["permissionDecisionReason"]

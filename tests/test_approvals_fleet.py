@@ -18,7 +18,7 @@ import pytest
 
 from center_support import Center, two_hosts
 from helpers import EXECUTABLES, fixture_payload, run_exe
-from test_approvals import QUESTION, Held
+from approvals_support import QUESTION, Held
 
 PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "session_id": "b-asks-1"}
 

@@ -192,7 +192,7 @@ def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> 
     """A held permission dialog appears in "Needs you" with its exact command (as text); a click on Allow
     answers the waiting hook and the strip empties; with two requests, j moves and d denies."""
     from helpers import fixture_payload
-    from test_approvals import Held
+    from approvals_support import Held
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
     base = fixture_payload("permission_request_bash.json", "2.1.330")
@@ -236,7 +236,7 @@ def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page
     """With "notify me" on, a request that arrives raises one notification (the browser's Notification
     API is recorded: headless Chromium shows none)."""
     from helpers import fixture_payload
-    from test_approvals import Held
+    from approvals_support import Held
 
     page.add_init_script("""
       window.__notes = [];
@@ -263,7 +263,7 @@ def test_needs_you_answers_questions_and_denies_with_stop(center: Center, page: 
     """A request with two questions (one multi-select): options are chosen, "Answer" sends both; a deny
     with "stop" ticked stops the turn."""
     from helpers import fixture_payload
-    from test_approvals import QUESTION, Held
+    from approvals_support import QUESTION, Held
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
     page.goto(center.base + "/")

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from cost_support import assistant, expected_usd, payload, post_tool, tpath, write
 from helpers import agent_hook, run_hook, store_rows
-from test_cost import assistant, expected_usd, payload, post_tool, tpath, write
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
 pytestmark = pytest.mark.usefixtures("migrated_store")
+
+pytest.importorskip("genai_prices")  # expected_usd asks it what a spend costs
 
 # Spent now: a daily budget counts the spend of the day each message was written (a fixed date
 # would be another day once the calendar moves on).

@@ -15,7 +15,7 @@ import pytest
 
 from center_support import Center, hook_env, messages
 from helpers import BIN, run_hook
-from test_command_center_units import SEED, STATES
+from ingest_server import EVENTS, STATES
 
 def payload(event: str, sid: str, cwd: str, **extra: object) -> dict[str, object]:
     """A hook payload of the shape Claude Code sends (reference: claude-code-hooks.md)."""
@@ -43,7 +43,7 @@ def register(center: Center, tmux: str, **fields: object) -> dict[str, object]:
 
 def test_every_event_from_every_state(center: Center) -> None:
     for state in STATES:
-        for event, (sources, target) in SEED.items():
+        for event, (sources, target) in EVENTS.items():
             tmux = f"grid-{state}-{event}"
             sid = register(center, tmux)["id"]
             for step in PATHS[state]:

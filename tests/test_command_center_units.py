@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from ingest_server import EVENTS
+from ingest_server import EVENTS, STATES
 
 from agent_hooks.center import contract, fleetdb
 from agent_hooks.forward import eventmap
@@ -17,7 +17,6 @@ from agent_hooks.store import Store
 # The seed's table, written out independently of contract.EVENTS (the test ingest server's copy,
 # which the forwarder's tests run against): event -> (from states, to).
 SEED = EVENTS
-STATES = ["idle", "running", "awaiting_review", "completed", "failed"]
 
 
 def test_twelve_events_five_states() -> None:

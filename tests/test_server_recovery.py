@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -18,36 +17,14 @@ import pytest
 from agent_hooks import spool
 from agent_hooks.server import process
 from helpers import BIN, agent_hook, fixture_payload, store_rows
-from server_support import Server, free_port
-
-# Root ignores file modes: the server runs without the capabilities that let it (setpriv drops
-# them from the bounding set, so they are gone after exec too), and a 0444 store binds it as it
-# binds any user. A user other than root needs nothing.
-NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
-
-
-def _mode_binding_prefix(tmp: Path) -> list[str]:
-    """The command prefix under which a 0444 file cannot be written; skips when there is none."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root, and setpriv (util-linux) is missing to drop CAP_DAC_OVERRIDE")
-    probe = tmp / "mode-probe"
-    probe.write_text("")
-    probe.chmod(0o444)
-    proc = subprocess.run([*NO_DAC, "sh", "-c", f"echo x >> '{probe}'"], capture_output=True, text=True)
-    probe.unlink()
-    if proc.returncode == 0:
-        pytest.skip("running as root, and dropping CAP_DAC_OVERRIDE with setpriv does not make file modes bind here")
-    return NO_DAC
-
+from server_support import Server, free_port, mode_binding_prefix, server_log, start_with_prefix
 
 @pytest.fixture(params=["fresh", "served-before"])
 def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path: Path) -> Iterator[Server]:
     """A server started on a store that is 0444: a fresh one (whose -wal/-shm the read-only server
     makes itself, read-only), or one a server has used before (the command center's epoch is in it,
     so the server starts, as it did when every call went unrecorded)."""
-    prefix = _mode_binding_prefix(tmp_path)
+    prefix = mode_binding_prefix(tmp_path)
     agent_hook("init")
     store = hooks_home / "store.db"
     server = Server(hooks_home, free_port())
@@ -58,22 +35,10 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
         assert not (hooks_home / "store.db-wal").exists()  # init leaves no sidecars: the server makes them
     store.chmod(0o444)
     try:
-        _start(server, prefix)
+        start_with_prefix(server, prefix)
         yield server
     finally:
         server.stop()
-
-
-def _start(server: Server, prefix: list[str]) -> None:
-    server.prefix = prefix  # type: ignore[attr-defined]
-    proc = subprocess.run([*prefix, str(BIN / "agent-hook"), "server", "start"], capture_output=True, text=True,
-                          env=server.env, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr + _log(server.home)
-
-
-def _log(home: Path) -> str:
-    path = home / "logs" / "server.log"
-    return path.read_text() if path.exists() else ""
 
 
 def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
@@ -124,7 +89,7 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
     assert store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
     (home / "store.db").chmod(0o600)
-    assert _wait(lambda: _writable(server)), _log(home)
+    assert _wait(lambda: _writable(server)), server_log(home)
     for i in range(2):
         status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_rw_{i}"))
         assert status == 200 and "x-agent-hooks-problem" not in headers, headers
@@ -146,7 +111,7 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
     assert store_rows(home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = 'toolu_exe'")[0][0] == 1
     assert _wait(lambda: _ingest_status(server) == 200, 5)
 
-    log = _log(home)
+    log = server_log(home)
     assert "Traceback" not in log, log
     assert log.count("store not writable") == 1, log
     assert log.count("store writable again") == 1 and "replayed 4" in log, log
@@ -174,11 +139,11 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
     """A read-only store moved into the store's place while the server runs (a backup put back
     as 0444): the server follows the path to it, finds it cannot write it, spools, and replays
     into it once it is writable."""
-    prefix = _mode_binding_prefix(tmp_path)
+    prefix = mode_binding_prefix(tmp_path)
     agent_hook("init")
     server = Server(hooks_home, free_port())
     try:
-        _start(server, prefix)
+        start_with_prefix(server, prefix)
         pre = fixture_payload("PreToolUse-Bash.json")
         assert server.answer(dict(pre, tool_use_id="toolu_before")) is None
         other = tmp_path / "other"
@@ -192,11 +157,11 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
         (hooks_home / "store.db").chmod(0o600)
-        assert _wait(lambda: _writable(server)), _log(hooks_home)
+        assert _wait(lambda: _writable(server)), server_log(hooks_home)
         assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_replaced_0", "toolu_replaced_1", "toolu_replaced_2", "toolu_after"}, recorded
-        log = _log(hooks_home)
+        log = server_log(hooks_home)
         assert "Traceback" not in log and log.count("store not writable") == 1, log
         assert "replayed 3" in log, log
     finally:
@@ -206,24 +171,24 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
 def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_home: Path, tmp_path: Path) -> None:
     """A store the server may neither read nor write (0000) when it starts: SQLite cannot open it
     at all. The calls are spooled, and recorded once the store can be opened."""
-    prefix = _mode_binding_prefix(tmp_path)
+    prefix = mode_binding_prefix(tmp_path)
     agent_hook("init")
     store = hooks_home / "store.db"
     store.chmod(0)
     server = Server(hooks_home, free_port())
     try:
-        _start(server, prefix)
+        start_with_prefix(server, prefix)
         pre = fixture_payload("PreToolUse-Bash.json")
         for i in range(2):
             status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_unopened_{i}"))
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert "unable to open" in server.status()["store_state"]["problem"]
         store.chmod(0o600)
-        assert _wait(lambda: _writable(server)), _log(hooks_home)
+        assert _wait(lambda: _writable(server)), server_log(hooks_home)
         assert server.answer(dict(pre, tool_use_id="toolu_opened")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_unopened_0", "toolu_unopened_1", "toolu_opened"}, recorded
-        log = _log(hooks_home)
+        log = server_log(hooks_home)
         assert "Traceback" not in log and log.count("store not writable") == 1 and "replayed 2" in log, log
     finally:
         store.chmod(0o600)
@@ -277,9 +242,9 @@ def test_a_worker_killed_with_calls_spooled_leaves_them_to_the_next_worker(read_
     os.kill(worker, signal.SIGSTOP)  # its retry thread cannot see the store writable again
     (home / "store.db").chmod(0o600)
     os.kill(worker, signal.SIGKILL)
-    assert _wait(lambda: server.status().get("worker_pid") not in (None, worker)), _log(home)
-    assert _wait(lambda: store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 2, 10), _log(home)
+    assert _wait(lambda: server.status().get("worker_pid") not in (None, worker)), server_log(home)
+    assert _wait(lambda: store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 2, 10), server_log(home)
     recorded = {r[0] for r in store_rows(home, "SELECT tool_use_id FROM tool_calls")}
     assert recorded == {"toolu_left_0", "toolu_left_1"}, recorded
     assert _spooled_lines(home) == 0
-    assert "replayed 2" in _log(home), _log(home)
+    assert "replayed 2" in server_log(home), server_log(home)
