@@ -1,6 +1,6 @@
 """Forwarding: delivery latency from commit to receipt, and drain throughput.
 
-Runs the contract server of the tests (tests/ingest_server.py) on 127.0.0.1
+Runs the contract server of the tests (tests/support/ingest_server.py) on 127.0.0.1
 and a throwaway AGENT_HOOKS_HOME.
 
 1. Latency: events are committed to the outbox one at a time, through the
@@ -47,7 +47,7 @@ from agent_hooks.forward import outbox  # noqa: E402
 from agent_hooks.payload import Payload  # noqa: E402
 from agent_hooks.paths import Paths  # noqa: E402
 from agent_hooks.store import Store  # noqa: E402
-from ingest_server import IngestServer  # noqa: E402
+from support.ingest_server import IngestServer  # noqa: E402
 
 
 class _Ctx:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from center_support import Center, chromium_page
+from support.center import Center, chromium_page
 from harness import E2E
 from model_server import text, tool_use
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 import claude_client
-from forward_support import kill_drainers
+from support.forward import kill_drainers
 from harness import BIN_DIR, E2E
-from ingest_server import IngestServer
+from support.ingest_server import IngestServer
 from model_server import text
 
 FORK_SOURCE_SINCE = (2, 1, 214)

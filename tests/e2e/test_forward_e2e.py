@@ -9,9 +9,9 @@ import pytest
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
-from forward_support import kill_drainers
+from support.forward import kill_drainers
 from harness import E2E
-from ingest_server import IngestServer
+from support.ingest_server import IngestServer
 from model_server import text, tool_use
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import openclaw_client
-from center_support import Center, chromium_page
+from support.center import Center, chromium_page
 from model_server import ModelServer, text, tool_use
 from openclaw_gateway import OpenClawGateway, finish
 

@@ -1,0 +1,88 @@
+"""Helpers for tests: the fixtures' paths and the installed console scripts run as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent_hooks.claude_code import PINNED
+
+ROOT = Path(__file__).resolve().parents[2]
+# Payloads captured from the real client by tests/e2e/capture_fixtures.py, one directory per version.
+FIXTURES_ROOT = ROOT / "tests" / "fixtures"
+FIXTURES = FIXTURES_ROOT / f"claude-code-{PINNED}"
+BIN = Path(sys.executable).parent
+
+EXECUTABLES = {
+    "SessionStart": "agent-hook-session-start",
+    "PreToolUse": "agent-hook-pre-tool-use",
+    "PostToolUse": "agent-hook-post-tool-use",
+    "PostToolUseFailure": "agent-hook-post-tool-use-failure",
+    "PreCompact": "agent-hook-pre-compact",
+    "UserPromptSubmit": "agent-hook-user-prompt-submit",
+    "Stop": "agent-hook-stop",
+    "SessionEnd": "agent-hook-session-end",
+    "Notification": "agent-hook-notification",
+    "SubagentStart": "agent-hook-subagent-start",
+    "SubagentStop": "agent-hook-subagent-stop",
+    "StopFailure": "agent-hook-stop-failure",
+    "PermissionRequest": "agent-hook-permission-request",
+    "PermissionDenied": "agent-hook-permission-denied",
+    "PostCompact": "agent-hook-post-compact",
+    "Elicitation": "agent-hook-elicitation",
+    "ElicitationResult": "agent-hook-elicitation-result",
+}
+# Payloads captured from the newest client, in this repository (see tests/fixtures/README if any).
+FIXTURES_330 = ROOT / "tests" / "fixtures" / "claude-code-2.1.330"
+
+
+def fixture_payload(name: str, version: str = PINNED) -> dict[str, Any]:
+    """A payload the real client ``version`` sent (``tests/fixtures/claude-code-<version>/<name>``)."""
+    return json.loads((FIXTURES_ROOT / f"claude-code-{version}" / name).read_text())
+
+
+def run_exe(name: str, stdin: bytes | str | dict[str, Any], env: dict[str, str] | None = None,
+            timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """Run an installed console script with ``stdin`` and the test's environment."""
+    if isinstance(stdin, dict):
+        stdin = json.dumps(stdin)
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([str(BIN / name)], input=stdin, capture_output=True, env=full_env, timeout=timeout)
+
+
+def run_hook(payload: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the executable for the payload's own event."""
+    return run_exe(EXECUTABLES[payload["hook_event_name"]], payload, env)
+
+
+def agent_hook(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run([str(BIN / "agent-hook"), *args], capture_output=True, text=True, env=full_env, timeout=60)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"agent-hook {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def store_rows(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(home / "store.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def error_log(home: Path) -> list[dict[str, Any]]:
+    path = home / "logs" / "errors.log"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
