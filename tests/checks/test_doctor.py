@@ -23,6 +23,7 @@ import pytest
 
 from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS
+from support.scripts import sh
 
 BIN = Path(sys.executable).parent
 # Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
@@ -209,6 +210,26 @@ def test_a_session_start_matcher_that_drops_a_source(healthy: Env) -> None:
     assert code == 0, lines(report, "fail")
 
 
+@pytest.mark.parametrize(("matcher", "dropped"), [
+    (".", []),  # any other character makes it an unanchored regex: "." matches every source
+    ("startup, resume, clear, compact, fork", []),  # a comma list of exact names (clients >= 2.1.191)
+    ("startup,resume", ["clear", "compact", "fork"]),
+    ("^(startup|resume|clear|compact)$", ["fork"]),
+    ("startup|resume|clear|compact", ["fork"]),  # what 0.1.0 wrote
+])
+def test_doctor_reads_a_source_matcher_as_the_client_does(env: Env, matcher: str, dropped: list[str]) -> None:
+    """Reference §6.3: a matcher of letters, digits, _ - space , | is a list of exact names; any other
+    character makes it an unanchored regex. Doctor matched every matcher as an anchored regex, so it
+    reported sources as dropped (a ✗ line, exit 1) that the client does run our hook for."""
+    env.cli("settings", "install")
+    doc = json.loads(env.settings.read_text())
+    doc["hooks"]["SessionStart"][0]["matcher"] = matcher
+    env.settings.write_text(json.dumps(doc))
+    _, report, _ = env.doctor("--no-run")
+    found = [c["data"]["dropped_sources"] for c in report["checks"] if "dropped_sources" in c.get("data", {})]
+    assert found == ([dropped] if dropped else []), report["checks"]
+
+
 def test_the_installation_is_gone(env: Env, tmp_path: Path) -> None:
     """The venv was deleted: the wired hooks pass (exit 0, logged), and doctor from any other
     installation says to re-run install.sh."""
@@ -232,6 +253,48 @@ def test_the_installation_is_gone(env: Env, tmp_path: Path) -> None:
     assert any("re-run install.sh" in c["fix"] for c in report["checks"] if c["area"] == "settings"), text
     (errors,) = [c for c in report["checks"] if c["area"] == "errors"]
     assert "install_missing" in errors["summary"] and "re-run install.sh" in errors["summary"]
+
+
+def test_doctor_run_fix_for_a_gone_installation_says_reinstall(env: Env, tmp_path: Path) -> None:
+    """When the launcher found its target gone (install_missing), the run lines told the user to pipe a
+    payload into the launcher by hand; the fix is to re-run install.sh."""
+    gone = tmp_path / "venv" / "bin"
+    gone.mkdir(parents=True)
+    for exe in (BIN).glob("agent-hook-*"):
+        (gone / exe.name).symlink_to(exe)
+    env.cli("settings", "install", "--bin-dir", str(gone))
+    for f in gone.iterdir():
+        f.unlink()
+    _, report, _ = env.doctor()
+    runs = [c for c in report["checks"] if c["area"] == "run" and "install_missing" in c["summary"]]
+    assert runs and len(runs) == sum(1 for c in report["checks"] if c["area"] == "run" and "(" in c["summary"]
+                                     and "):" in c["summary"]), report["checks"]
+    assert all("re-run install.sh" in c["fix"] and "<payload>" not in c["fix"] for c in runs), runs[0]
+
+
+def test_doctor_run_fix_feeds_the_payload_to_the_hook(env: Env, tmp_path: Path) -> None:
+    """The synthetic run's fix for a failing hook said `echo '<payload>' | <wired command>`; the wired
+    command is our launcher (`h=...; if ...; exec "$h"`), so the pipe fed only the assignment and the
+    hook, run by hand as told, never saw the payload. The fix must be a command that does."""
+    fake = tmp_path / "venv" / "bin"
+    fake.mkdir(parents=True)
+    got = tmp_path / "stdin-seen"
+    for exe in (BIN).glob("agent-hook-*"):
+        (fake / exe.name).symlink_to(exe)
+    (fake / "agent-hook-stop").unlink()
+    (fake / "agent-hook-stop").write_text(f"#!/bin/sh\ncat > '{got}'\necho boom >&2\nexit 1\n")
+    (fake / "agent-hook-stop").chmod(0o755)
+    env.cli("settings", "install", "--bin-dir", str(fake))
+    _, report, _ = env.doctor()
+    (line,) = [c for c in report["checks"] if c["area"] == "run" and "agent-hook-stop (Stop)" in c["summary"]]
+    assert "exit 1" in line["summary"], line
+    fix = line["fix"]
+    assert "'<payload>'" in fix, fix
+    hand = fix.split("run it by hand: ", 1)[1].split("; see the error log")[0].replace("'<payload>'", "'{\"x\": 1}'")
+    got.unlink()
+    sh(hand, env.env)
+    assert got.read_text().strip() == '{"x": 1}', hand
+
 
 def test_invalid_settings_file(healthy: Env) -> None:
     project_settings = healthy.project / ".claude" / "settings.json"
@@ -553,7 +616,6 @@ def test_a_settings_file_the_client_ignores(healthy: Env) -> None:
     healthy.settings.write_text("\ufeff" + text)  # a byte-order mark is fine for the client
     code, report, _ = healthy.doctor("--no-run")
     assert code == 0, lines(report, "fail")
-
 
 
 def _client_on_path(env: Env, tmp_path: Path, script: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.scripts import agent_hook, fixture_payload, run_exe, run_hook
+from support.scripts import agent_hook, fixture_payload, fresh_env, run_exe, run_hook
 
 
 def test_paths_all_under_agent_hooks_home(hooks_home: Path) -> None:
@@ -135,6 +135,32 @@ def test_config_init_writes_a_private_file(hooks_home: Path) -> None:
     assert tomllib.loads(path.read_text())["runtime"]["deadline_ms"] == 4000
     again = agent_hook("config", "init", check=False)
     assert again.returncode == 1 and "exists" in again.stderr
+
+
+def test_config_init_with_an_unusable_config_dir_is_a_clear_error(tmp_path: Path) -> None:
+    """`agent-hook config init` printed a Python traceback (FileExistsError / PermissionError from
+    makedirs) when the config directory could not be made; a user error is one clear line."""
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    proc = agent_hook("config", "init", env=fresh_env(tmp_path, AGENT_HOOKS_HOME=str(in_the_way)),
+                      inherit=False, check=False)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "Error:" in proc.stderr and str(in_the_way) in proc.stderr, proc.stderr
+
+
+def test_config_init_force_twice_keeps_the_users_file(tmp_path: Path) -> None:
+    """`config init --force` kept the old file as config.toml.bak, overwriting any earlier .bak: run twice,
+    the user's own configuration (the first .bak) was replaced by the defaults and lost."""
+    state = tmp_path / "state"
+    env = fresh_env(tmp_path, AGENT_HOOKS_HOME=str(state))
+    state.mkdir(mode=0o700)
+    mine = '# my own settings\n[heartbeat]\nstalled_after_s = 60\n'
+    (state / "config.toml").write_text(mine)
+    for _ in range(2):
+        proc = agent_hook("config", "init", "--force", env=env, inherit=False, check=False)
+        assert proc.returncode == 0, proc.stderr
+    kept = [p for p in state.iterdir() if p.name.startswith("config.toml.bak")]
+    assert any(p.read_text() == mine for p in kept), [p.name for p in kept]
 
 
 def test_config_cache_is_private_whatever_the_umask(hooks_home: Path) -> None:

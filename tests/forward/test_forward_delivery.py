@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox
@@ -366,3 +369,39 @@ def test_drainers_that_come_and_go_strand_nothing(home: Home, server: IngestServ
         per_session[r["body"]["tmux_session"]].append(r["body"]["event"])
     assert all(events == ["prompt_ready", "exit"] * (per_thread // 2) for events in per_session.values())
     assert len(per_session) == n_threads
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:30a0/api/hooks/ingest",
+                                 "http://127.0.0.1:3000/api/hooks/ingest\n"])
+def test_a_url_the_client_refuses_is_named_and_the_events_stay_queued(tmp_path: Path, url: str) -> None:
+    """It passed the loopback check (urlsplit drops a newline, reads no port) but httpx refuses it on
+    every send: `queue drain` spun for ever, the detached drainer too, and doctor said all was well."""
+    h = Home(tmp_path, None)
+    try:
+        env = dict(h.env, AGENT_HOOKS_INGEST_URL=url, AGENT_HOOKS__FORWARD__AUTOSTART="false")
+        assert h.hook("session-start", fixture("SessionStart-startup"), env=env).returncode == 0
+        proc = h.cli("queue", "drain", env=env)
+        assert proc.returncode == 1 and "still queued" in proc.stderr
+        assert repr(url) in proc.stdout
+        rows = sqlite3.connect(h.dir / "store.db").execute("SELECT state FROM outbox").fetchall()
+        assert rows == [("queued",)]  # kept for when the URL is fixed
+        assert repr(url) in h.cli("doctor", "--no-run", env=env).stdout
+    finally:
+        h.cleanup()
+
+
+def test_a_forward_setting_the_hooks_repair_does_not_stop_delivery(tmp_path: Path) -> None:
+    """Hooks load the config leniently (a wrong-typed value falls back to its default); the drainer
+    loaded it strictly and died on int('four') at every pass: the events were never delivered."""
+    srv = IngestServer().start()
+    h = Home(tmp_path, srv)
+    try:
+        h.dir.mkdir(parents=True, exist_ok=True)
+        (h.dir / "config.toml").write_text('[forward]\nconcurrency = "four"\n')
+        assert h.hook("session-start", fixture("SessionStart-startup"), env=h.env).returncode == 0
+        srv.wait_for(lambda: len(srv.accepted()) == 1, timeout=15, what="the start event")
+        proc = h.cli("queue", "drain", env=h.env)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        h.cleanup()
+        srv.stop()

@@ -6,6 +6,7 @@ import copy
 import json
 import sqlite3
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,28 @@ def test_an_event_purged_during_its_send_cannot_take_a_new_event_with_it(tmp_pat
     assert reused[1] == first_id  # the purged event's row id, given to the new one
     sent = [r.headers["idempotency-key"] for r in w.requests]
     assert reused[0] in sent or [r[0] for r in w.rows()] == [reused[0]]  # sent, or still queued: not deleted
+
+
+def test_a_send_that_raises_something_else_stops_the_drainer_with_a_trace(tmp_path: Path) -> None:
+    """An exception in a session's worker was swallowed by the pool: the row stayed due and the drainer
+    looped on it for ever without a word."""
+    env = {"AGENT_HOOKS_HOME": str(tmp_path / "h")}
+    paths = Paths(env)
+    config = config_mod.defaults()
+    config["forward"].update(url="http://127.0.0.1:3000/api/hooks/ingest", poll_interval_s=0.005, idle_exit_s=0.0)
+    store = Store(paths.store)
+    with store.write() as conn:
+        outbox.enqueue(conn, "agent-a", "x", "start", {"tmux_session": "agent-a", "event": "start"}, time.time())
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.InvalidURL("Invalid non-printable ASCII character in URL")
+
+    client = drain.make_client(config, httpx.MockTransport(refuse))
+    runner = threading.Thread(target=drain.Drainer(paths, config, client=client).run, daemon=True)
+    runner.start()
+    runner.join(10)
+    assert not runner.is_alive(), "the drainer loops on an event it can never send"
+    assert store.conn.execute("SELECT state, attempts FROM outbox").fetchall() == [("queued", 0)]
+    problem = dict(store.conn.execute("SELECT key, value FROM meta").fetchall())["forward.problem"]
+    assert "InvalidURL" in problem
+    assert "InvalidURL" in Path(paths.error_log).read_text()

@@ -10,6 +10,10 @@ import stat
 import time
 from pathlib import Path
 
+from agent_hooks import config as config_mod
+from agent_hooks import spool
+from agent_hooks.paths import Paths
+from agent_hooks.store import Store
 from support.scripts import EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, run_hook, store_rows
 
 
@@ -146,3 +150,28 @@ def test_a_commit_and_a_spool_never_both_happen() -> None:
     else:
         raise AssertionError("commit after abandon")
     assert [r[0] for r in db.execute("SELECT x FROM t")] == [1]
+
+
+def test_a_replay_retry_the_full_spool_refuses_is_not_lost_silently(hooks_home: Path) -> None:
+    """A replayed call that meets a busy store is spooled again; when the spool is full that save
+    failed, its answer was ignored, the call counted as 'retried' and its taken file deleted."""
+    assert run_hook(fixture_payload("SessionStart-startup.json")).returncode == 0
+    env = {"AGENT_HOOKS_HOME": str(hooks_home)}
+    paths = Paths(env)
+    config = config_mod.load(paths, env)
+    post = dict(fixture_payload("PostToolUse-Bash.json"), tool_use_id="toolu_full_1")
+    line = json.dumps({"v": 1, "id": "call-full", "event": "PostToolUse", "at": time.time(), "tries": 0,
+                       "env": {}, "data": json.dumps(post)}).encode()
+    config["spool"]["max_bytes"] = 100  # full: the retry's line does not fit
+    store = Store(paths.store, 50)
+    blocker = sqlite3.connect(paths.store, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        outcome = spool._apply(store, paths, config, line)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        store.close()
+    saved = b"call-full" in (Path(spool.pending_path(paths)).read_bytes() if spool.has_work(paths) else b"")
+    traced = [e for e in error_log(hooks_home) if "toolu_full_1" in json.dumps(e) or "spool is full" in e["message"]]
+    assert saved or (outcome == "failed" and traced), (outcome, saved, traced)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 
 import pytest
 
 from agent_hooks import config, hashing, output, payload
+from agent_hooks.paths import ensure_dir
 
 
 def test_canonical_hash_sorts_keys_at_every_depth_and_keeps_array_order() -> None:
@@ -99,3 +103,18 @@ def test_repair_restores_defaults_and_drops_malformed_rules() -> None:
     assert [r["name"] for r in cfg["polling"]["extra_rules"]] == ["ok"]
     assert len(problems) == 3
     assert config.repair(config.defaults()) == []
+
+
+def test_every_directory_we_create_is_private(tmp_path: Path) -> None:
+    """ensure_dir makes each missing parent 0700 too, whatever the umask (os.makedirs gave parents 0755)."""
+    old = os.umask(0o022)
+    try:
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))
+        ensure_dir(str(tmp_path / "state" / "agent-hooks" / "logs"))  # existing: no error
+    finally:
+        os.umask(old)
+    for d in (tmp_path / "state", tmp_path / "state" / "agent-hooks", tmp_path / "state" / "agent-hooks" / "logs"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        ensure_dir(str(tmp_path / "file"))

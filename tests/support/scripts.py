@@ -63,8 +63,11 @@ def run_hook(payload: dict[str, Any], env: dict[str, str] | None = None) -> subp
     return run_exe(EXECUTABLES[payload["hook_event_name"]], payload, env)
 
 
-def agent_hook(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ)
+def agent_hook(*args: str, env: dict[str, str] | None = None, check: bool = True,
+               inherit: bool = True) -> subprocess.CompletedProcess[str]:
+    """`agent-hook ARGS` with ``env`` over the test's environment, or with ``env`` alone (``inherit=False``);
+    ``check``: a non-zero exit fails the test."""
+    full_env = dict(os.environ) if inherit else {}
     full_env.update(env or {})
     proc = subprocess.run([str(BIN / "agent-hook"), *args], capture_output=True, text=True, env=full_env, timeout=60)
     if check and proc.returncode != 0:
@@ -86,3 +89,20 @@ def error_log(home: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def fresh_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The test's environment without anything of ours (AGENT_HOOKS_*, XDG_*), HOME an empty ``tmp``/home:
+    a user's shell before agent-hooks is set up, ``extra`` on top. Give it whole to a process (``sh``,
+    ``agent_hook(..., inherit=False)``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_HOOKS", "XDG_"))}
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env.update(HOME=str(home), **extra)
+    return env
+
+
+def sh(script: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``/bin/sh -c script`` with exactly ``env``: a command line as a user types it (a umask first, a pipe)."""
+    return subprocess.run(["/bin/sh", "-c", script], input=stdin, capture_output=True, text=True, env=env,
+                          timeout=120)

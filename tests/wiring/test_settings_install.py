@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from agent_hooks import config as config_mod
 from agent_hooks.cli import cli
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS, PLACEHOLDER, is_ours, render, template
 from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words
+from support.scripts import agent_hook, fresh_env, sh
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = os.path.dirname(os.path.abspath(sys.executable))
@@ -449,3 +451,53 @@ def test_install_is_a_pure_merge() -> None:
         assert json.loads(back) == stripped
         if doc is OTHERS:
             assert back == text, "nothing of the user's changed, so no byte of it did"
+
+
+@pytest.mark.parametrize("mode", ["home", "xdg"])
+def test_settings_install_creates_our_state_dir_private(tmp_path: Path, mode: str) -> None:
+    """`agent-hook settings install` run first (before any hook or init) made the state directory
+    (AGENT_HOOKS_HOME, or $XDG_STATE_HOME/agent-hooks) 0755 under umask 022: only the leaf of
+    makedirs(locks, 0o700) got 0700. Doctor then warned "unexpected modes" on a fresh install."""
+    state = tmp_path / "state-home"
+    if mode == "home":
+        env = fresh_env(tmp_path, AGENT_HOOKS_HOME=str(state))
+        ours = state
+    else:
+        env = fresh_env(tmp_path, XDG_STATE_HOME=str(state))
+        ours = state / "agent-hooks"
+    settings = tmp_path / "settings.json"
+    proc = sh(f"umask 022; exec '{BIN}/agent-hook' settings install --settings '{settings}'", env)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(ours.stat().st_mode) == 0o700, oct(ours.stat().st_mode)
+
+
+def test_install_over_our_executable_under_an_event_we_do_not_hook(tmp_path: Path) -> None:
+    """Our executable wired (by hand, or by an older version) only under an event we do not hook:
+    install took it out, the emptied "hooks" object went with it, and then an internal assert
+    failed: a traceback, and the file could not be wired at all."""
+    env = fresh_env(tmp_path, AGENT_HOOKS_HOME=str(tmp_path / "state"))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"model": "opus", "hooks": {"TeammateIdle": [
+        {"hooks": [{"type": "command", "command": os.path.join(BIN, "agent-hook-stop")}]}]}}, indent=2) + "\n")
+    proc = agent_hook("settings", "install", "--settings", str(settings), env=env, inherit=False, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(settings.read_text())
+    assert list(doc) == ["model", "hooks"] and "TeammateIdle" not in doc["hooks"]
+    assert len(doc["hooks"]) == len(HOOKS)
+    again = agent_hook("settings", "install", "--settings", str(settings), env=env, inherit=False, check=False)
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_launcher_logs_a_valid_json_line_for_any_install_path(tmp_path: Path) -> None:
+    """A bin dir whose path holds '"', '\\' or '%' still gives doctor a parsable install_missing line:
+    the path is JSON-escaped when the launcher is written, and passed to printf as an argument."""
+    bin_dir = tmp_path / 'we"ird\\ 100% dir'  # never created: the installation is gone
+    home = tmp_path / "home"
+    command = command_for(str(bin_dir), "agent-hook-pre-tool-use", "PreToolUse")
+    proc = subprocess.run(["sh", "-c", command], input=b"{}", capture_output=True,
+                          env={"PATH": "/usr/bin:/bin", "AGENT_HOOKS_HOME": str(home)})
+    assert proc.returncode == 0 and proc.stdout == b""
+    lines = (home / "logs" / "errors.log").read_text().splitlines()
+    entry = json.loads(lines[-1])
+    assert entry["kind"] == "install_missing" and entry["event"] == "PreToolUse"
+    assert str(bin_dir / "agent-hook-pre-tool-use") in entry["message"]
