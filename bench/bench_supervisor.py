@@ -28,13 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support.faults import BIN, _free_port, _payload, run_faults  # noqa: E402
+from support.faults import _payload, run_faults  # noqa: E402
+from support.ports import free_port  # noqa: E402
+from support.scripts import BIN  # noqa: E402
 
 
 def restart_times(root: Path, n: int) -> list[float]:
     """Milliseconds from a worker's SIGKILL to the answer of a hook call made right after it."""
     home = root / "state"
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
     env.update({"AGENT_HOOKS_HOME": str(home), "HOME": str(root), "AGENT_HOOKS__SERVE__PORT": str(port),
                 "AGENT_HOOKS__FORWARD__ENABLED": "false"})

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from support.center import Center, chromium_page
+from support.center import Center
+from support.browser import chromium_page
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
 
@@ -68,7 +69,8 @@ def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, pa
     column ahead of a newer card, and its card and page show the task's state and continuations."""
     import json
 
-    from support.scripts import FIXTURES_330, agent_hook, run_hook
+    from support.scripts import agent_hook, run_hook
+    from support.repo import FIXTURES_330
 
     home = center.env["AGENT_HOOKS_HOME"]
     agent_hook("task", "create", "T-b", "--persist", "--max-continuations", "5", env={"AGENT_HOOKS_HOME": home})
@@ -191,7 +193,7 @@ def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, pag
 def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> None:
     """A held permission dialog appears in "Needs you" with its exact command (as text); a click on Allow
     answers the waiting hook and the strip empties; with two requests, j moves and d denies."""
-    from support.scripts import fixture_payload
+    from support.repo import fixture_payload
     from support.approvals import Held
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
@@ -235,7 +237,7 @@ def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> 
 def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page: Any) -> None:
     """With "notify me" on, a request that arrives raises one notification (the browser's Notification
     API is recorded: headless Chromium shows none)."""
-    from support.scripts import fixture_payload
+    from support.repo import fixture_payload
     from support.approvals import Held
 
     page.add_init_script("""
@@ -262,7 +264,7 @@ def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page
 def test_needs_you_answers_questions_and_denies_with_stop(center: Center, page: Any) -> None:
     """A request with two questions (one multi-select): options are chosen, "Answer" sends both; a deny
     with "stop" ticked stops the turn."""
-    from support.scripts import fixture_payload
+    from support.repo import fixture_payload
     from support.approvals import QUESTION, Held
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}

@@ -253,7 +253,8 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
     """Issue 19 item 2 and issue 17 item 1 on the board: a local session's waiting state (the tool asked
     about, the error's kind) and its task's persistence are in the card JSON (REST and WebSocket), and
     /api/board lists the sessions that need a person first (needs input, then error) within a column."""
-    from support.scripts import FIXTURES_330, agent_hook
+    from support.scripts import agent_hook
+    from support.repo import FIXTURES_330
 
     home = center.env["AGENT_HOOKS_HOME"]
     env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-wait"}

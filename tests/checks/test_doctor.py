@@ -12,7 +12,6 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -23,11 +22,11 @@ import pytest
 
 from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS
-from support.scripts import sh
+from support.repo import ROOT
+from support.scripts import BIN, sh
 
-BIN = Path(sys.executable).parent
 # Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
-CLAUDE_CACHE = Path(os.environ.get("AGENT_HOOKS_CLAUDE_CACHE") or Path(__file__).resolve().parents[2] / ".cache")
+CLAUDE_CACHE = Path(os.environ.get("AGENT_HOOKS_CLAUDE_CACHE") or ROOT / ".cache")
 
 
 class Env:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from support.populated_store import SESSION_A, SESSION_B, SESSION_C, populate
-from support.scripts import BIN, EXECUTABLES, agent_hook, fixture_payload, run_exe, run_hook
+from support.scripts import BIN, EXECUTABLES, agent_hook, run_exe, run_hook
+from support.repo import fixture_payload
 
 NOT_FOUND = 3
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from agent_hooks import cli as cli_pkg
+from support.repo import ROOT
 
 
 def test_the_table_names_every_command_and_its_module() -> None:
@@ -56,7 +57,7 @@ def test_help_and_a_misspelt_name_still_see_every_command() -> None:
 def test_the_package_bytecode_is_compiled_for_the_subprocesses() -> None:
     """With PYTHONDONTWRITEBYTECODE set, nothing else writes it, and every console script the
     tests start would compile the package from source again."""
-    package = Path(__file__).resolve().parents[2] / "agent_hooks"
+    package = ROOT / "agent_hooks"
     stale = []
     for source in package.rglob("*.py"):
         cached = Path(importlib.util.cache_from_source(str(source)))

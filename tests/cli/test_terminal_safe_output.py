@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import EXECUTABLES, agent_hook, fixture_payload, run_exe
+from support.scripts import EXECUTABLES, agent_hook, run_exe
+from support.repo import fixture_payload
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

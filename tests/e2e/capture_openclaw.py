@@ -443,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="JSON-lines file to write")
     args = parser.parse_args(argv)
     if args.scenarios:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))  # model_server, openclaw_gateway
+        here = Path(__file__).resolve().parent
+        sys.path[:0] = [str(here), str(here.parent)]  # model_server, openclaw_gateway; tests/support
         return asyncio.run(_scenarios(Path(args.scenarios), args.only))
     if not args.url or not args.out:
         parser.error("--url and --out (or --scenarios DIR)")

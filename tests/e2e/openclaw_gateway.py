@@ -13,22 +13,16 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from openclaw_client import Gateway
+from support.ports import free_port
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 READY_S = 180.0  # two shared cores: seen from 6 s to 30 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(port: int, token: str, model_url: str, log_file: Path, exec_mode: str | None = None,

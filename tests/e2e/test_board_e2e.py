@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from support.center import Center, chromium_page
+from support.center import Center
+from support.browser import chromium_page
 from harness import E2E
 from model_server import text, tool_use
 

@@ -23,7 +23,9 @@ from agent_hooks.features import approvals as ap
 from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
 from support.approvals import PERMISSION, QUESTION, QUESTIONS, Held
-from support.scripts import EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
+from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, store_rows
+from support.waiting import wait_for
+from support.repo import fixture_payload
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -62,18 +64,8 @@ def _pending_count(home: Path) -> int:
 
 def _wait_pending(home: Path, n: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Wait until the store holds n pending requests, then list them once through the CLI."""
-    _wait_for(lambda: _pending_count(home) >= n, timeout=timeout)
+    wait_for(lambda: _pending_count(home) >= n, timeout=timeout)
     return _pending(home)
-
-
-def _wait_for(fn: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = fn()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 # -- the store's functions ---------------------------------------------------------------
@@ -384,7 +376,7 @@ def _post_in_thread(server: Any, payload: dict[str, Any]) -> tuple[threading.Thr
 
 def test_http_hook_is_held_and_answered_through_the_api(server: Any) -> None:
     thread, got = _post_in_thread(server, PERMISSION)
-    rows = _wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
+    rows = wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
     [row] = rows
     assert set(row) >= {"id", "host", "session_id", "card", "kind", "tool_name", "tool_input", "questions",
                         "suggestions", "state", "created_at", "expires_at"}
@@ -404,7 +396,7 @@ def test_http_hook_is_held_and_answered_through_the_api(server: Any) -> None:
     status, body = _api(server, "POST", f"/api/approvals/{row['id']}", {"decision": "allow"})
     assert status == 409 and body["already"] and body["error"].startswith("already answered: denied")
     # The session page's data carries every request of the session with its answer.
-    page = _wait_for(lambda: (lambda r: r[1] if r[0] == 200 else None)(
+    page = wait_for(lambda: (lambda r: r[1] if r[0] == 200 else None)(
         _api(server, "GET", f"/api/board/sessions/{PERMISSION['session_id']}")))
     [kept] = page["approvals"]
     assert kept["id"] == row["id"] and kept["answer"]["message"] == "no" and kept["answer"]["decision"] == "deny"
@@ -446,7 +438,7 @@ def test_http_hold_sees_a_cli_answer_and_a_closed_request(server: Any, hooks_hom
     [row] = _wait_pending(hooks_home)
     sock.close()
     t0 = time.monotonic()
-    _wait_for(lambda: _pending_count(hooks_home) == 0, timeout=5)
+    wait_for(lambda: _pending_count(hooks_home) == 0, timeout=5)
     assert time.monotonic() - t0 < 1.5
     assert _pending(hooks_home) == []
     [got_row] = store_rows(hooks_home, "SELECT state, note FROM approvals WHERE id = ?", (row["id"],))
@@ -456,7 +448,7 @@ def test_http_hold_sees_a_cli_answer_and_a_closed_request(server: Any, hooks_hom
 def test_cli_through_a_server(server: Any, hooks_home: Path) -> None:
     url = f"http://127.0.0.1:{server.port}"
     thread, got = _post_in_thread(server, PERMISSION)
-    _wait_for(lambda: _pending_count(hooks_home))
+    wait_for(lambda: _pending_count(hooks_home))
     rows = json.loads(agent_hook("approvals", "--json", "--server", url).stdout)["approvals"]
     assert "allowed" in agent_hook("approve", rows[0]["id"], "--server", url).stdout
     thread.join(10)
@@ -520,7 +512,7 @@ def test_doctor_warns_when_an_installed_timeout_is_shorter_than_a_gate(hooks_hom
 def test_http_gate_is_held_by_the_server(server: Any, hooks_home: Path) -> None:
     _gate_env(hooks_home, '[[approvals.gates]]\nname = "push"\ntool = "Bash"\nmatch = "git push"\ntimeout_s = 30\n')
     thread, got = _post_in_thread(server, PUSH)
-    [row] = _wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
+    [row] = wait_for(lambda: _api(server, "GET", "/api/approvals")[1]["approvals"])
     assert row["kind"] == "gate" and row["gate"] == "push"
     # A call no gate matches goes straight through meanwhile.
     t0 = time.monotonic()
@@ -548,7 +540,8 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
     wait failed (here: the store was put back read-only while it waited, so the gate's timeout
     could not be written) was given the answer it had before the wait: no decision, so the gated
     tool ran with nobody's approval. It is denied now, with the reason."""
-    from support.servers import Server, free_port, mode_binding_prefix, server_log, start_with_prefix
+    from support.servers import Server, mode_binding_prefix, server_log, start_with_prefix
+    from support.ports import free_port
 
     prefix = mode_binding_prefix(tmp_path)
     _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'
@@ -558,7 +551,7 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
     try:
         start_with_prefix(server, prefix)
         thread, got = _post_in_thread(server, PUSH)
-        _wait_for(lambda: _pending_count(hooks_home))
+        wait_for(lambda: _pending_count(hooks_home))
         # The store put back from a copy, read-only: the pending row is in it, the gate's timeout cannot be written.
         copy = tmp_path / "copy.db"
         with sqlite3.connect(hooks_home / "store.db") as src, sqlite3.connect(copy) as dst:
@@ -586,7 +579,7 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards_in_the_command_trans
     _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'
                           'match = "git push"\ntimeout_s = 30\n')
     held = Held(PUSH)
-    _wait_for(lambda: _pending_count(hooks_home))
+    wait_for(lambda: _pending_count(hooks_home))
     with _store(hooks_home) as conn:
         conn.execute("DROP TABLE approvals")
     doc = held.answer()

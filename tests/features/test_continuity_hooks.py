@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from support.continuity import FIXTURES, add_task, cli, clean_env, hook, place_transcript, store, wait_for
+from support.continuity import add_task, cli, clean_env, hook, place_transcript, store
+from support.repo import FIXTURES
+from support.waiting import wait_for
 
 SID = "5f0c2a8e-3b1d-4c6e-9a7f-2d4b8e1c0a93"
 
@@ -153,8 +155,8 @@ def test_summarizer_command_replaces_the_extractive_summary(env: dict[str, str],
     stop = hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, transcript_path=tp), env)
     assert stop.returncode == 0 and stop.stdout == b""
     conn = store(env)
-    row = wait_for(lambda: conn.execute("SELECT summary, source FROM session_summaries WHERE source = 'command'").fetchone())
-    assert row, "the summarizer worker did not replace the summary"
+    row = wait_for(lambda: conn.execute("SELECT summary, source FROM session_summaries WHERE source = 'command'")
+                   .fetchone(), 20, "the summarizer worker to replace the summary")
     assert row[0].startswith("LLM SUMMARY of") and "nested = 1" in row[0]
     assert f"first line was: Session {SID}" in row[0]
     hits = json.loads(cli(["summary", "search", "LLM SUMMARY", "--json"], env).stdout)
@@ -166,7 +168,7 @@ def test_failing_summarizer_keeps_the_extractive_summary_and_logs(env: dict[str,
     start(env, SID, tmp_path)
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID), env)
     log = Path(env["AGENT_HOOKS_HOME"]) / "logs" / "errors.log"
-    assert wait_for(lambda: log.exists() and "summarizer exit 3" in log.read_text())
+    wait_for(lambda: log.exists() and "summarizer exit 3" in log.read_text(), 20, "the summarizer's exit in its log")
     assert store(env).execute("SELECT source FROM session_summaries").fetchone() == ("extractive",)
 
 
@@ -191,7 +193,7 @@ def test_cleanup_commands_run_detached_with_results_recorded(env: dict[str, str]
     conn = store(env)
     rows = wait_for(lambda: conn.execute("SELECT command, exit_code, timed_out, output_tail FROM cleanup_runs"
                                          " ORDER BY id").fetchall() if conn.execute(
-        "SELECT count(*) FROM cleanup_runs").fetchone()[0] == 3 else None, timeout=30)
+        "SELECT count(*) FROM cleanup_runs").fetchone()[0] == 3 else None, 30, "three cleanup runs")
     assert rows, "cleanup worker did not record three runs"
     assert rows[0][1:] == (0, 0, "done-shell") and marker.read_text().strip() == f"cleaned {SID}"
     assert rows[1][1:3] == (4, 0) and rows[1][3] == "bad" and json.loads(rows[1][0])[0] == sys.executable
@@ -316,13 +318,13 @@ def test_summarizer_never_overwrites_a_newer_stop(env: dict[str, str], tmp_path:
     _config(env, f"[summary]\nsummarizer_command = {json.dumps([sys.executable, str(prog)])}\n")
     start(env, SID, tmp_path)
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="first turn"), env)
-    assert wait_for(lambda: log.exists())  # the worker is running the command for the first Stop
+    wait_for(log.exists, 20, "the worker's log")  # the worker is running the command for the first Stop
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id=SID, last_assistant_message="second turn"), env)
     release.touch()
     conn = store(env)
     row = wait_for(lambda: conn.execute(
         "SELECT summary FROM session_summaries WHERE source = 'command' AND summary LIKE '%second turn%'").fetchone(),
-        timeout=30)
+        30, "the second turn's summary")
     assert row == ("COMMAND Outcome: second turn",)
     # The first run's output never replaced the newer extractive summary; one worker ran both, in turn.
     assert log.read_text().splitlines() == ["Outcome: first turn", "Outcome: second turn"]

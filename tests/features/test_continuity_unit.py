@@ -14,7 +14,7 @@ from agent_hooks import config as config_mod
 from agent_hooks import schema, store as store_mod
 from agent_hooks.features import heartbeat, lead_context, reminders, sessions, summary, toolcalls, transcript
 from agent_hooks.payload import Payload
-from support.continuity import FIXTURES
+from support.repo import FIXTURES
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from support.cost import assistant, expected_usd, payload, post_tool, tpath, write
-from support.scripts import FIXTURES_ROOT, agent_hook, run_hook, store_rows
+from support.scripts import agent_hook, run_hook, store_rows
+from support.repo import FIXTURES_ROOT
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

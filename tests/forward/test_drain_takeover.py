@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from support.forward import Home, fixture, home, server, wait_until  # noqa: F401 - fixtures
+from support.forward import Home, fixture, home, server  # noqa: F401 - fixtures
+from support.waiting import wait_for
 from support.ingest_server import IngestServer
 
 
@@ -20,8 +21,8 @@ def _queue_two_with_a_drainer_in_backoff(home: Home, server: IngestServer) -> No
     _slow_backoff(home)
     home.hook("session-start", fixture("SessionStart-startup"))
     home.hook("user-prompt-submit", fixture("UserPromptSubmit"))
-    wait_until(lambda: home.drainer_pid() is not None, what="a drainer")
-    wait_until(lambda: home.queue()["last_error"] is not None, what="the drainer to meet the outage")
+    wait_for(lambda: home.drainer_pid() is not None, 20, what="a drainer")
+    wait_for(lambda: home.queue()["last_error"] is not None, 20, what="the drainer to meet the outage")
     assert home.queue()["depth"] == 2
 
 

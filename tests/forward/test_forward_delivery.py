@@ -16,9 +16,10 @@ import pytest
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox
 from agent_hooks.store import Store
-from support.forward import (  # noqa: F401 - fixtures
-    SESSION, Home, fixture, home, log_text, notification, server, wait_until)
+from support.forward import SESSION, Home, fixture, home, log_text, notification, server  # noqa: F401 - fixtures
+from support.waiting import wait_for
 from support.ingest_server import IngestServer
+from support.scripts import BIN
 
 
 def enqueue_many(h: Home, n: int, sessions: int) -> list[tuple[str, str]]:
@@ -156,7 +157,7 @@ def test_b_drainer_exits_after_long_outage_and_hooks_resume_it(home: Home, serve
     server.stop()
     home.env["AGENT_HOOKS__FORWARD__GIVE_UP_AFTER_S"] = "0.6"
     home.hook("session-start", fixture("SessionStart-startup"))
-    wait_until(lambda: outbox.resume_at(home.paths) > 0, what="the drainer to give up")
+    wait_for(lambda: outbox.resume_at(home.paths) > 0, 20, what="the drainer to give up")
     home.wait_drainer_gone()  # gave up, events kept
     assert home.queue()["depth"] == 1
     # Within the pause a hook does not start another drainer.
@@ -235,7 +236,7 @@ def test_d_failing_answers_retry_then_dead_letter_without_blocking_the_session(h
     # 429 is transient too; the next event of the session goes out after the dead letter.
     home.hook("user-prompt-submit", fixture("UserPromptSubmit"))
     server.mode = "429"
-    drain = subprocess.Popen([str(Path(sys.executable).parent / "agent-hook"), "queue", "drain"],
+    drain = subprocess.Popen([str(BIN / "agent-hook"), "queue", "drain"],
                              env=home.env, stdout=subprocess.PIPE, text=True)
     server.wait_for(lambda: sum(r["status"] == 429 for r in server.requests) >= 1, what="a 429")
     server.mode = "ok"
@@ -315,7 +316,7 @@ def test_e_the_hook_process_never_loads_the_network_stack(home: Home, server: In
 def test_non_loopback_url_stays_queued_unless_allowed(home: Home, server: IngestServer) -> None:
     home.env["AGENT_HOOKS_INGEST_URL"] = "http://192.0.2.10:3000/api/hooks/ingest"
     home.hook("session-start", fixture("SessionStart-startup"))
-    wait_until(lambda: "not a loopback address" in log_text(home), what="the drainer's refusal")
+    wait_for(lambda: "not a loopback address" in log_text(home), 20, what="the drainer's refusal")
     home.wait_drainer_gone()
     q = home.queue()
     assert q["depth"] == 1 and "allow_remote" in q["problem"]

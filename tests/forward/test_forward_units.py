@@ -21,7 +21,7 @@ from agent_hooks.payload import Payload
 from agent_hooks.paths import Paths
 from agent_hooks.store import Store
 
-from support.scripts import FIXTURES
+from support.repo import FIXTURES
 
 
 # The command center these tests name (none is named by default).

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import BIN, error_log, fixture_payload, store_rows
+from support.scripts import BIN, error_log, store_rows
+from support.repo import fixture_payload
 
 
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from agent_hooks.store import PRUNE_ERRORS_EVERY
-from support.scripts import BIN, EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, store_rows
+from support.scripts import BIN, EXECUTABLES, agent_hook, error_log, run_exe, store_rows
+from support.repo import fixture_payload
 
 
 def test_one_huge_message_cannot_outgrow_the_log(hooks_home: Path) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from agent_hooks import claude_code
 from agent_hooks.payload import EVENT_FIELDS, parse
-from support.scripts import EXECUTABLES, FIXTURES, FIXTURES_ROOT, error_log, fixture_payload, run_exe, run_hook, store_rows
+from support.scripts import EXECUTABLES, error_log, run_exe, run_hook, store_rows
+from support.repo import FIXTURES, FIXTURES_ROOT, fixture_payload
 
 VERSIONS = sorted(p.name.removeprefix("claude-code-") for p in FIXTURES_ROOT.glob("claude-code-*"))
 ALL = [(v, p.name) for v in VERSIONS for p in sorted((FIXTURES_ROOT / f"claude-code-{v}").glob("*.json"))]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-import os
-import sys
 
 from agent_hooks.config import DEFAULTS
 from agent_hooks.features.cancellation import RULE_SESSION, RULE_TASK, Snapshot, decide
+from support.scripts import BIN
 
 
 def test_not_cancelled_allows():
@@ -47,7 +46,7 @@ def test_disabled_and_custom_instructions():
 
 
 # The CLI installed beside this Python: the only path-qualified agent-hook allowed.
-INSTALLED = os.path.join(os.path.dirname(sys.executable), "agent-hook")
+INSTALLED = str(BIN / "agent-hook")
 TASK = Snapshot(task_id="T-9", task_state="cancelled", task_cancel_reason="stop")
 
 

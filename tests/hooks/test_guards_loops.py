@@ -10,6 +10,7 @@ from agent_hooks.config import DEFAULTS
 from agent_hooks.features import loops
 from agent_hooks.features.loops import decide, pingpong, reset_point
 from agent_hooks.store import Store
+from support.scripts import BIN
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -225,12 +226,9 @@ def test_read_history_excludes_denied_and_respects_the_reset_mark(tmp_path):
     ('agent-hook task progress T1 "$(cat secrets)"', False),
 ])
 def test_only_a_plain_progress_report_passes_a_cancelled_task(command: str, allowed: bool) -> None:
-    import os
-    import sys
-
     from agent_hooks.features.cancellation import Snapshot, is_progress_report
 
     snap = Snapshot(task_id="T1", task_state="cancelled")
     assert is_progress_report(snap, "Bash", {"command": command}) is allowed
-    installed = os.path.join(os.path.dirname(sys.executable), "agent-hook")
+    installed = str(BIN / "agent-hook")
     assert is_progress_report(snap, "Bash", {"command": f"{installed} task progress T1 'done'"})

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import BIN, error_log, fixture_payload, run_exe, run_hook, store_rows
+from support.scripts import BIN, error_log, run_exe, run_hook, store_rows
+from support.repo import fixture_payload
 
 BAD_INPUTS = {
     "empty": b"",

@@ -14,7 +14,9 @@ from agent_hooks import config as config_mod
 from agent_hooks import spool
 from agent_hooks.paths import Paths
 from agent_hooks.store import Store
-from support.scripts import EXECUTABLES, agent_hook, error_log, fixture_payload, run_exe, run_hook, store_rows
+from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, run_hook, store_rows
+from support.waiting import wait_for
+from support.repo import fixture_payload
 
 
 def _locked(home: Path) -> sqlite3.Connection:
@@ -28,15 +30,6 @@ SESSION = fixture_payload("SessionStart-startup.json")["session_id"]
 
 def _post(n: int) -> dict:
     return {**fixture_payload("PostToolUse-Bash.json"), "session_id": SESSION, "tool_use_id": f"toolu_spool_{n:04d}"}
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 def _spool_file(home: Path) -> Path:
@@ -61,9 +54,10 @@ def test_deadline_spools_and_the_next_hook_replays(hooks_home: Path) -> None:
     assert json.loads(agent_hook("status", "--json").stdout)["spool"]["pending"] == 1
     # The next hook call (any event) starts the replayer; the call is then recorded, once.
     assert run_hook(fixture_payload("UserPromptSubmit.json")).returncode == 0
-    assert _wait_for(lambda: store_rows(hooks_home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = ?",
-                                        ("toolu_spool_0001",))[0][0] == 1)
-    assert _wait_for(lambda: json.loads(agent_hook("status", "--json").stdout)["spool"]["replayed"] == 1)
+    wait_for(lambda: store_rows(hooks_home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = ?",
+                                ("toolu_spool_0001",))[0][0] == 1, 30, "the spooled call in the store", step=0.1)
+    wait_for(lambda: json.loads(agent_hook("status", "--json").stdout)["spool"]["replayed"] == 1, 30,
+             "status to count the replay", step=0.1)  # a process a look
     counts = json.loads(agent_hook("status", "--json").stdout)["spool"]
     assert counts == {"spooled": 1, "pending": 0, "replayed": 1, "duplicates": 0, "failed": 0}
     assert "1 calls spooled, 1 replayed" in agent_hook("status").stdout

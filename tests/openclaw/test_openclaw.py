@@ -936,7 +936,7 @@ def test_large_frames_cost_the_events_budget_by_their_size(shared: Shared) -> No
 def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(center: Center,
                                                                                gateway: Gateway) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
-    from support.center import chromium_page
+    from support.browser import chromium_page
 
     claude = center.ingest({"tmux_session": "agent-cc", "event": "tool_use", "agent_type": "claude-code"}).json()["session"]
     gateway.send(lifecycle("run-b", 1, "start"))
@@ -965,7 +965,7 @@ def test_the_board_shows_the_gateway_in_its_header_and_filters_by_agent_type(cen
 
 def test_the_board_hides_the_gateway_when_none_is_configured(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
-    from support.center import chromium_page
+    from support.browser import chromium_page
 
     c = Center(tmp_path / "home").start()
     try:
@@ -1098,7 +1098,7 @@ def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -
     of them is dropped as not speaking the handshake, instead of being read for the hello's 10 s."""
     import threading
 
-    from support.servers import free_port
+    from support.ports import free_port
     from websockets.sync.server import serve
 
     port = free_port()
@@ -1148,7 +1148,7 @@ def test_the_server_stops_without_waiting_on_a_hung_gateway(tmp_path: Path, gate
 def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
     import socket
 
-    from support.servers import free_port
+    from support.ports import free_port
 
     port = free_port()
     silent = socket.socket()
@@ -1174,7 +1174,7 @@ def test_a_gateway_that_never_speaks_holds_nothing(tmp_path: Path) -> None:
 
 def test_the_board_answers_an_openclaw_request_from_needs_you(shared: Shared) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
-    from support.center import chromium_page
+    from support.browser import chromium_page
 
     center, gateway = shared.center, shared.gateway
     gateway.send(lifecycle(shared.run("run-n"), 1, "start", key=shared.key))

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from support.repo import FIXTURES_ROOT
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openclaw"
+FIXTURES = FIXTURES_ROOT / "openclaw"
 RECORDINGS = sorted(FIXTURES.glob("*.jsonl"))
 # What capture_openclaw.redact replaces, wherever it appears in a frame.
 SECRET_KEYS = {"token", "nonce", "deviceToken", "recoveryScope", "signature", "publicKey", "password", "apiKey",

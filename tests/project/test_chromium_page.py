@@ -1,4 +1,4 @@
-"""chromium_page (tests/support/center.py): one browser per test process, a fresh context per test. The
+"""chromium_page (tests/support/browser.py): one browser per test process, a fresh context per test. The
 test's own thread stays free for asyncio, a test's context does not leak into the next, and a browser that
 crashed is replaced for the next page."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.center import chromium_page
+from support.browser import chromium_page
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
 

@@ -15,8 +15,8 @@ import pytest
 
 from agent_hooks import config
 from agent_hooks.cli import cli
+from support.repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
+from support.repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("agent_hooks", "tests", "bench", ".ci", "install.sh", "pyproject.toml", "settings.template.json")
 SKIP_DIRS = {"__pycache__", ".venv", ".cache", ".pytest_cache", "node_modules"}
 # Built from pieces so that this file does not match itself.

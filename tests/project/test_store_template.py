@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import fixture_payload, run_hook
+from support.scripts import run_hook
+from support.repo import fixture_payload
 
 
 def _shape(path: Path) -> tuple[int, str, list[tuple[str, str, str]]]:

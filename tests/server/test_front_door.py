@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from support.center import Center
-from support.scripts import agent_hook, fixture_payload
+from support.scripts import agent_hook
+from support.repo import fixture_payload
 from support.routes import AppRoute, app_routes, headers_only, request, ws_handshake
 
 EVIL = "http://evil.example"

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from support.center import Center
-from support.scripts import agent_hook, error_log, fixture_payload, run_hook, store_rows
-from support.servers import Server, free_port, server, start_server, wait_listening  # noqa: F401 - fixture
+from support.scripts import agent_hook, error_log, run_hook, store_rows
+from support.repo import fixture_payload
+from support.servers import Server, server, start_server  # noqa: F401 - fixture
+from support.ports import free_port, wait_listening
 
 HEADER = "X-Agent-Hooks-Env-"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import fixture_payload
+from support.repo import fixture_payload
 from support.servers import Server, start_server
 
 # serve.request_timeout_s for the tests that wait it out: the least the setting takes (the default is 5 s),

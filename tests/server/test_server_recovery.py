@@ -16,8 +16,11 @@ import pytest
 
 from agent_hooks import spool
 from agent_hooks.server import process
-from support.scripts import BIN, agent_hook, fixture_payload, store_rows
-from support.servers import Server, free_port, mode_binding_prefix, server_log, start_with_prefix
+from support.scripts import BIN, agent_hook, store_rows
+from support.repo import fixture_payload
+from support.servers import Server, mode_binding_prefix, server_log, start_with_prefix
+from support.waiting import wait_for
+from support.ports import free_port
 
 @pytest.fixture(params=["fresh", "served-before"])
 def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path: Path) -> Iterator[Server]:
@@ -39,15 +42,6 @@ def read_only_server(request: pytest.FixtureRequest, hooks_home: Path, tmp_path:
         yield server
     finally:
         server.stop()
-
-
-def _wait(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _writable(server: Server) -> bool:
@@ -89,7 +83,7 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
     assert store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
     (home / "store.db").chmod(0o600)
-    assert _wait(lambda: _writable(server)), server_log(home)
+    wait_for(lambda: _writable(server), 15, "the store writable again", show=lambda: server_log(home))
     for i in range(2):
         status, headers, _ = server.post(dict(pre, tool_use_id=f"toolu_rw_{i}"))
         assert status == 200 and "x-agent-hooks-problem" not in headers, headers
@@ -109,7 +103,7 @@ def test_a_store_read_only_at_start_is_spooled_retried_and_replayed(read_only_se
                           input=json.dumps(dict(pre, tool_use_id="toolu_exe")).encode(), env=server.env, timeout=30)
     assert hook.returncode == 0 and not hook.stderr, hook.stderr
     assert store_rows(home, "SELECT count(*) FROM tool_calls WHERE tool_use_id = 'toolu_exe'")[0][0] == 1
-    assert _wait(lambda: _ingest_status(server) == 200, 5)
+    wait_for(lambda: _ingest_status(server) == 200, 5, "the ingest route to answer 200")
 
     log = server_log(home)
     assert "Traceback" not in log, log
@@ -157,7 +151,7 @@ def test_a_store_replaced_by_a_read_only_one_is_spooled_until_writable(hooks_hom
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
         (hooks_home / "store.db").chmod(0o600)
-        assert _wait(lambda: _writable(server)), server_log(hooks_home)
+        wait_for(lambda: _writable(server), 15, "the store writable again", show=lambda: server_log(hooks_home))
         assert server.answer(dict(pre, tool_use_id="toolu_after")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_replaced_0", "toolu_replaced_1", "toolu_replaced_2", "toolu_after"}, recorded
@@ -184,7 +178,7 @@ def test_a_store_the_server_cannot_open_at_start_is_retried_and_replayed(hooks_h
             assert status == 200 and "spooled" in headers.get("x-agent-hooks-problem", ""), headers
         assert "unable to open" in server.status()["store_state"]["problem"]
         store.chmod(0o600)
-        assert _wait(lambda: _writable(server)), server_log(hooks_home)
+        wait_for(lambda: _writable(server), 15, "the store writable again", show=lambda: server_log(hooks_home))
         assert server.answer(dict(pre, tool_use_id="toolu_opened")) is None
         recorded = {r[0] for r in store_rows(hooks_home, "SELECT tool_use_id FROM tool_calls")}
         assert recorded == {"toolu_unopened_0", "toolu_unopened_1", "toolu_opened"}, recorded
@@ -242,8 +236,10 @@ def test_a_worker_killed_with_calls_spooled_leaves_them_to_the_next_worker(read_
     os.kill(worker, signal.SIGSTOP)  # its retry thread cannot see the store writable again
     (home / "store.db").chmod(0o600)
     os.kill(worker, signal.SIGKILL)
-    assert _wait(lambda: server.status().get("worker_pid") not in (None, worker)), server_log(home)
-    assert _wait(lambda: store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 2, 10), server_log(home)
+    wait_for(lambda: server.status().get("worker_pid") not in (None, worker), 15, "a new worker",
+             show=lambda: server_log(home))
+    wait_for(lambda: store_rows(home, "SELECT count(*) FROM tool_calls")[0][0] == 2, 10, "both calls in the store",
+             show=lambda: server_log(home))
     recorded = {r[0] for r in store_rows(home, "SELECT tool_use_id FROM tool_calls")}
     assert recorded == {"toolu_left_0", "toolu_left_1"}, recorded
     assert _spooled_lines(home) == 0

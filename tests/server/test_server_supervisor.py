@@ -10,7 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from support.scripts import error_log, fixture_payload, store_rows
+from support.scripts import error_log, store_rows
+from support.repo import fixture_payload
 from support.servers import Server, server  # noqa: F401 - fixture
 
 

@@ -21,8 +21,10 @@ import pytest
 import agent_hooks
 from agent_hooks.server import local
 from agent_hooks.server.local import SESSION_ENV, header_for
-from support.scripts import agent_hook, error_log, fixture_payload
-from support.servers import Server, free_port, wait_closed
+from support.scripts import agent_hook, error_log
+from support.repo import fixture_payload
+from support.servers import Server
+from support.ports import free_port, wait_closed
 
 HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
 

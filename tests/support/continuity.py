@@ -11,13 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.scripts import BIN, FIXTURES  # noqa: F401 - re-exported for the continuity tests
-
-
-def script(name: str) -> str:
-    path = BIN / name
-    assert path.exists(), f"console script {name} is not installed in {BIN}"
-    return str(path)
+from support.repo import FIXTURES
+from support.scripts import script
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -62,12 +57,3 @@ def add_task(env: dict[str, str], task_id: str, description: str, progress: str 
         (task_id, description, progress, now, now),
     )
     conn.close()
-
-
-def wait_for(predicate: Any, timeout: float = 20.0, step: float = 0.1) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > end:
-            return value
-        time.sleep(step)

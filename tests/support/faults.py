@@ -21,22 +21,15 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from support.ports import free_port
+from support.scripts import BIN
 
 
 def _payload(event: str, session: str, n: int, cwd: str) -> bytes:
@@ -94,7 +87,7 @@ def run_faults(root: Path, sessions: int = 20, duration_s: float = 30.0, kill_ev
     """One fault run under ``root`` (its own state directory and HOME); the counts (module docstring)."""
     home, user = root / "state", root / "user"
     (user / ".claude").mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
     env.update({"AGENT_HOOKS_HOME": str(home), "HOME": str(user), "AGENT_HOOKS__SERVE__PORT": str(port),
                 "AGENT_HOOKS__FORWARD__ENABLED": "false",

@@ -17,9 +17,9 @@ import pytest
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
 from support.ingest_server import IngestServer
+from support.repo import FIXTURES
+from support.scripts import BIN
 
-from support.scripts import FIXTURES
-BIN = Path(sys.executable).parent
 SESSION = "5f0c2d7e-0000-4000-8000-00000000f0a1"
 
 
@@ -40,15 +40,6 @@ def notification(session_id: str = SESSION) -> dict[str, Any]:
         "message": "Claude needs your permission to use Bash",
         "notification_type": "permission_prompt",
     }
-
-
-def wait_until(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def log_text(h: "Home") -> str:

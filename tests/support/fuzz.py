@@ -6,7 +6,7 @@ import json
 import random
 from typing import Any
 
-from support.scripts import fixture_payload
+from support.repo import fixture_payload
 
 SEEDS = [
     "SessionStart-startup.json", "SessionStart-resume.json", "SessionStart-compact.json", "SessionEnd.json",

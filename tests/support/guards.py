@@ -5,23 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 from typing import Any
 
-from support.scripts import BIN, FIXTURES
+from support.repo import FIXTURES
+from support.scripts import script
 
 
 def fixture(name: str) -> dict[str, Any]:
     """A payload the real client 2.1.197 sent (the shared fixtures, as they are)."""
     return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-def script(name: str) -> str:
-    path = BIN / name
-    found = str(path) if path.exists() else shutil.which(name)
-    assert found, f"console script {name} is not installed"
-    return found
 
 
 def hook(event_script: str, payload: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any] | None:

@@ -6,17 +6,10 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
-
-
-def script(name: str) -> str:
-    path = BIN / name
-    assert path.exists(), f"console script {name} is not installed in {BIN}"
-    return str(path)
+from support.scripts import script
 
 
 class Rig:

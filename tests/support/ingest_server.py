@@ -21,6 +21,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from support.ports import free_port
+from support.waiting import wait_for
+
 EVENTS = {
     "start": ({"idle"}, "running"),
     "running": ({"awaiting_review"}, "running"),
@@ -39,12 +42,6 @@ STATES = ["idle", "running", "awaiting_review", "completed", "failed"]
 AGENT_TYPES = {"claude-code", "openclaw", "shell"}
 INGEST = "/api/hooks/ingest"
 SESSIONS = "/api/hooks/sessions"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -264,9 +261,4 @@ class IngestServer:
             return [r for r in self.requests if r["status"] == 200]
 
     def wait_for(self, predicate: Any, timeout: float = 20.0, what: str = "condition") -> None:
-        end = time.time() + timeout
-        while time.time() < end:
-            if predicate():
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"timed out waiting for {what}; {len(self.requests)} requests so far")
+        wait_for(predicate, timeout, what, show=lambda: f"{len(self.requests)} requests so far", step=0.02)

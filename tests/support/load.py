@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
+from support.scripts import BIN
+
 UNREAD = b"before the payload was read"
 LATE = b"past the deadline"
 

@@ -13,14 +13,14 @@ import asyncio
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 
-from support.servers import free_port
+from support.ports import free_port
+from support.repo import FIXTURES_ROOT
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openclaw"
+FIXTURES = FIXTURES_ROOT / "openclaw"
 TOKEN = "test-gateway-token"
 METHODS = ["health", "status", "sessions.subscribe", "chat.abort", "chat.send", "exec.approval.resolve",
            "exec.approval.request", "exec.approval.list"]

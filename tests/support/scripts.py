@@ -1,4 +1,5 @@
-"""Helpers for tests: the fixtures' paths and the installed console scripts run as subprocesses."""
+"""The installed console scripts (the hook executables and `agent-hook`) run as subprocesses, as Claude Code
+and a user run them, and what they leave in a home (its store, its error log)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_hooks.claude_code import PINNED
-
-ROOT = Path(__file__).resolve().parents[2]
-# Payloads captured from the real client by tests/e2e/capture_fixtures.py, one directory per version.
-FIXTURES_ROOT = ROOT / "tests" / "fixtures"
-FIXTURES = FIXTURES_ROOT / f"claude-code-{PINNED}"
+# The venv's bin directory: the console scripts installed beside this Python.
 BIN = Path(sys.executable).parent
 
 EXECUTABLES = {
@@ -37,13 +33,13 @@ EXECUTABLES = {
     "Elicitation": "agent-hook-elicitation",
     "ElicitationResult": "agent-hook-elicitation-result",
 }
-# Payloads captured from the newest client, in this repository (see tests/fixtures/README if any).
-FIXTURES_330 = ROOT / "tests" / "fixtures" / "claude-code-2.1.330"
 
 
-def fixture_payload(name: str, version: str = PINNED) -> dict[str, Any]:
-    """A payload the real client ``version`` sent (``tests/fixtures/claude-code-<version>/<name>``)."""
-    return json.loads((FIXTURES_ROOT / f"claude-code-{version}" / name).read_text())
+def script(name: str) -> str:
+    """The path of the installed console script ``name``; fails the test when it is not installed."""
+    path = BIN / name
+    assert path.exists(), f"console script {name} is not installed in {BIN}"
+    return str(path)
 
 
 def run_exe(name: str, stdin: bytes | str | dict[str, Any], env: dict[str, str] | None = None,

@@ -13,22 +13,15 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.ports import free_port
 from support.scripts import BIN
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -108,35 +101,6 @@ class Server:
         assert status == 200, (status, data)
         assert "x-agent-hooks-problem" not in got, got
         return json.loads(data) if data.strip() else None
-
-
-def wait_listening(port: int, timeout: float = 10.0) -> None:
-    """Until something accepts connections on 127.0.0.1:``port``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on port {port}")
-
-
-def wait_closed(port: int, timeout: float = 10.0) -> None:
-    """Until nothing accepts connections on 127.0.0.1:``port`` (then another program can bind it).
-
-    A killed supervisor's worker shares its listening socket and dies with it a moment later:
-    under load, later than the supervisor's pid is gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        except ConnectionRefusedError:
-            return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"port {port} still takes connections")
 
 
 # Root ignores file modes: the server runs without the capabilities that let it (setpriv drops

@@ -17,9 +17,9 @@ import pytest
 from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.wiring.entries import handler_words
 from agent_hooks.wiring.table import HOOKS
-from support.servers import free_port
+from support.ports import free_port
+from support.repo import ROOT
 
-REPO = Path(__file__).resolve().parents[2]
 
 OTHERS = {
     "model": "opus",
@@ -38,7 +38,7 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     env.update(HOME=str(home), AGENT_HOOKS_HOME=str(state), AGENT_HOOKS__SERVE__PORT=str(free_port()))
 
     def sh(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["bash", str(REPO / "install.sh"), *args], capture_output=True, text=True, env=env,
+        proc = subprocess.run(["bash", str(ROOT / "install.sh"), *args], capture_output=True, text=True, env=env,
                               cwd=tmp_path, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
@@ -131,12 +131,12 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
 def test_install_sh_refuses_unknown_options(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
     env.update(HOME=str(tmp_path), AGENT_HOOKS_HOME=str(tmp_path / "state"))
-    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--frobnicate"], capture_output=True, text=True,
+    proc = subprocess.run(["bash", str(ROOT / "install.sh"), "--frobnicate"], capture_output=True, text=True,
                           env=env, timeout=60)
     assert proc.returncode == 1
     assert "unknown option: --frobnicate" in proc.stderr
     assert not (tmp_path / "state").exists()
-    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--project", str(tmp_path / "nope")],
+    proc = subprocess.run(["bash", str(ROOT / "install.sh"), "--project", str(tmp_path / "nope")],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1 and "no such directory" in proc.stderr
 
@@ -151,7 +151,7 @@ def test_uninstall_names_each_place_it_keeps(tmp_path: Path, with_home: bool) ->
     env.update(HOME=str(tmp_path / "home"))
     if with_home:
         env["AGENT_HOOKS_HOME"] = str(tmp_path / "state")
-    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--uninstall"], capture_output=True, text=True,
+    proc = subprocess.run(["bash", str(ROOT / "install.sh"), "--uninstall"], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     p = Paths(env)

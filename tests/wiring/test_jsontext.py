@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_hooks.wiring import jsontext
+from support.repo import FIXTURES_ROOT
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "settings"
+CORPUS = FIXTURES_ROOT / "settings"
 
 
 def _check_spans(text: str, node: jsontext.Node) -> Any:

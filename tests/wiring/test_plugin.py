@@ -23,9 +23,11 @@ from agent_hooks.server import worker
 from agent_hooks.wiring import plugin
 from agent_hooks.wiring.entries import our_groups
 from agent_hooks.wiring.table import HOOKS
+from support.repo import ROOT
+from support.scripts import BIN
+from support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-PLUGIN_DIR = REPO / ".claude-plugin"
+PLUGIN_DIR = ROOT / ".claude-plugin"
 
 
 def test_hooks_json_is_generated_from_the_wiring_table() -> None:
@@ -47,7 +49,7 @@ def test_plugin_hooks_have_the_events_matchers_and_timeouts_of_settings_install(
 
 
 def test_versions_follow_the_package() -> None:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     manifest = json.loads((PLUGIN_DIR / "plugin.json").read_text())
     market = json.loads((PLUGIN_DIR / "marketplace.json").read_text())
     assert pyproject["project"]["version"] == __version__ == manifest["version"]
@@ -55,7 +57,7 @@ def test_versions_follow_the_package() -> None:
     (entry,) = market["plugins"]
     assert entry["name"] == plugin.NAME and entry["version"] == __version__ and entry["source"] == "./"
     assert manifest["hooks"] == "./" + plugin.HOOKS_FILE
-    assert os.access(REPO / "bin" / "agent-hook", os.X_OK)
+    assert os.access(ROOT / "bin" / "agent-hook", os.X_OK)
 
 
 # -- the launcher and the bootstrap, run as the client runs them --------------------------------
@@ -73,7 +75,7 @@ def _fake_env(data: Path, version: str, marker: Path, ready: bool = True) -> Non
         (bin_dir.parent / plugin.READY).write_text(version + "\n")
 
 
-def _run_hook(event: str, data: Path, root: Path = REPO, version: str = __version__,
+def _run_hook(event: str, data: Path, root: Path = ROOT, version: str = __version__,
               path: str | None = None) -> subprocess.CompletedProcess[str]:
     doc = plugin.hooks_document(version)
     command = doc["hooks"][event][0]["hooks"][0]["command"]
@@ -126,13 +128,6 @@ def _no_python_path(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-def _wait_for(path: Path, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.05)
-
-
 def test_session_start_starts_the_build_detached_and_says_so_once_to_the_person(tmp_path: Path) -> None:
     data = tmp_path / "data"
     path = _no_python_path(tmp_path)
@@ -144,7 +139,7 @@ def test_session_start_starts_the_build_detached_and_says_so_once_to_the_person(
     assert list(said) == ["systemMessage"], "to the person: no additionalContext for the model"
     assert str(data / plugin.env_dirname(__version__)) in said["systemMessage"]
     # The detached build runs without the hook; here it finds no Python and records its failure.
-    _wait_for(data / "build.failed")
+    wait_for((data / "build.failed").exists, 20, "the build's failure record")
     deadline = time.monotonic() + 10
     while (data / "build.lock").exists():
         assert time.monotonic() < deadline, "the build's lock outlived it"
@@ -172,26 +167,25 @@ def test_session_start_is_quiet_while_a_build_runs(tmp_path: Path) -> None:
     (data / "build.lock" / "pid").write_text(f"{sleeper.pid}\n")
     proc = _run_hook("SessionStart", data, path=_no_python_path(tmp_path))
     assert "systemMessage" in json.loads(proc.stdout)
-    _wait_for(data / "build.failed")
+    wait_for((data / "build.failed").exists, 20, "the build's failure record")
 
 
 def test_the_bin_script_runs_the_ready_environment_or_says_it_is_not_built(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CLAUDE_PLUGIN_DATA": str(data)}
-    proc = subprocess.run([str(REPO / "bin" / "agent-hook"), "--version"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([str(ROOT / "bin" / "agent-hook"), "--version"], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and "not built yet" in proc.stderr
     bin_dir = data / plugin.env_dirname(__version__) / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "agent-hook").write_text('#!/bin/sh\necho "cli $*"\n')
     (bin_dir / "agent-hook").chmod(0o755)
     (bin_dir.parent / plugin.READY).write_text(__version__)
-    proc = subprocess.run([str(REPO / "bin" / "agent-hook"), "doctor"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([str(ROOT / "bin" / "agent-hook"), "doctor"], capture_output=True, text=True, env=env)
     assert (proc.returncode, proc.stdout) == (0, "cli doctor\n")
 
 
 # -- doctor and settings install with the plugin installed ----------------------------------------
 
-BIN = Path(os.path.abspath(os.path.dirname(__import__("sys").executable)))
 
 
 def _record_plugin(home: Path, version: str = __version__, enabled: bool = True) -> Path:
@@ -284,7 +278,7 @@ def test_a_server_stops_when_its_installation_is_removed(tmp_path: Path) -> None
     import sys
 
     pkg = tmp_path / "site"
-    shutil.copytree(REPO / "agent_hooks", pkg / "agent_hooks", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "agent_hooks", pkg / "agent_hooks", ignore=shutil.ignore_patterns("__pycache__"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

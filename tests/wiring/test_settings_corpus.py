@@ -15,7 +15,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,10 @@ import pytest
 from agent_hooks.wiring import jsontext
 from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words, is_ours
 from agent_hooks.wiring.table import HOOKS
+from support.repo import FIXTURES_ROOT
+from support.scripts import BIN
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "settings"
-BIN = Path(sys.executable).parent
+CORPUS = FIXTURES_ROOT / "settings"
 SPECIAL = {"read-only.json", "symlink-target.json", "previous-version-0.1.0.json"}
 # JSONC: Claude Code ignores a settings file with comments or trailing commas (2.1.197 and 2.1.330
 # run none of its hooks), so install refuses one; uninstall edits it, comments kept.

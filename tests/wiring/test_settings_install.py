@@ -10,7 +10,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,11 @@ from agent_hooks import config as config_mod
 from agent_hooks.cli import cli
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS, PLACEHOLDER, is_ours, render, template
 from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words
+from support.repo import ROOT
+from support.scripts import BIN as BIN_DIR
 from support.scripts import agent_hook, fresh_env, sh
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = os.path.dirname(os.path.abspath(sys.executable))
+BIN = str(BIN_DIR)  # as the commands settings install writes name it
 OUR_EVENTS = [event for event, _, _ in HOOKS]
 
 # Other tools' hooks and settings, the way people's files look.
@@ -159,7 +159,7 @@ def assert_wired(doc: dict[str, Any], bin_dir: str = BIN) -> None:
 
 
 def test_template_file_is_the_rendered_spec() -> None:
-    text = (REPO / "settings.template.json").read_text()
+    text = (ROOT / "settings.template.json").read_text()
     assert text == render(template()), "regenerate: agent-hook settings template > settings.template.json"
     doc = json.loads(text)
     assert list(doc) == ["hooks"]

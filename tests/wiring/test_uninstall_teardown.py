@@ -14,9 +14,9 @@ import pytest
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
 from support.forward import drainers_of, kill_drainers
+from support.repo import ROOT
+from support.scripts import BIN
 
-BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_install_sh_uninstall_stops_a_drainer_whose_venv_is_gone(world) -> None:
     env, state = world
     pid = start_drainer(env, state)
     # No venv at the install.sh location: the installation was deleted, its drainer still runs.
-    proc = subprocess.run(["bash", str(REPO / "install.sh"), "--uninstall"], env=env, capture_output=True,
+    proc = subprocess.run(["bash", str(ROOT / "install.sh"), "--uninstall"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "no installation found" in proc.stdout
@@ -89,7 +89,7 @@ def test_a_pid_file_naming_another_process_is_left_alone(world) -> None:
     try:
         (state / "locks").mkdir(exist_ok=True)
         (state / "locks" / "drain.pid").write_text(str(sleeper.pid))
-        proc = subprocess.run(["bash", str(REPO / "install.sh"), "--uninstall"], env=env, capture_output=True,
+        proc = subprocess.run(["bash", str(ROOT / "install.sh"), "--uninstall"], env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0 and "stopped the drainer" not in proc.stdout
         assert sleeper.poll() is None
