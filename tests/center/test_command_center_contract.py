@@ -1,4 +1,4 @@
-"""The seed's contract against the running server (`agent-hook server start`): every event from every
+"""The OptimalOS contract against the running server (`agent-hook server start`): every event from every
 state, auto-registration, idempotent registration, PATCH, DELETE, each error code, the order of the
 WebSocket's broadcasts, and this host's hook calls reaching the board."""
 
@@ -209,7 +209,7 @@ def test_local_hook_calls_reach_the_board_live(center: Center, tmp_path: Path) -
         card = [m["card"] for m in got if m["type"] == "card" and m["card"]["id"] == sid][-1]
         assert card["current_tool"] == pre["tool_name"] and card["tool_running"] is True
         assert run_hook(payload("Stop", sid, str(tmp_path), stop_hook_active=False), env).returncode == 0
-        # Stop = exit in the seed's map: the contract says completed; our own state says awaiting.
+        # Stop = exit in the contract's default map: the contract says completed; our own state says awaiting.
         got = messages(ws, lambda m: any(x["type"] == "card" and x["card"]["id"] == sid
                                          and x["card"]["state"] == "completed" for x in m))
     card = [m["card"] for m in got if m["type"] == "card" and m["card"]["id"] == sid][-1]
@@ -250,7 +250,7 @@ def test_server_start_prints_the_board_url(center: Center) -> None:
 
 
 def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: Center, tmp_path: Path) -> None:
-    """Issue 19 item 2 and issue 17 item 1 on the board: a local session's waiting state (the tool asked
+    """Waiting states and persistence on the board: a local session's waiting state (the tool asked
     about, the error's kind) and its task's persistence are in the card JSON (REST and WebSocket), and
     /api/board lists the sessions that need a person first (needs input, then error) within a column."""
     from support.scripts import agent_hook

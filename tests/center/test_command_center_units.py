@@ -1,5 +1,5 @@
-"""The command center's pure parts and store operations (no server): the seed's table, validation,
-auto-registration, PATCH mapping, and the hook feed replayed onto local cards."""
+"""The command center's pure parts and store operations (no server): the OptimalOS contract's table,
+validation, auto-registration, PATCH mapping, and the hook feed replayed onto local cards."""
 
 from __future__ import annotations
 
@@ -8,28 +8,26 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+# EVENTS: the contract's table, written out independently of contract.EVENTS (the test ingest server's
+# copy, which the forwarder's tests run against): event -> (from states, to).
 from support.ingest_server import EVENTS, STATES
 
 from agent_hooks.center import contract, fleetdb
 from agent_hooks.forward import eventmap
 from agent_hooks.store import Store
 
-# The seed's table, written out independently of contract.EVENTS (the test ingest server's copy,
-# which the forwarder's tests run against): event -> (from states, to).
-SEED = EVENTS
-
 
 def test_twelve_events_five_states() -> None:
-    assert set(contract.EVENTS) == set(SEED) and len(contract.EVENTS) == 12
+    assert set(contract.EVENTS) == set(EVENTS) and len(contract.EVENTS) == 12
     assert list(contract.STATES) == STATES
     # The forwarder's table of targets agrees with ours.
     assert {e: t for e, (_, t) in contract.EVENTS.items()} == eventmap.CONTRACT_EVENTS
 
 
 @pytest.mark.parametrize("state", STATES)
-@pytest.mark.parametrize("event", list(SEED))
+@pytest.mark.parametrize("event", list(EVENTS))
 def test_every_event_from_every_state(state: str, event: str) -> None:
-    sources, target = SEED[event]
+    sources, target = EVENTS[event]
     assert contract.transition(state, event) == (target if state in sources else None)
 
 

@@ -1,4 +1,4 @@
-"""Issue 13: the CLI as a newcomer meets it (commands, messages, exit codes, progress).
+"""The CLI as a newcomer meets it (commands, messages, exit codes, progress).
 
 Every command runs as the installed console script on a real store in tmp_path.
 """

@@ -1,4 +1,5 @@
-"""Payload text printed by our tables is escaped and clipped (issue 12, item 5)."""
+"""Payload text printed by our tables is escaped and clipped: control characters and newlines in a
+session's text are shown escaped, never passed to the terminal, and long cells are cut."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A forked session under the real client, wired by `agent-hook settings install` (issue 19).
+"""A forked session under the real client, wired by `agent-hook settings install`.
 
 `claude -p --resume ID --fork-session` starts a new session whose SessionStart has source "fork"
 (clients since 2.1.214). With the wiring of 0.1.0 (matcher startup|resume|clear|compact) that

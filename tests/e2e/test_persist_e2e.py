@@ -1,4 +1,5 @@
-"""Persistence under the real client with a scripted model (issue 17's proofs).
+"""Persistence under the real client with a scripted model: Stop holds a session whose task persists,
+and lets it go when it must (the budget, a full context, an interrupt).
 
 The task is created with the installed CLI before the run, the session joins it
 with $AGENT_HOOKS_TASK_ID, and the hooks are the project's own settings template.

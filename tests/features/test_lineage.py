@@ -1,4 +1,4 @@
-"""A fork records its parent (issue 19): the installed hooks over payloads and a transcript head
+"""A fork records its parent (`--fork-session`): the installed hooks over payloads and a transcript head
 captured from Claude Code 2.1.330 (tests/fixtures/claude-code-2.1.330/)."""
 
 from __future__ import annotations

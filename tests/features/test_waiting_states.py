@@ -1,4 +1,4 @@
-"""What a session waits on (issue 19 item 2), from payloads captured from the real client 2.1.330
+"""What a session waits on (a permission dialog, a question, an API error), from payloads captured from the real client 2.1.330
 (tests/fixtures/claude-code-2.1.330/); PermissionDenied, which the client sends only when its auto-mode
 classifier denies a call (not driven here), uses the documented payload (reference §1, [D])."""
 
@@ -133,7 +133,7 @@ def test_post_compact_recorded(hooks_home: Path):
 def test_forwarded_events_name_the_waiting_state():
     cfg = defaults()
     fmap = cfg["forward"]["event_map"]
-    # The seed's defaults are kept; the new ones are added.
+    # The OptimalOS contract's defaults are kept; the waiting states' are added.
     assert fmap["Stop"] == "exit" and fmap["Notification"] == "to_review" and fmap["SessionStart"] == "start"
     assert fmap["PermissionRequest"] == "to_review" and fmap["StopFailure"] == "exit_error"
     pr = Payload(fixture("permission_request_bash.json"))

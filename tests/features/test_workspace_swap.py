@@ -1,4 +1,5 @@
-"""Stop and SessionEnd check the workspace itself against SessionStart's record (issue 12, item 11)."""
+"""Stop and SessionEnd check the workspace itself against SessionStart's record: a
+workspace swapped for a symlink or another directory mid-session is refused."""
 
 from __future__ import annotations
 

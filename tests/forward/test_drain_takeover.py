@@ -1,4 +1,4 @@
-"""`queue drain` while a drainer runs, and a drainer that notices the server is back (issue 12, item 12)."""
+"""`queue drain` while a drainer runs, and a drainer that notices the server is back."""
 
 from __future__ import annotations
 

@@ -336,7 +336,7 @@ def test_config_defaults_validate() -> None:
     assert config_mod.DEFAULTS["forward"]["event_map"] == {
         "SessionStart": "start", "PostToolUse": "tool_use", "Notification": "to_review",
         "UserPromptSubmit": "prompt_ready", "Stop": "exit",
-        # The waiting states (issue 19): a permission dialog, a turn ended on an API error.
+        # The waiting states: a permission dialog, a turn ended on an API error.
         "PermissionRequest": "to_review", "Elicitation": "to_review", "StopFailure": "exit_error",
     }
 

@@ -42,7 +42,7 @@ def payload(name: str, **changes: Any) -> Payload:
 
 # -- event map -------------------------------------------------------------------------------------
 
-def test_seed_map_and_unmapped_events() -> None:
+def test_contract_map_and_unmapped_events() -> None:
     c = cfg()
     assert [eventmap.contract_event(c, e) for e in
             ("SessionStart", "PostToolUse", "Notification", "UserPromptSubmit", "Stop")] == \
@@ -83,7 +83,7 @@ def test_metadata_with_include_raw_is_one_capped_line() -> None:
 
 def test_body_identification() -> None:
     p = payload("Stop")
-    assert eventmap.build_body(p, "exit", {}, cfg()) is None  # no tmux name: skipped, as the seed's launcher does
+    assert eventmap.build_body(p, "exit", {}, cfg()) is None  # no tmux name: skipped, as OptimalOS's launcher does
     assert eventmap.build_body(p, "exit", {}, cfg(forward_without_tmux=True)) == {
         "session_id": p.session_id, "event": "exit", "metadata": "turn ended", "agent_type": "claude-code"}
     env = {"OPTIMALOS_SESSION_TMUX": "agent-a", "AGENT_HOOKS_TMUX_SESSION": "agent-b"}

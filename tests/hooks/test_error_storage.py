@@ -1,4 +1,5 @@
-"""Bounded error storage (issue 12, item 6) and private config cache (item 10, runtime half)."""
+"""Bounded error storage (the error log rotates, the errors table keeps its newest rows) and a
+private configuration cache under umask 022."""
 
 from __future__ import annotations
 

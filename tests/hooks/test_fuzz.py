@@ -1,4 +1,4 @@
-"""Fuzz tier (issue 12, proof): seeded mutated payloads across every executable.
+"""Fuzz tier: mutated payloads (reproducible: a fixed random seed) across every executable.
 
 Bad input is bad input: 0 internal errors (error log and ``errors`` table hold
 ``bad_input`` at most), 0 accidental decisions, 0 non-zero exits, 0 bad stdout.
@@ -25,7 +25,7 @@ import pytest
 from support.fuzz import cases, handler_cases
 from support.scripts import BIN, EXECUTABLES, error_log
 
-SEED = 12
+RANDOM_SEED = 12
 ALLOWED_KINDS = {"bad_input"}
 # Every top-level key an answer of ours may carry.
 ANSWER_KEYS = {"hookSpecificOutput", "decision", "reason"}
@@ -95,7 +95,7 @@ def fuzz_in_process(home: Path, count: int) -> list[str]:
     old_umask = os.umask(0o022)
     problems: list[str] = []
     try:
-        for n, (event, data) in enumerate(cases(count, SEED)):
+        for n, (event, data) in enumerate(cases(count, RANDOM_SEED)):
             code, out, err = _run_in_process(event, data, env)
             if code != 0:
                 problems.append(f"case {n} ({event}): exit {code}")
@@ -112,7 +112,7 @@ def fuzz_subprocess(home: Path, count: int, offset: int) -> list[str]:
 
     env = {**os.environ, **_env(home), "AGENT_HOOKS_DEADLINE_MS": "4000", "AGENT_HOOKS_BUSY_TIMEOUT_MS": "2500"}
     problems: list[str] = []
-    all_cases = cases(offset + count, SEED)[offset:]
+    all_cases = cases(offset + count, RANDOM_SEED)[offset:]
     for n, (event, data) in enumerate(all_cases, start=offset):
         proc = subprocess.run([str(BIN / EXECUTABLES[event])], input=data, capture_output=True, env=env, timeout=60)
         if proc.returncode != 0:
@@ -148,7 +148,7 @@ def test_fuzz_subprocess_thousand(hooks_home: Path) -> None:
 
 
 def fuzz_server(home: Path, count: int, offset: int) -> list[str]:
-    """The same cases through the resident server (issue 14): the tool events run on its event
+    """The same cases through the resident server (docs/server.md): the tool events run on its event
     loop (and hand off to a thread for bad input), everything else on the pool."""
     import http.client
 
@@ -159,7 +159,7 @@ def fuzz_server(home: Path, count: int, offset: int) -> list[str]:
     server = start_server(home, env)
     problems: list[str] = []
     try:
-        for n, (event, data) in enumerate(cases(offset + count, SEED)[offset:], start=offset):
+        for n, (event, data) in enumerate(cases(offset + count, RANDOM_SEED)[offset:], start=offset):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
             try:
                 conn.request("POST", f"/hooks/{event}", data, {"Content-Type": "application/json"})

@@ -1,5 +1,6 @@
-"""Hostile payloads (issue 12, items 1-4): each is bad input with a one-line message, never an
-internal error, and the call is still recorded wherever the payload can be acted on."""
+"""Hostile payloads (lone surrogates, numbers SQLite cannot hold, deep nesting, huge ids and paths,
+NUL bytes): each is bad input with a one-line message, never an internal error, and the call is
+still recorded wherever the payload can be acted on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12, item 7: no call whose payload was read is lost under load (marker ``load``; about a minute).
+"""No call whose payload was read is lost under load (marker ``load``; about a minute).
 
     .venv/bin/python -m pytest -m load tests/hooks/test_load.py
 """

@@ -104,7 +104,7 @@ def test_locked_store_hits_the_deadline_and_answers_fail_open(hooks_home: Path) 
     assert b"deadline of 300 ms passed" in proc.stderr
     # The busy timeout (20 s) was not what ended it: the deadline was.
     assert elapsed < 15
-    # Fail-open is not lost: the call was spooled (issue 12), and is not in the store yet.
+    # Fail-open is not lost: the call was spooled, and is not in the store yet.
     assert error_log(hooks_home)[-1]["kind"] == "spooled"
     assert store_rows(hooks_home, "SELECT count(*) FROM tool_calls")[0][0] == 0
 
@@ -128,7 +128,7 @@ def _hook_with_late_payload(home: Path, payload: bytes | None, late_s: float,
 
 
 def test_a_payload_that_comes_after_the_deadline_is_still_recorded(hooks_home: Path) -> None:
-    """A starved client writes late; the deadline counts from the read, so the call is kept (issue 12, item 7)."""
+    """A starved client writes late; the deadline counts from the read, so the call is kept."""
     payload = fixture_payload("PostToolUse-Bash.json")
     assert run_hook(fixture_payload("SessionStart-startup.json")).returncode == 0  # the store exists
     proc, elapsed = _hook_with_late_payload(hooks_home, json.dumps(payload).encode(), 2.0,

@@ -1,4 +1,4 @@
-"""The spool (issue 12, item 7): a call answered fail-open before its write committed is kept and
+"""The spool: a call answered fail-open before its write committed is kept and
 replayed exactly once, by the next hook call or the drainer; status counts both."""
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def test_a_declared_gibibyte_is_refused_before_it_is_sent(center: Center, tmp_pa
         hook = path.startswith("/hooks")
         if hook:
             ok = status == 200 and f"payload of {GIB} bytes" in headers.get("x-agent-hooks-problem", "")
-        elif path == "/api/hooks/ingest":  # the seed's contract: every refused body is a 400
+        elif path == "/api/hooks/ingest":  # the OptimalOS contract: every refused body is a 400
             ok = status == 400 and "body too large" in json.loads(data)["error"]
         else:
             ok = status == 413 and f"body too large ({GIB} bytes" in json.loads(data)["error"]

@@ -1,4 +1,4 @@
-"""Seeded payload mutations for the fuzz tier (issue 12, proof): hostile and unlucky inputs."""
+"""Payload mutations for the fuzz tier, reproducible from a random seed: hostile and unlucky inputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 from support.repo import fixture_payload
 
-SEEDS = [
+# The captured payloads the mutations start from (and a Notification, which no capture has).
+BASE_PAYLOADS = [
     "SessionStart-startup.json", "SessionStart-resume.json", "SessionStart-compact.json", "SessionEnd.json",
     "UserPromptSubmit.json", "PreToolUse-Bash.json", "PreToolUse-Write.json", "PreToolUse-Edit.json",
     "PostToolUse-Bash.json", "PostToolUse-Write.json", "PostToolUse-Read.json", "PostToolUseFailure-Bash.json",
@@ -26,8 +27,8 @@ NUMBERS = ["0", "-0", "1e30", "-1e30", "1e400", "-1e400", "NaN", "Infinity", "-I
            "1.7976931348623157e308", "5e-324"]
 
 
-def seeds() -> list[dict[str, Any]]:
-    return [fixture_payload(name) for name in SEEDS] + [dict(NOTIFICATION)]
+def base_payloads() -> list[dict[str, Any]]:
+    return [fixture_payload(name) for name in BASE_PAYLOADS] + [dict(NOTIFICATION)]
 
 
 def _deep(depth: int, kind: str) -> str:
@@ -96,9 +97,9 @@ def mutate(rng: random.Random, base: dict[str, Any], n: int) -> bytes:
 
 
 def cases(count: int, seed: int = 12) -> list[tuple[str, bytes]]:
-    """``count`` (executable event, payload bytes) pairs: each seed's own event, mutated."""
+    """``count`` (executable event, payload bytes) pairs: each base payload's own event, mutated."""
     rng = random.Random(seed)
-    bases = seeds()
+    bases = base_payloads()
     out = []
     for n in range(count):
         base = bases[n % len(bases)]
@@ -147,7 +148,7 @@ def handler_action(rng: random.Random) -> tuple[str, Any]:
 def handler_cases(count: int, seed: int = 16) -> list[tuple[str, bytes, tuple[str, Any]]]:
     """``count`` (event, a valid payload, the handler's action) triples, over every event."""
     rng = random.Random(seed)
-    bases = seeds()
+    bases = base_payloads()
     out = []
     for n in range(count):
         doc = json.loads(json.dumps(bases[n % len(bases)]))
@@ -210,7 +211,7 @@ def _quote(value: str) -> str:
 
 def _api_body(rng: random.Random, template: str, n: int) -> bytes:
     if template.startswith("/hooks"):
-        return mutate(rng, rng.choice(seeds()), n)  # a hook route: what tests/hooks/test_fuzz.py sends the executables
+        return mutate(rng, rng.choice(base_payloads()), n)  # a hook route: what tests/hooks/test_fuzz.py sends the executables
     bases = API_BODIES.get(template) or [{"reason": "x"}]
     base = dict(rng.choice(bases))
     for key in ("tmux_session", "session_id"):

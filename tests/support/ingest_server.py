@@ -1,10 +1,10 @@
 """A command-center ingest server on 127.0.0.1 that enforces the contract.
 
-Implements ``POST /api/hooks/ingest`` with the seed's validation (400 on bad
+Implements ``POST /api/hooks/ingest`` with the OptimalOS contract's validation (400 on bad
 JSON, a missing or unknown event), its lookup (session_id first, then
 tmux_session), auto-registration (``start`` for an unknown tmux name; any event
 from an ``agent-`` tmux name registers and moves to running), 404 otherwise,
-and the seed's state machine (a transition the table does not allow leaves the
+and its state machine (a transition the table does not allow leaves the
 state as it is and still answers 200, as a state hub that ignores it would).
 ``GET /api/hooks/sessions`` lists the sessions.
 

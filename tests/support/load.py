@@ -1,4 +1,4 @@
-"""The load test of issue 12, item 7, shared by tests/hooks/test_load.py and bench/bench_load.py.
+"""The load test (no call whose payload was read is lost under load), shared by tests/hooks/test_load.py and bench/bench_load.py.
 
 200 PostToolUse processes are started together on one session; their payloads
 are written only once all have started (as when the client is itself

@@ -1,4 +1,4 @@
-"""The settings corpus (issue 12 items 8-10, issue 19 item 1): install then uninstall over
+"""The settings corpus: install then uninstall over
 tests/fixtures/settings/*, run as the installed ``agent-hook`` console script.
 
 For every file: install wires one entry of ours per event and only inserts text (what the user
@@ -132,7 +132,7 @@ def test_uninstall_takes_ours_out_of_jsonc_and_keeps_the_comments(env: Env) -> N
 
 
 def test_user_entries_that_run_our_cli_are_theirs(env: Env) -> None:
-    """Issue 12 item 8: `agent-hook queue drain` on Stop, an `agent-hook-audit`, `python -m`, an env
+    """The user's own entries that look like ours: `agent-hook queue drain` on Stop, an `agent-hook-audit`, `python -m`, an env
     prefix or extra words: none is ours, so install adds ours beside them and uninstall keeps them."""
     for name in ("user-runs-our-cli.json", "user-executable-named-like-ours.json",
                  "user-python-m-and-env-prefix.json"):
@@ -187,7 +187,7 @@ def test_dangling_symlink_is_refused(env: Env, tmp_path: Path) -> None:
 
 
 def test_install_upgrades_what_the_previous_version_wrote(env: Env) -> None:
-    """Issue 19: settings written by 0.1.0 (its template: bare paths, SessionStart matcher
+    """Settings written by 0.1.0 (its template: bare paths, SessionStart matcher
     startup|resume|clear|compact) next to the user's entries. Install upgrades ours in place
     and leaves the user's entries untouched."""
     raw = (CORPUS / "previous-version-0.1.0.json").read_text()
@@ -214,13 +214,13 @@ def test_install_upgrades_what_the_previous_version_wrote(env: Env) -> None:
                 assert json.dumps(handler["command"]) in text
     # Ours stay where they were: first in each event, the user's after them.
     assert handler_words(doc["hooks"]["Stop"][1]["hooks"][0]) == [str(BIN / "agent-hook-stop")]
-    # The events 0.1.0 did not hook (issue 17's) come after the ones it did, in table order.
+    # The events 0.1.0 did not hook come after the ones it did, in table order.
     added = [h.event for h in HOOKS if h.event not in old["hooks"]]
     assert list(doc) == ["model", "hooks"] and list(doc["hooks"]) == list(old["hooks"]) + added
 
 
 def test_unwritable_state_dir_is_a_clear_error(env: Env, tmp_path: Path) -> None:
-    """Issue 12 item 10: no traceback when our state dir cannot be written (a file is in the way;
+    """No traceback when our state dir cannot be written (a file is in the way;
     the tests run as root, for whom a chmod would not do)."""
     env.state.mkdir()
     (env.state / "locks").write_text("")
@@ -233,7 +233,7 @@ def test_unwritable_state_dir_is_a_clear_error(env: Env, tmp_path: Path) -> None
 
 
 def test_our_files_are_private_under_a_loose_umask(env: Env) -> None:
-    """Issue 12 item 10: locks/settings-*.lock and our record are 0600 (dirs 0700) under umask 022."""
+    """locks/settings-*.lock and our record are 0600 (dirs 0700) under umask 022."""
     env.place("others-hooks.json")
     proc = subprocess.run(["/bin/sh", "-c", f"umask 022; exec {BIN / 'agent-hook'} settings install"],
                           capture_output=True, text=True, env=env.env, timeout=60)

@@ -49,7 +49,7 @@ OTHERS: dict[str, Any] = {
 }
 
 # Entries of ours as older versions wrote them (bare paths, the old SessionStart matcher), mixed with
-# the user's own, some of which only look like ours: they stay (issue 12 item 8).
+# the user's own, some of which only look like ours: they stay.
 OLDER: dict[str, Any] = {
     "model": "sonnet",
     "hooks": {
@@ -193,7 +193,7 @@ def test_template_file_is_the_rendered_spec() -> None:
     ("\"$CLAUDE_PROJECT_DIR\"/.venv/bin/agent-hook-stop", True),
     (command_for("/v/bin", "agent-hook-stop", "Stop"), True),
     (command_for("/path with 'quote'/bin", "agent-hook-stop", "Stop"), True),
-    # The user's own, even when they run our CLI or look like ours (issue 12 item 8).
+    # The user's own, even when they run our CLI or look like ours.
     ("agent-hook queue drain --idle 1", False),
     ("/usr/local/bin/agent-hook-audit", False),
     ("agent-hook", False),

@@ -1,4 +1,4 @@
-"""Uninstall stops the drainer it would leave behind (issue 12 item 13): `agent-hook settings
+"""Uninstall stops the drainer it would leave behind: `agent-hook settings
 uninstall`, and install.sh --uninstall when the venv is already gone."""
 
 from __future__ import annotations
