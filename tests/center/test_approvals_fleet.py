@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.center import Center, two_hosts
-from support.scripts import EXECUTABLES, run_exe
-from support.repo import fixture_payload
 from support.approvals import QUESTION, Held
+from support.center import Center, two_hosts
+from support.repo import fixture_payload
+from support.scripts import EXECUTABLES, run_exe
 
 PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "session_id": "b-asks-1"}
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.center import Center
 from support.browser import chromium_page
+from support.center import Center
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
 
@@ -69,8 +68,8 @@ def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, pa
     column ahead of a newer card, and its card and page show the task's state and continuations."""
     import json
 
-    from support.scripts import agent_hook, run_hook
     from support.repo import FIXTURES_330
+    from support.scripts import agent_hook, run_hook
 
     home = center.env["AGENT_HOOKS_HOME"]
     agent_hook("task", "create", "T-b", "--persist", "--max-continuations", "5", env={"AGENT_HOOKS_HOME": home})
@@ -193,8 +192,8 @@ def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, pag
 def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> None:
     """A held permission dialog appears in "Needs you" with its exact command (as text); a click on Allow
     answers the waiting hook and the strip empties; with two requests, j moves and d denies."""
-    from support.repo import fixture_payload
     from support.approvals import Held
+    from support.repo import fixture_payload
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
     base = fixture_payload("permission_request_bash.json", "2.1.330")
@@ -237,8 +236,8 @@ def test_needs_you_strip_allow_keyboard_and_empty(center: Center, page: Any) -> 
 def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page: Any) -> None:
     """With "notify me" on, a request that arrives raises one notification (the browser's Notification
     API is recorded: headless Chromium shows none)."""
-    from support.repo import fixture_payload
     from support.approvals import Held
+    from support.repo import fixture_payload
 
     page.add_init_script("""
       window.__notes = [];
@@ -264,8 +263,8 @@ def test_needs_you_raises_a_browser_notification_when_asked(center: Center, page
 def test_needs_you_answers_questions_and_denies_with_stop(center: Center, page: Any) -> None:
     """A request with two questions (one multi-select): options are chosen, "Answer" sends both; a deny
     with "stop" ticked stops the turn."""
-    from support.repo import fixture_payload
     from support.approvals import QUESTION, Held
+    from support.repo import fixture_payload
 
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "HOME": center.env["HOME"], "TMUX": "", "TMUX_PANE": ""}
     page.goto(center.base + "/")

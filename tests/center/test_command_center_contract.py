@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.center import Center, hook_env, messages
-from support.scripts import BIN, run_hook
 from support.ingest_server import EVENTS, STATES
+from support.scripts import BIN, run_hook
+
 
 def payload(event: str, sid: str, cwd: str, **extra: object) -> dict[str, object]:
     """A hook payload of the shape Claude Code sends (reference: claude-code-hooks.md)."""
@@ -253,8 +253,8 @@ def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: 
     """Waiting states and persistence on the board: a local session's waiting state (the tool asked
     about, the error's kind) and its task's persistence are in the card JSON (REST and WebSocket), and
     /api/board lists the sessions that need a person first (needs input, then error) within a column."""
-    from support.scripts import agent_hook
     from support.repo import FIXTURES_330
+    from support.scripts import agent_hook
 
     home = center.env["AGENT_HOOKS_HOME"]
     env = {"AGENT_HOOKS_HOME": home, "AGENT_HOOKS_TASK_ID": "T-wait"}

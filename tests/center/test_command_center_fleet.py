@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.center import Center, two_hosts
 from support.scripts import agent_hook, run_hook
 

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 # EVENTS: the contract's table, written out independently of contract.EVENTS (the test ingest server's
 # copy, which the forwarder's tests run against): event -> (from states, to).
 from support.ingest_server import EVENTS, STATES

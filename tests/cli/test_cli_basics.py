@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.scripts import agent_hook, fresh_env, run_exe, run_hook
 from support.repo import fixture_payload
+from support.scripts import agent_hook, fresh_env, run_exe, run_hook
 
 
 def test_paths_all_under_agent_hooks_home(hooks_home: Path) -> None:

@@ -15,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_hooks import cli as cli_pkg
 from support.repo import ROOT
+
+from agent_hooks import cli as cli_pkg
 
 
 def test_the_table_names_every_command_and_its_module() -> None:
@@ -32,8 +33,8 @@ def test_the_table_names_every_command_and_its_module() -> None:
 
 
 def _modules_after(*args: str) -> tuple[int, set[str]]:
-    code = ("import sys, json\nfrom agent_hooks.cli import main\nrc = main(%r)\n"
-            "print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith('agent_hooks.cli.'))]))" % list(args))
+    code = (f"import sys, json\nfrom agent_hooks.cli import main\nrc = main({list(args)!r})\n"
+            "print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith('agent_hooks.cli.'))]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     rc, mods = json.loads(proc.stdout.strip().splitlines()[-1])
     return rc, set(mods)

@@ -7,9 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from support.scripts import EXECUTABLES, agent_hook, run_exe
 from support.repo import fixture_payload
+from support.scripts import EXECUTABLES, agent_hook, run_exe
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

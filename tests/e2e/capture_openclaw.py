@@ -122,10 +122,10 @@ class Recorder:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 5)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - closing anyway
+            except (TimeoutError, Exception):  # noqa: BLE001 - closing anyway
                 self._reader.cancel()
 
-    async def __aenter__(self) -> "Recorder":
+    async def __aenter__(self) -> Recorder:
         res = await self.connect()
         if not res.get("ok"):
             raise GatewayError("connect", res.get("error") or {})
@@ -196,7 +196,7 @@ class Recorder:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def dump(self, path: Path, secrets: Iterable[str] = (), paths: dict[str, str] | None = None) -> None:

@@ -85,7 +85,7 @@ class OpenClawGateway:
         return env
 
     # -- process ---------------------------------------------------------------------------
-    def start(self, timeout: float = READY_S) -> "OpenClawGateway":
+    def start(self, timeout: float = READY_S) -> OpenClawGateway:
         """Start the gateway and wait until it logs ``[gateway] ready``."""
         assert self.proc is None, "already running"
         offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
@@ -165,5 +165,5 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, st
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-        raise AssertionError(f"openclaw agent ran over {timeout} s:\n{out[-2000:]}\n{err[-2000:]}")
+        raise AssertionError(f"openclaw agent ran over {timeout} s:\n{out[-2000:]}\n{err[-2000:]}") from None
     return proc.returncode, out, err

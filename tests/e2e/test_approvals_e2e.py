@@ -20,8 +20,8 @@ from typing import Any
 import claude_client
 import pytest
 from harness import BIN_DIR, E2E, install_settings
-from support.waiting import wait_for
 from model_server import text, tool_use
+from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 INTERACTIVE_VERSION = "2.1.332"  # PermissionRequest racing the dialog, AskUserQuestion through it (Part A3)

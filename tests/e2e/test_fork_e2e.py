@@ -13,13 +13,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 
-import pytest
-
 import claude_client
-from support.forward import kill_drainers
+import pytest
 from harness import BIN_DIR, E2E
-from support.ingest_server import IngestServer
 from model_server import text
+from support.forward import kill_drainers
+from support.ingest_server import IngestServer
 
 FORK_SOURCE_SINCE = (2, 1, 214)
 FORK_CLIENT = "2.1.330"  # the newest client the fixtures were captured from

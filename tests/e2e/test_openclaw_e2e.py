@@ -18,16 +18,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 import openclaw_client
-from support.center import Center
-from support.browser import chromium_page
+import pytest
 from model_server import ModelServer, text, tool_use
 from openclaw_gateway import OpenClawGateway, finish
+from support.browser import chromium_page
+from support.center import Center
 from support.waiting import wait_for
 
 HOST = "oc-host"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from harness import BIN_DIR, E2E
-from support.waiting import wait_for
 from model_server import text, tool_use
+from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 

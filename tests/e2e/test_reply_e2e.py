@@ -13,9 +13,9 @@ import time
 import httpx
 import pytest
 from harness import BIN_DIR, E2E
+from model_server import last_user_text, text
 from support.ports import free_port
 from support.waiting import wait_for
-from model_server import last_user_text, text
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")

@@ -7,7 +7,6 @@ import json
 import subprocess
 
 import pytest
-
 from harness import BIN_DIR, E2E
 from model_server import api_error, text, tool_use
 

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.approvals import PERMISSION, QUESTION, QUESTIONS, Held
+from support.repo import fixture_payload
+from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, store_rows
+from support.waiting import wait_for
 
 from agent_hooks import config as config_mod
 from agent_hooks import schema
 from agent_hooks.features import approvals as ap
 from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
-from support.approvals import PERMISSION, QUESTION, QUESTIONS, Held
-from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, store_rows
-from support.waiting import wait_for
-from support.repo import fixture_payload
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -540,8 +540,8 @@ def test_a_gate_whose_wait_fails_denies_under_strict_guards(hooks_home: Path, tm
     wait failed (here: the store was put back read-only while it waited, so the gate's timeout
     could not be written) was given the answer it had before the wait: no decision, so the gated
     tool ran with nobody's approval. It is denied now, with the reason."""
-    from support.servers import Server, mode_binding_prefix, server_log, start_with_prefix
     from support.ports import free_port
+    from support.servers import Server, mode_binding_prefix, server_log, start_with_prefix
 
     prefix = mode_binding_prefix(tmp_path)
     _gate_env(hooks_home, '[guards]\nfail_closed = true\n\n[[approvals.gates]]\nname = "push"\ntool = "Bash"\n'

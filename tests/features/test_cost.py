@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.cost import assistant, expected_usd, payload, post_tool, tpath, write
-from support.scripts import agent_hook, run_hook, store_rows
 from support.repo import FIXTURES_ROOT
+from support.scripts import agent_hook, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -211,11 +211,11 @@ def test_cost_with_an_unknown_session_is_not_found(hooks_home: Path):
 
 def test_timestamps_are_read_as_datetime_reads_them():
     """The hook path parses the client's UTC stamps by arithmetic (no datetime import): same answer."""
-    from datetime import timedelta, timezone
+    from datetime import timedelta
 
     from agent_hooks.features.cost import _epoch
 
-    t = datetime(1999, 12, 30, 23, 59, 58, 999000, tzinfo=timezone.utc)
+    t = datetime(1999, 12, 30, 23, 59, 58, 999000, tzinfo=UTC)
     for _ in range(3000):
         t += timedelta(days=3, hours=7, minutes=13, seconds=17, milliseconds=9)
         stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"

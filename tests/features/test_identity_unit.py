@@ -13,7 +13,15 @@ from agent_hooks import config as config_mod
 from agent_hooks import schema, store
 from agent_hooks.features import files
 from agent_hooks.features.identity import (
-    CONFLICT_ACTION, SAME, SKIP, STORE, Baseline, Head, compose_context, decide, guard,
+    CONFLICT_ACTION,
+    SAME,
+    SKIP,
+    STORE,
+    Baseline,
+    Head,
+    compose_context,
+    decide,
+    guard,
 )
 
 

@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from support.scripts import agent_hook, error_log, run_exe, store_rows
 from support.repo import FIXTURES_330
+from support.scripts import agent_hook, error_log, run_exe, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from support.repo import ROOT
 from support.identity import Rig, context
+from support.repo import ROOT
 from support.waiting import wait_for
 
 EVAL = json.loads((ROOT / "tests" / "fixtures" / "memory_eval.json").read_text())

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.scripts import agent_hook, error_log, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
@@ -214,8 +213,8 @@ def _imports(exe: str, data: dict[str, Any], env: dict[str, str]) -> set[str]:
 
 
 def test_new_and_persisting_hook_paths_import_only_the_standard_library(hooks_home: Path):
-    from support.scripts import EXECUTABLES
     from support.repo import FIXTURES_330
+    from support.scripts import EXECUTABLES
 
     env = start("S9", hooks_home)
     create_task("T-1", "--persist")

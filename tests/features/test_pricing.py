@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 
 import pytest
@@ -56,7 +56,7 @@ def test_price_equals_genai_prices(entry: dict) -> None:
     speeds = [None] + [v["when"]["speed"] for v in entry["variants"]]
     checked = 0
     for day in _days(entry):
-        when = datetime.fromisoformat(day).replace(hour=12, tzinfo=timezone.utc)
+        when = datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC)
         for speed in speeds:
             for usage in USAGES:
                 u = dict(usage, speed=speed) if speed else usage

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.scripts import agent_hook, run_hook, store_rows
 from support.repo import FIXTURES_330
+from support.scripts import agent_hook, run_hook, store_rows
 
 from agent_hooks.config import defaults
 from agent_hooks.forward.eventmap import metadata

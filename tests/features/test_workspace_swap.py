@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support.identity import Rig, profile
 
 

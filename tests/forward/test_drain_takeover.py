@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from support.forward import Home, fixture, home, server  # noqa: F401 - fixtures
-from support.waiting import wait_for
 from support.ingest_server import IngestServer
+from support.waiting import wait_for
 
 
 def _slow_backoff(home: Home) -> None:

@@ -12,14 +12,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from support.forward import SESSION, Home, fixture, home, log_text, notification, server  # noqa: F401 - fixtures
+from support.ingest_server import IngestServer
+from support.scripts import BIN
+from support.waiting import wait_for
 
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox
 from agent_hooks.store import Store
-from support.forward import SESSION, Home, fixture, home, log_text, notification, server  # noqa: F401 - fixtures
-from support.waiting import wait_for
-from support.ingest_server import IngestServer
-from support.scripts import BIN
 
 
 def enqueue_many(h: Home, n: int, sessions: int) -> list[tuple[str, str]]:
@@ -179,7 +179,7 @@ def test_c_kill_9_mid_drain_repeated_loses_nothing(home: Home, server: IngestSer
     for _ in range(5):
         before = len(server.requests)
         p = home.start_drainer()
-        server.wait_for(lambda: len(server.requests) >= before + 40, what="progress")
+        server.wait_for(lambda before=before: len(server.requests) >= before + 40, what="progress")
         p.send_signal(signal.SIGKILL)
         p.wait()
         kills += 1

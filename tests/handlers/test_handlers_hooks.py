@@ -12,11 +12,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from agent_hooks.handlers import registry
-
 from support.handlers import answer, pre_payload, specific, write_handler
 from support.scripts import agent_hook, error_log, run_exe, run_hook, store_rows
+
+from agent_hooks.handlers import registry
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.
@@ -612,9 +611,8 @@ def test_hook_with_handlers_prints_exactly_the_protocol(managed: Path) -> None:
 
 
 def test_a_steady_state_hook_with_handlers_imports_no_yaml_nor_the_cli(managed: Path, hooks_home: Path) -> None:
-    from support.scripts import BIN
-
     from support.handlers import old_mtimes
+    from support.scripts import BIN
 
     write_handler(managed, "ctx", code=context_handler("hello"))
     write_handler(managed, "exe", executable="#!/bin/sh\n")

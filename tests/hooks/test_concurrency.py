@@ -8,10 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from support.scripts import BIN, error_log, store_rows
 from support.repo import fixture_payload
-
+from support.scripts import BIN, error_log, store_rows
 
 
 # On an initialised store (install.sh runs `agent-hook init`), 200 at once. On a

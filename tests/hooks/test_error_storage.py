@@ -3,7 +3,6 @@ private configuration cache under umask 022."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
@@ -11,9 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from agent_hooks.store import PRUNE_ERRORS_EVERY
-from support.scripts import BIN, EXECUTABLES, agent_hook, error_log, run_exe, store_rows
 from support.repo import fixture_payload
+from support.scripts import BIN, EXECUTABLES, agent_hook, error_log, run_exe, store_rows
+
+from agent_hooks.store import PRUNE_ERRORS_EVERY
 
 
 def test_one_huge_message_cannot_outgrow_the_log(hooks_home: Path) -> None:
@@ -32,7 +32,7 @@ def test_rotation_holds_for_every_line(hooks_home: Path) -> None:
 
     paths = Paths({"AGENT_HOOKS_HOME": str(hooks_home)})
     config = {"errors": {"max_log_bytes": 20_000, "max_line_chars": 500}}
-    for i in range(40):
+    for _ in range(40):
         log_error(paths, "PreToolUse", "error", "M" * 3_000_000, "s" * 1_000_000, "T" * 3_000_000, config)
     log = hooks_home / "logs" / "errors.log"
     assert log.stat().st_size <= 20_000
@@ -56,7 +56,7 @@ def test_errors_table_keeps_the_newest_rows(hooks_home: Path) -> None:
         # An old row goes even when the table is small.
         store.conn.execute("UPDATE errors SET at = at - 40 * 86400 WHERE id = 299")
         with store.write() as conn:
-            for i in range(PRUNE_ERRORS_EVERY):
+            for _ in range(PRUNE_ERRORS_EVERY):
                 record_error(conn, "PreToolUse", "error", "new", None)
         assert store.conn.execute("SELECT count(*) FROM errors WHERE id = 299").fetchone()[0] == 0
     finally:

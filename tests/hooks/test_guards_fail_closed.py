@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from support.scripts import agent_hook, error_log, run_hook, store_rows
-from support.repo import fixture_payload
-from support.servers import Server, start_server
 from support.ports import free_port
+from support.repo import fixture_payload
+from support.scripts import agent_hook, error_log, run_hook, store_rows
+from support.servers import Server, start_server
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

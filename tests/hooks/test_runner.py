@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from support.scripts import BIN, error_log, run_exe, run_hook, store_rows
 from support.repo import fixture_payload
+from support.scripts import BIN, error_log, run_exe, run_hook, store_rows
 
 BAD_INPUTS = {
     "empty": b"",

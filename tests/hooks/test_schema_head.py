@@ -101,12 +101,12 @@ def test_the_first_hook_on_a_new_store_stays_on_the_standard_library(hooks_home:
     payload = json.dumps({"session_id": "s-new", "hook_event_name": "SessionStart", "source": "startup",
                           "cwd": str(hooks_home), "transcript_path": ""})
     code = ("import sys, io, json\n"
-            "sys.stdin = io.TextIOWrapper(io.BytesIO(%r.encode()))\n"
+            f"sys.stdin = io.TextIOWrapper(io.BytesIO({payload!r}.encode()))\n"
             "from agent_hooks.events import session_start\n"
             "from agent_hooks.runner import run\n"
             "run(session_start.EVENT, session_start.handle, fast_exit=False)\n"
             "sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('sqlite_utils', 'numpy', 'click', 'httpx', 'filelock'))))\n") % payload
+            "('sqlite_utils', 'numpy', 'click', 'httpx', 'filelock'))))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
     found = list(hooks_home.rglob("*.db"))

@@ -73,7 +73,7 @@ def import_graph(package_dir: Path) -> dict[str, dict[str, int]]:
                     continue
                 walk_stmt(child)
 
-        def walk_stmt(node: ast.AST) -> None:
+        def walk_stmt(node: ast.AST, here: str = here) -> None:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name == root or alias.name.startswith(root + "."):

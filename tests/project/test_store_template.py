@@ -7,9 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from support.scripts import run_hook
 from support.repo import fixture_payload
+from support.scripts import run_hook
 
 
 def _shape(path: Path) -> tuple[int, str, list[tuple[str, str, str]]]:

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.center import Center
-from support.scripts import agent_hook
 from support.repo import fixture_payload
 from support.routes import AppRoute, app_routes, headers_only, request, ws_handshake
+from support.scripts import agent_hook
 
 EVIL = "http://evil.example"
 

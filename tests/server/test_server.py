@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.center import Center
-from support.scripts import agent_hook, error_log, run_hook, store_rows
-from support.repo import fixture_payload
-from support.servers import Server, server, start_server  # noqa: F401 - fixture
 from support.ports import free_port, wait_listening
+from support.repo import fixture_payload
+from support.scripts import agent_hook, error_log, run_hook, store_rows
+from support.servers import Server, server, start_server  # noqa: F401 - fixture
 
 HEADER = "X-Agent-Hooks-Env-"
 
@@ -198,10 +197,10 @@ def _as_nobody(port: int, body: bytes, path: str = "/hooks", headers: dict[str, 
     runner = shutil.which("setpriv")
     if os.geteuid() != 0 or runner is None:
         pytest.skip("needs root and setpriv to run a client as another uid")
-    code = ("import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',%d,timeout=10);"
+    extra = headers or {}
+    code = (f"import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',{port},timeout=10);"
             "c.request(sys.argv[1],sys.argv[2],sys.stdin.buffer.read() or None,"
-            "dict({'Content-Type':'application/json'},**%r));r=c.getresponse();print(r.status, r.read().decode())") % (
-                port, headers or {})
+            f"dict({{'Content-Type':'application/json'}},**{extra!r}));r=c.getresponse();print(r.status, r.read().decode())")
     proc = subprocess.run([runner, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3",
                            "-c", code, "POST" if path == "/hooks" else "GET", path],
                           input=body, capture_output=True, timeout=30, cwd="/")
@@ -245,7 +244,7 @@ def test_a_listening_socket_is_not_taken_for_a_caller() -> None:
         listener.listen(1)
         port = listener.getsockname()[1]
         assert peer.peer_uid(("127.0.0.1", port), ("127.0.0.1", port)) is None
-        with socket.create_connection(("127.0.0.1", port)) as client:
+        with socket.create_connection(("127.0.0.1", port)):
             conn, addr = listener.accept()
             with conn:
                 assert peer.peer_uid(addr, ("127.0.0.1", port)) == os.geteuid()

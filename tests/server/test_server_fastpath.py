@@ -99,7 +99,6 @@ def test_the_event_loops_store_never_waits_before_its_first_commit(hooks_home: P
 
     from agent_hooks.dispatch import Deferred
     from agent_hooks.server.app import ServerState
-
     from agent_hooks.store import Store
 
     paths = Paths(dict(os.environ))

@@ -10,8 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from support.scripts import error_log, store_rows
 from support.repo import fixture_payload
+from support.scripts import error_log, store_rows
 from support.servers import Server, server  # noqa: F401 - fixture
 
 

@@ -8,8 +8,8 @@ import os
 import subprocess
 from typing import Any
 
-from support.scripts import BIN, EXECUTABLES
 from support.repo import fixture_payload
+from support.scripts import BIN, EXECUTABLES
 
 PERMISSION = fixture_payload("permission_request_bash.json", "2.1.330")
 QUESTIONS = [

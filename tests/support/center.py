@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 from websockets.sync.client import ClientConnection, connect
 
-from support.servers import Server
 from support.ports import free_port
+from support.servers import Server
 
 
 class Center(Server):
@@ -35,7 +35,7 @@ class Center(Server):
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Center":  # type: ignore[override] - returns itself, for Center(...).start()
+    def start(self) -> Center:  # type: ignore[override] - returns itself, for Center(...).start()
         super().start()
         return self
 
@@ -91,7 +91,7 @@ def hook_env(home: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def two_hosts(tmp_path: Path, forward: dict[str, str] | None = None,
-              hook_env: dict[str, str] | None = None) -> Iterator[tuple["Center", "Center", dict[str, str]]]:
+              hook_env: dict[str, str] | None = None) -> Iterator[tuple[Center, Center, dict[str, str]]]:
     """Host A, a command center, and host B, whose hooks forward to A and whose server subscribes to
     A's controls; ``forward`` adds to B's settings, ``hook_env`` to the environment B's hooks run in.
     Yields (a, b, the hooks' environment). B stops first; its drainer exits by itself once idle."""

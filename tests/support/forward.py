@@ -42,7 +42,7 @@ def notification(session_id: str = SESSION) -> dict[str, Any]:
     }
 
 
-def log_text(h: "Home") -> str:
+def log_text(h: Home) -> str:
     try:
         return Path(h.paths.error_log).read_text()
     except FileNotFoundError:

@@ -47,7 +47,7 @@ SESSIONS = "/api/hooks/sessions"
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real server would
     disable_nagle_algorithm = True  # headers and body go out in two writes
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
         pass
@@ -99,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    owner: "IngestServer"
+    owner: IngestServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client killed mid-request resets the connection; that is the test, not an error
@@ -129,7 +129,7 @@ class IngestServer:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def start(self) -> "IngestServer":
+    def start(self) -> IngestServer:
         self.release.clear()
         server = _Server(("127.0.0.1", self.port), _Handler)
         server.owner = self

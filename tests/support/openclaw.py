@@ -13,7 +13,8 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -74,7 +75,7 @@ class Gateway:
 
     # -- up and down --------------------------------------------------------------------------
 
-    def start(self) -> "Gateway":
+    def start(self) -> Gateway:
         async def up() -> None:
             self.server = await serve(self._handle, "127.0.0.1", self.port, max_size=None, compression=None)
         self._run(up())

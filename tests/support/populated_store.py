@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_hooks.features import approvals
-from support.scripts import agent_hook, run_exe, run_hook
 from support.repo import fixture_payload
+from support.scripts import agent_hook, run_exe, run_hook
 
 SESSION_A = fixture_payload("Stop.json")["session_id"]  # the fixtures' session (the "tidy notes" one)
 # Shares A's first four characters (an ambiguous prefix), and differs from the fifth on.

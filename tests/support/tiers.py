@@ -21,7 +21,7 @@ def selects_no_e2e_test(markexpr: str) -> bool:
     if len(others) > 10:
         return False
     for values in itertools.product((False, True), repeat=len(others)):
-        marks = dict(zip(others, values), e2e=True)
-        if expr.evaluate(lambda name, **_kwargs: marks.get(name, False)):
+        marks = dict(zip(others, values, strict=True), e2e=True)
+        if expr.evaluate(lambda name, marks=marks, **_kwargs: marks.get(name, False)):
             return False
     return True

@@ -16,6 +16,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from support.repo import ROOT
+from support.scripts import BIN
+from support.waiting import wait_for
 
 from agent_hooks import __version__
 from agent_hooks import config as config_mod
@@ -23,9 +26,6 @@ from agent_hooks.server import worker
 from agent_hooks.wiring import plugin
 from agent_hooks.wiring.entries import our_groups
 from agent_hooks.wiring.table import HOOKS
-from support.repo import ROOT
-from support.scripts import BIN
-from support.waiting import wait_for
 
 PLUGIN_DIR = ROOT / ".claude-plugin"
 
