@@ -21,8 +21,8 @@ if str(TESTS_DIR) not in sys.path:
 from support.tiers import selects_no_e2e_test  # noqa: E402
 
 # pytest rewrites the asserts of each test module it imports: some 3 s of CPU for the whole suite, in
-# every xdist worker. It keeps the result in tests/__pycache__, unless PYTHONDONTWRITEBYTECODE is set (as
-# on this machine and its CI); then every run, and every worker, does it again. The suite keeps it
+# every xdist worker. It keeps the result in each test folder's __pycache__, unless PYTHONDONTWRITEBYTECODE
+# is set (as on this machine and its CI); then every run, and every worker, does it again. The suite keeps it
 # either way, as it keeps the package's bytecode (pytest_configure below): a second run collects in a
 # third of the time. The processes the tests start still inherit the variable.
 sys.dont_write_bytecode = False
