@@ -1,6 +1,6 @@
 """Forwarding: delivery latency from commit to receipt, and drain throughput.
 
-Runs the contract server of the tests (tests/ingest_server.py) on 127.0.0.1
+Runs the contract server of the tests (tests/support/ingest_server.py) on 127.0.0.1
 and a throwaway AGENT_HOOKS_HOME.
 
 1. Latency: events are committed to the outbox one at a time, through the
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client (agent_hooks.claude_code.PINNED)
 BIN = Path(sys.executable).parent
 
-from ingest_server import IngestServer  # noqa: E402
+from support.ingest_server import IngestServer  # noqa: E402
 
 from agent_hooks import config as config_mod  # noqa: E402
 from agent_hooks.forward import outbox  # noqa: E402

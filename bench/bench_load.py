@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from load_support import run_load  # noqa: E402
+from support.load import run_load  # noqa: E402
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_openclaw.py [--runs 5] [--frames 30000] [--probes 300]
 
 Starts the resident server (`agent-hook server start`, a temporary AGENT_HOOKS_HOME) connected to the
-test-side gateway of tests/openclaw_support.py on loopback. Each run, one thread sends PreToolUse hook
+test-side gateway of tests/support/openclaw.py on loopback. Each run, one thread sends PreToolUse hook
 calls (a new connection each, as Claude Code does) one after the other while the gateway floods the
 server with ``--frames`` assistant-text events of 2 KB; the same number of calls is also timed with the
 gateway quiet. Prints, per condition, the median over runs of each run's p50 and p95, with the spread
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from center_support import Center  # noqa: E402
-from openclaw_support import TOKEN, Gateway  # noqa: E402
+from support.center import Center  # noqa: E402
+from support.openclaw import TOKEN, Gateway  # noqa: E402
 
 CALL = {"hook_event_name": "PreToolUse", "session_id": "bench-oc", "tool_name": "Bash",
         "tool_input": {"command": "ls"}, "cwd": "/tmp", "transcript_path": "", "permission_mode": "default"}

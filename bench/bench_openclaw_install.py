@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests")]  # openclaw_gateway, and the support it imports
 
 import openclaw_client  # noqa: E402
 from openclaw_gateway import OpenClawGateway  # noqa: E402

@@ -3,7 +3,7 @@
 1. Restart: the worker is killed, and a hook call is made at once; its answer time is the
    wait a call meets while the supervisor forks the next worker (it waits in the backlog).
    Repeated --restarts times; printed as min / median / max.
-2. Fault runs (tests/fault_support.py): 20 sessions call for 30 s while the worker is killed
+2. Fault runs (tests/support/faults.py): 20 sessions call for 30 s while the worker is killed
    every 2 s, once with the default wiring and once with guards.fail_closed. Printed: calls
    refused and cut off, answered without a record, records lost (both targets: 0), and tool
    calls that ran unguarded (target with fail_closed: 0).
@@ -28,13 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fault_support import BIN, _free_port, _payload, run_faults  # noqa: E402
+from support.faults import _payload, run_faults  # noqa: E402
+from support.ports import free_port  # noqa: E402
+from support.scripts import BIN  # noqa: E402
 
 
 def restart_times(root: Path, n: int) -> list[float]:
     """Milliseconds from a worker's SIGKILL to the answer of a hook call made right after it."""
     home = root / "state"
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_HOOKS")}
     env.update({"AGENT_HOOKS_HOME": str(home), "HOME": str(root), "AGENT_HOOKS__SERVE__PORT": str(port),
                 "AGENT_HOOKS__FORWARD__ENABLED": "false"})

@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tier_support import selects_no_e2e_test
+# The tests sit in one folder per subject (tests/server, tests/hooks, ...) and import their helpers
+# from the support package beside this file (``from support.scripts import run_hook``): this folder
+# is on sys.path whatever pytest's import mode (its default, prepend, puts it there for this file).
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from support.tiers import selects_no_e2e_test  # noqa: E402
 
 # pytest rewrites the asserts of each test module it imports: some 3 s of CPU for the whole suite, in
-# every xdist worker. It keeps the result in tests/__pycache__, unless PYTHONDONTWRITEBYTECODE is set (as
-# on this machine and its CI); then every run, and every worker, does it again. The suite keeps it
+# every xdist worker. It keeps the result in each test folder's __pycache__, unless PYTHONDONTWRITEBYTECODE
+# is set (as on this machine and its CI); then every run, and every worker, does it again. The suite keeps it
 # either way, as it keeps the package's bytecode (pytest_configure below): a second run collects in a
 # third of the time. The processes the tests start still inherit the variable.
 sys.dont_write_bytecode = False

@@ -122,10 +122,10 @@ class Recorder:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 5)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - closing anyway
+            except (TimeoutError, Exception):  # noqa: BLE001 - closing anyway
                 self._reader.cancel()
 
-    async def __aenter__(self) -> "Recorder":
+    async def __aenter__(self) -> Recorder:
         res = await self.connect()
         if not res.get("ok"):
             raise GatewayError("connect", res.get("error") or {})
@@ -196,7 +196,7 @@ class Recorder:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def dump(self, path: Path, secrets: Iterable[str] = (), paths: dict[str, str] | None = None) -> None:
@@ -443,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="JSON-lines file to write")
     args = parser.parse_args(argv)
     if args.scenarios:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))  # model_server, openclaw_gateway
+        here = Path(__file__).resolve().parent
+        sys.path[:0] = [str(here), str(here.parent)]  # model_server, openclaw_gateway; tests/support
         return asyncio.run(_scenarios(Path(args.scenarios), args.only))
     if not args.url or not args.out:
         parser.error("--url and --out (or --scenarios DIR)")

@@ -41,7 +41,7 @@ def version() -> str:
     return resolve(os.environ.get("AGENT_HOOKS_CLAUDE_VERSION") or DEFAULT_VERSION)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve(ver: str) -> str:
     """``latest`` -> the newest published version (asks npm once per process); others as given."""
     if ver != "latest":

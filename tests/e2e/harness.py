@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from model_server import ModelServer
+from support.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -60,14 +61,6 @@ def install_settings(path: Path, env: dict[str, str], bin_dir: Path = BIN_DIR,
     if proc.returncode != 0:
         raise AssertionError(f"agent-hook settings install exited {proc.returncode}: {proc.stdout}{proc.stderr}")
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def hook_commands(settings: dict[str, Any]) -> dict[str, list[str]]:

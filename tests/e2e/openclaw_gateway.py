@@ -13,22 +13,16 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from openclaw_client import Gateway
+from support.ports import free_port
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 READY_S = 180.0  # two shared cores: seen from 6 s to 30 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(port: int, token: str, model_url: str, log_file: Path, exec_mode: str | None = None,
@@ -91,7 +85,7 @@ class OpenClawGateway:
         return env
 
     # -- process ---------------------------------------------------------------------------
-    def start(self, timeout: float = READY_S) -> "OpenClawGateway":
+    def start(self, timeout: float = READY_S) -> OpenClawGateway:
         """Start the gateway and wait until it logs ``[gateway] ready``."""
         assert self.proc is None, "already running"
         offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
@@ -171,5 +165,5 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120.0) -> tuple[int, st
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-        raise AssertionError(f"openclaw agent ran over {timeout} s:\n{out[-2000:]}\n{err[-2000:]}")
+        raise AssertionError(f"openclaw agent ran over {timeout} s:\n{out[-2000:]}\n{err[-2000:]}") from None
     return proc.returncode, out, err

@@ -21,6 +21,7 @@ import claude_client
 import pytest
 from harness import BIN_DIR, E2E, install_settings
 from model_server import text, tool_use
+from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 INTERACTIVE_VERSION = "2.1.332"  # PermissionRequest racing the dialog, AskUserQuestion through it (Part A3)
@@ -37,16 +38,6 @@ def pending(e2e: E2E) -> list[dict[str, Any]]:
     if proc.returncode != 0:  # no store yet
         return []
     return json.loads(proc.stdout)["approvals"]
-
-
-def wait_until(fn: Any, timeout: float = 30, step: float = 0.1, what: str = "") -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        got = fn()
-        if got:
-            return got
-        assert time.monotonic() < end, f"timed out waiting for {what or fn}"
-        time.sleep(step)
 
 
 class Terminal:
@@ -70,7 +61,7 @@ class Terminal:
         return subprocess.run(self.tmux + ["capture-pane", "-p", "-t", "c"], capture_output=True, text=True).stdout
 
     def wait_for(self, needle: str, timeout: float = 40) -> None:
-        wait_until(lambda: needle in self.screen(), timeout, 0.2, f"{needle!r} on screen:\n{self.screen()}")
+        wait_for(lambda: needle in self.screen(), timeout, f"{needle!r} on screen", show=self.screen, step=0.2)
 
     def keys(self, *keys: str, literal: bool = False) -> None:
         subprocess.run(self.tmux + ["send-keys", "-t", "c", *(["-l"] if literal else []), *keys], check=True)
@@ -108,10 +99,10 @@ def test_a_dialog_allowed_with_agent_hook_approve_runs_the_tool(e2e: E2E, termin
     e2e.server.set_script([[ASK], [text("made it")]])
     terminal.prompt("make the file")
     terminal.wait_for("Do you want to proceed?")
-    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    [row] = wait_for(lambda: pending(e2e), 10, what="the request listed", step=0.1)
     assert row["kind"] == "permission" and row["tool_input"]["command"] == "touch asked.txt"
     assert "allowed" in cli(e2e, "approve", row["id"]).stdout
-    wait_until(lambda: (e2e.workspace / "asked.txt").exists(), 15, what="the tool to run")
+    wait_for(lambda: (e2e.workspace / "asked.txt").exists(), 15, what="the tool to run", step=0.1)
     terminal.wait_for("made it")
     [got] = e2e.query("SELECT state, answered_via FROM approvals")
     assert got == {"state": "allowed", "answered_via": "cli"}
@@ -126,7 +117,7 @@ def test_always_allow_remembers_the_rule_for_the_next_call(e2e: E2E, terminal: T
                            [text("both made")]])
     terminal.prompt("append twice")
     terminal.wait_for("Do you want to proceed?")
-    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    [row] = wait_for(lambda: pending(e2e), 10, what="the request listed", step=0.1)
     assert any(s.get("type") == "addRules" for s in row["suggestions"]), row["suggestions"]
     cli(e2e, "approve", row["id"], "--always")
     terminal.wait_for("both made")
@@ -139,10 +130,10 @@ def test_deny_with_a_message_reaches_the_model_and_the_tool_does_not_run(e2e: E2
     e2e.server.set_script([[ASK], [text("understood")]])
     terminal.prompt("make the file")
     terminal.wait_for("Do you want to proceed?")
-    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    [row] = wait_for(lambda: pending(e2e), 10, what="the request listed", step=0.1)
     cli(e2e, "deny", row["id"], "--message", "Use the scratch directory instead, not the workspace.")
-    wait_until(lambda: e2e.server.requests_containing("Use the scratch directory instead", "main"), 20,
-               what="the message in the model's next request")
+    wait_for(lambda: e2e.server.requests_containing("Use the scratch directory instead", "main"), 20,
+             what="the message in the model's next request", step=0.1)
     assert not (e2e.workspace / "asked.txt").exists()
 
 
@@ -150,9 +141,9 @@ def test_deny_and_stop_ends_the_turn(e2e: E2E, terminal: Terminal) -> None:
     e2e.server.set_script([[ASK], [text("should never be asked for")]])
     terminal.prompt("make the file")
     terminal.wait_for("Do you want to proceed?")
-    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    [row] = wait_for(lambda: pending(e2e), 10, what="the request listed", step=0.1)
     cli(e2e, "deny", row["id"], "--message", "Stop: a person takes over.", "--interrupt")
-    wait_until(lambda: "Do you want to proceed?" not in terminal.screen(), 15, what="the dialog to close")
+    wait_for(lambda: "Do you want to proceed?" not in terminal.screen(), 15, what="the dialog to close", step=0.1)
     time.sleep(3)  # time for a wrongful next turn to reach the model
     assert len(e2e.server.messages("main")) == 1, e2e.describe()
     assert not (e2e.workspace / "asked.txt").exists()
@@ -166,11 +157,11 @@ QUESTIONS = [{"question": "Which database should we use?", "header": "Database",
 def test_a_question_answered_from_the_cli_reaches_the_model(e2e: E2E, terminal: Terminal) -> None:
     e2e.server.set_script([[tool_use("AskUserQuestion", {"questions": QUESTIONS})], [text("going with it")]])
     terminal.prompt("pick a database")
-    [row] = wait_until(lambda: pending(e2e), 30, what="the question listed")
+    [row] = wait_for(lambda: pending(e2e), 30, what="the question listed", step=0.1)
     assert row["kind"] == "question" and row["questions"][0]["question"] == "Which database should we use?"
     cli(e2e, "approve", row["id"], "--answer", "Database=Postgres")
-    hits = wait_until(lambda: e2e.server.requests_containing('"Which database should we use?"="Postgres"', "main"),
-                      20, what="the chosen label in the model's next request")
+    hits = wait_for(lambda: e2e.server.requests_containing('"Which database should we use?"="Postgres"', "main"),
+                    20, what="the chosen label in the model's next request", step=0.1)
     assert hits
     [got] = e2e.query("SELECT state, answers FROM approvals")
     assert got["state"] == "answered" and json.loads(got["answers"]) == {"Which database should we use?": "Postgres"}
@@ -186,13 +177,13 @@ def test_an_answer_typed_at_the_terminal_first_leaves_the_list_within_a_second(
     e2e.server.set_script([[ASK], [text("ok then")]])
     terminal.prompt("make the file")
     terminal.wait_for("Do you want to proceed?")
-    [row] = wait_until(lambda: pending(e2e), 10, what="the request listed")
+    [row] = wait_for(lambda: pending(e2e), 10, what="the request listed", step=0.1)
     pressed = time.monotonic()
     terminal.keys(key)
     # Read where every list reads it (the CLI, GET /api/approvals): a CLI process per look would
     # itself take a good part of the second on a loaded machine.
-    wait_until(lambda: not e2e.query("SELECT id FROM approvals WHERE state = 'pending'"), 5, 0.02,
-               "the request to leave the list")
+    wait_for(lambda: not e2e.query("SELECT id FROM approvals WHERE state = 'pending'"), 5,
+             "the request to leave the list", step=0.02)
     took = time.monotonic() - pressed
     assert took < 1.0, took
     assert pending(e2e) == []
@@ -218,7 +209,7 @@ def test_gates_in_a_one_shot_session(e2e: E2E) -> None:
     approved: list[str] = []
 
     def approve_the_first() -> None:
-        rows = wait_until(lambda: pending(e2e), 30, what="the gate's request")
+        rows = wait_for(lambda: pending(e2e), 30, what="the gate's request", step=0.1)
         approved.append(cli(e2e, "approve", rows[0]["id"]).stdout)
 
     helper = threading.Thread(target=approve_the_first, daemon=True)
@@ -251,7 +242,7 @@ def test_a_gate_denied_and_stopped_ends_the_turn(e2e: E2E) -> None:
                            [text("should never be asked for")]])
 
     def deny_it() -> None:
-        rows = wait_until(lambda: pending(e2e), 30, what="the gate's request")
+        rows = wait_for(lambda: pending(e2e), 30, what="the gate's request", step=0.1)
         cli(e2e, "deny", rows[0]["id"], "--message", "not today", "--interrupt")
 
     helper = threading.Thread(target=deny_it, daemon=True)

@@ -11,8 +11,10 @@ import time
 
 import httpx
 import pytest
-from harness import BIN_DIR, E2E, free_port
+from harness import BIN_DIR, E2E
 from model_server import text, tool_use
+from support.ports import free_port
+from support.waiting import wait_for
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")
@@ -46,25 +48,21 @@ def test_a_dialog_on_b_is_allowed_from_a_and_the_tool_runs(e2e: E2E) -> None:
             return subprocess.run(tmux + ["capture-pane", "-p", "-t", "agent-b"], capture_output=True,
                                   text=True).stdout
 
-        def wait_for(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
-            end = time.monotonic() + timeout
-            while not (got := check()):
-                assert time.monotonic() < end, f"{what}:\n{screen()}\n{e2e.describe()}"
-                time.sleep(0.1)
-            return got
+        def on_screen(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
+            return wait_for(check, timeout, what, show=lambda: f"\n{screen()}\n{e2e.describe()}", step=0.1)
 
-        wait_for(lambda: "❯" in screen(), "the prompt never showed")
+        on_screen(lambda: "❯" in screen(), "the prompt")
         subprocess.run(tmux + ["send-keys", "-t", "agent-b", "-l", "touch the file"], check=True)
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "agent-b", "Enter"], check=True)
-        wait_for(lambda: "Do you want to proceed?" in screen(), "the dialog never opened")
-        [row] = wait_for(lambda: a.get("/api/approvals").json()["approvals"], "A never listed B's request")
+        on_screen(lambda: "Do you want to proceed?" in screen(), "the dialog")
+        [row] = on_screen(lambda: a.get("/api/approvals").json()["approvals"], "A to list B's request")
         assert row["host"] == "host-b" and row["tool_input"]["command"] == "touch allowed-from-a.txt", row
         assert not (e2e.workspace / "allowed-from-a.txt").exists()
         r = a.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
         assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
-        wait_for(lambda: (e2e.workspace / "allowed-from-a.txt").exists(), "the tool never ran on B")
-        wait_for(lambda: "Touched it." in screen(), "the model's answer never showed")
+        on_screen(lambda: (e2e.workspace / "allowed-from-a.txt").exists(), "the tool to run on B")
+        on_screen(lambda: "Touched it." in screen(), "the model's answer")
         assert a.get("/api/approvals").json()["approvals"] == []
         late = a.post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
         assert late.status_code == 409 and "already answered" in late.json()["error"], late.text

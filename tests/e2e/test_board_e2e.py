@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from center_support import Center, chromium_page
 from harness import E2E
 from model_server import text, tool_use
+from support.browser import chromium_page
+from support.center import Center
 
 # The interactive map (docs/command-center.md): a turn's end awaits review instead of completing.
 EVENT_MAP = '{"SessionStart": "start", "PostToolUse": "tool_use", "UserPromptSubmit": "running", "Stop": "to_review"}'

@@ -10,9 +10,10 @@ import subprocess
 import time
 from typing import Any
 
-from agent_hooks.claude_code import PINNED
-from harness import BIN_DIR, REPO, E2E
+from harness import BIN_DIR, E2E, REPO
 from model_server import text, tool_use
+
+from agent_hooks.claude_code import PINNED
 
 FIXTURES = REPO / "tests" / "fixtures" / f"claude-code-{PINNED}"
 TASK_ID = "T-ORD-142"

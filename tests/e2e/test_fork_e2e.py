@@ -1,4 +1,4 @@
-"""A forked session under the real client, wired by `agent-hook settings install` (issue 19).
+"""A forked session under the real client, wired by `agent-hook settings install`.
 
 `claude -p --resume ID --fork-session` starts a new session whose SessionStart has source "fork"
 (clients since 2.1.214). With the wiring of 0.1.0 (matcher startup|resume|clear|compact) that
@@ -13,13 +13,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 
-import pytest
-
 import claude_client
-from forward_support import kill_drainers
+import pytest
 from harness import BIN_DIR, E2E
-from ingest_server import IngestServer
 from model_server import text
+from support.forward import kill_drainers
+from support.ingest_server import IngestServer
 
 FORK_SOURCE_SINCE = (2, 1, 214)
 FORK_CLIENT = "2.1.330"  # the newest client the fixtures were captured from

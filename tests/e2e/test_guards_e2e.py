@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from harness import BIN_DIR, E2E, TRANSPORTS
 from model_server import text, tool_use
 

@@ -7,16 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from handlers_support import write_handler  # noqa: E402
+from support.handlers import write_handler
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 POLICY = "Team policy: no force-push from agents. Push a branch and open a PR instead."

@@ -7,7 +7,6 @@ import subprocess
 from typing import Any
 
 import pytest
-
 from harness import BIN_DIR, E2E, TRANSPORTS
 from model_server import text, tool_use
 

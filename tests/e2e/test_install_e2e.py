@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 from harness import E2E, HOOK_EXECUTABLES, REPO
+from model_server import text, tool_use
 
 from agent_hooks.wiring.entries import command_for
-from model_server import text, tool_use
 
 
 @pytest.mark.slow

@@ -18,15 +18,15 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 import openclaw_client
-from center_support import Center, chromium_page
+import pytest
 from model_server import ModelServer, text, tool_use
 from openclaw_gateway import OpenClawGateway, finish
+from support.browser import chromium_page
+from support.center import Center
+from support.waiting import wait_for
 
 HOST = "oc-host"
 HOLD_S = 90.0  # longest a held model turn waits for the test
@@ -79,18 +79,6 @@ def center(gateway: OpenClawGateway, tmp_path_factory: pytest.TempPathFactory) -
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def wait_for(predicate: Any, timeout: float, what: str, show: Any = None) -> Any:
-    """``predicate()``'s first truthy value, polling; fails with ``show()`` (the state seen) on timeout."""
-    end = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}; saw {show() if show else got!r}")
-        time.sleep(0.1)
-
-
 def gateway_state(center: Center) -> str | None:
     status = center.http.get("/status").json().get("openclaw") or {}
     return status.get("state")

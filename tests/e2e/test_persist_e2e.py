@@ -1,4 +1,5 @@
-"""Persistence under the real client with a scripted model (issue 17's proofs).
+"""Persistence under the real client with a scripted model: Stop holds a session whose task persists,
+and lets it go when it must (the budget, a full context, an interrupt).
 
 The task is created with the installed CLI before the run, the session joins it
 with $AGENT_HOOKS_TASK_ID, and the hooks are the project's own settings template.
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
+from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 
@@ -131,24 +133,21 @@ def test_interrupt_no_block(e2e: E2E) -> None:
         def screen() -> str:
             return subprocess.run(tmux + ["capture-pane", "-p", "-t", "c"], capture_output=True, text=True).stdout
 
-        def wait_for(needle: str, timeout: float = 30) -> None:
-            end = time.monotonic() + timeout
-            while needle not in screen():
-                assert time.monotonic() < end, f"{needle!r} not on screen:\n{screen()}"
-                time.sleep(0.3)
+        def on_screen(needle: str, timeout: float = 30) -> None:
+            wait_for(lambda: needle in screen(), timeout, f"{needle!r} on screen", show=screen, step=0.3)
 
-        wait_for("❯")
+        on_screen("❯")
         subprocess.run(tmux + ["send-keys", "-t", "c", "-l", "touch the file"], check=True)
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "c", "Enter"], check=True)
-        wait_for("Do you want to proceed?")
+        on_screen("Do you want to proceed?")
         wanted = [{"state": "needs_input", "waiting_detail": "Bash: touch asked.txt"}]
         end = time.monotonic() + 10
         while (session := e2e.query("SELECT state, waiting_detail FROM sessions")) != wanted:
             assert time.monotonic() < end, session  # PermissionRequest's hook runs as the dialog opens
             time.sleep(0.2)
         subprocess.run(tmux + ["send-keys", "-t", "c", "Escape"], check=True)
-        wait_for("Interrupted")
+        on_screen("Interrupted")
         time.sleep(3)  # time for a wrongful continuation to reach the model
         assert len(e2e.server.messages("main")) == 1, e2e.describe()
         assert task(e2e)["continuations"] == 0

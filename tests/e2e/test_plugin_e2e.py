@@ -17,10 +17,10 @@ from pathlib import Path
 import claude_client
 import pytest
 from harness import E2E, REPO
+from model_server import text, tool_use
 
 from agent_hooks import __version__
 from agent_hooks.wiring import plugin
-from model_server import text, tool_use
 
 # Plugins from the shell (`claude plugin marketplace add`, `plugin install`): observed on 2.1.332.
 PLUGIN_CLIENT_VERSION = "2.1.332"

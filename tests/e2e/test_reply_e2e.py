@@ -12,8 +12,10 @@ import time
 
 import httpx
 import pytest
-from harness import BIN_DIR, E2E, free_port
+from harness import BIN_DIR, E2E
 from model_server import last_user_text, text
+from support.ports import free_port
+from support.waiting import wait_for
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")
@@ -44,36 +46,32 @@ def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E, left_at_
             return subprocess.run(tmux + ["capture-pane", "-p", "-t", "reply-me"], capture_output=True,
                                   text=True).stdout
 
-        def wait_for(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
-            end = time.monotonic() + timeout
-            while not (got := check()):
-                assert time.monotonic() < end, f"{what}:\n{screen()}\n{e2e.describe()}"
-                time.sleep(0.3)
-            return got
+        def on_screen(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
+            return wait_for(check, timeout, what, show=lambda: f"\n{screen()}\n{e2e.describe()}", step=0.3)
 
-        wait_for(lambda: "❯" in screen(), "the prompt never showed")
+        on_screen(lambda: "❯" in screen(), "the prompt")
         subprocess.run(tmux + ["send-keys", "-t", "reply-me", "-l", "do the first thing"], check=True)
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "reply-me", "Enter"], check=True)
-        [row] = wait_for(lambda: e2e.query("SELECT session_id, tmux_session, tmux_pane FROM sessions"
-                                           " WHERE state = 'awaiting'"), "the session never awaited its prompt")
+        [row] = on_screen(lambda: e2e.query("SELECT session_id, tmux_session, tmux_pane FROM sessions"
+                                            " WHERE state = 'awaiting'"), "the session to await its prompt")
         assert row["tmux_session"] == "reply-me" and row["tmux_pane"].startswith("%"), row
-        card = wait_for(lambda: next((c for c in http.get("/api/board").json()["cards"]
-                                      if c["id"] == row["session_id"] and c["reply"]), None),
-                        "the card never offered Reply")
+        card = on_screen(lambda: next((c for c in http.get("/api/board").json()["cards"]
+                                       if c["id"] == row["session_id"] and c["reply"]), None),
+                         "the card to offer Reply")
         assert card["tmux_session"] == "reply-me" and card["column"] == "awaiting_review", card
 
         if left_at_terminal:
             subprocess.run(tmux + ["send-keys", "-t", "reply-me", "-l", left_at_terminal], check=True)
-            wait_for(lambda: "rm -rf nothing" in screen(), "the half-typed command never showed")
+            on_screen(lambda: "rm -rf nothing" in screen(), "the half-typed command")
         reply = "now say you got my reply" if not left_at_terminal else "touch typed-into-the-shell"
         r = http.post(f"/api/sessions/{row['session_id']}/reply", json={"text": reply})
         assert r.status_code == 200 and r.json()["applied"] == "here", r.text
-        wait_for(lambda: len(e2e.server.messages("main")) >= 2, "the reply never reached the model")
+        on_screen(lambda: len(e2e.server.messages("main")) >= 2, "the reply to reach the model")
         assert reply in last_user_text(e2e.server.bodies()[-1]), e2e.describe()
         assert "rm -rf" not in last_user_text(e2e.server.bodies()[-1])  # what was left was cleared, not sent
         assert not (e2e.workspace / "typed-into-the-shell").exists()
-        wait_for(lambda: "Got your reply." in screen(), "the model's answer never showed")
+        on_screen(lambda: "Got your reply." in screen(), "the model's answer")
     finally:
         http.close()
         subprocess.run(tmux + ["kill-server"], capture_output=True)

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, TRANSPORTS, hook_commands, install_settings
+from model_server import text, tool_use
 
 from agent_hooks.hashing import digest
 from agent_hooks.wiring.entries import handler_words
-from harness import BIN_DIR, E2E, HOOK_EXECUTABLES, TRANSPORTS, hook_commands, install_settings
-from model_server import text, tool_use
 
 HERE = Path(__file__).resolve().parent
 

@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import claude_client
+import pytest
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
 

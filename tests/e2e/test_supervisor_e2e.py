@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import claude_client
-from agent_hooks.claude_code import NEWEST_TESTED
+import pytest
 from harness import BIN_DIR, E2E, install_settings
 from model_server import text, tool_use
+
+from agent_hooks.claude_code import NEWEST_TESTED
 
 pytestmark = pytest.mark.parametrize("transport", ["http"], indirect=True)
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 
 import pytest
-
 from harness import BIN_DIR, E2E
 from model_server import api_error, text, tool_use
 
@@ -33,7 +32,7 @@ def test_rate_limited_turn_is_error_with_its_kind(e2e: E2E) -> None:
     if not failures and e2e.query("SELECT 1 FROM session_events WHERE event = 'SessionEnd'"):
         # The turn ended and the session closed, but the client exited before its StopFailure hook ran
         # (2.1.331 in -p mode, on a quiet machine, every time). Say so rather than pass or fail on it;
-        # the StopFailure handling itself is covered with the captured payload (tests/test_waiting_states.py).
+        # the StopFailure handling itself is covered with the captured payload (tests/features/test_waiting_states.py).
         pytest.skip("this client exits before running its StopFailure hook in -p mode (3 tries)")
     assert [f["detail"] for f in failures] == ["rate_limit"], e2e.describe()
     [session] = [s for s in status(e2e)["sessions"] if s["session_id"] == failures[0]["session_id"]]

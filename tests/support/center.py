@@ -1,0 +1,113 @@
+"""A real command center for tests: a started server (support.servers.Server) on a free loopback port,
+with httpx and a WebSocket client (websockets) pointed at it; two of them as two hosts of a fleet."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.sync.client import ClientConnection, connect
+
+from support.ports import free_port
+from support.servers import Server
+
+
+class Center(Server):
+    """A started server; ``http`` is an httpx client on its base URL."""
+
+    def __init__(self, home: Path, port: int | None = None, env: dict[str, str] | None = None) -> None:
+        super().__init__(home, port or free_port())
+        self.env["AGENT_HOOKS_HOME"] = str(home)
+        user_home = home.parent / f"{home.name}-user"
+        user_home.mkdir(parents=True, exist_ok=True)
+        self.env["HOME"] = str(user_home)  # never the real home, whatever the fixture's scope
+        self.env["AGENT_HOOKS__FORWARD__ENABLED"] = "false"
+        self.env.update(env or {})
+        self.http = httpx.Client(base_url=self.base, timeout=10, trust_env=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Center:  # type: ignore[override] - returns itself, for Center(...).start()
+        super().start()
+        return self
+
+    def ingest(self, body: Any, key: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if key:
+            h["Idempotency-Key"] = key
+        return self.http.post("/api/hooks/ingest", content=raw, headers=h)
+
+    def live(self) -> ClientConnection:
+        return connect(f"ws://127.0.0.1:{self.port}/api/live", open_timeout=10)
+
+    def card(self, card_id: str) -> dict[str, Any]:
+        r = self.http.get(f"/api/hooks/sessions/{card_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def board_cards(self) -> dict[str, dict[str, Any]]:
+        return {c["id"]: c for c in self.http.get("/api/board").json()["cards"]}
+
+    def wait_card(self, predicate: Any, timeout: float = 10.0, what: str = "a card") -> dict[str, Any]:
+        end = time.time() + timeout
+        while time.time() < end:
+            for card in self.board_cards().values():
+                if predicate(card):
+                    return card
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}: {list(self.board_cards().values())}")
+
+
+def messages(ws: ClientConnection, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """WebSocket messages until ``until(list)`` is true."""
+    got: list[dict[str, Any]] = []
+    end = time.time() + timeout
+    while not until(got):
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError(f"timed out; got {got}")
+        try:
+            got.append(json.loads(ws.recv(timeout=left)))
+        except TimeoutError:
+            continue
+    return got
+
+
+def hook_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()}
+    env["AGENT_HOOKS_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def two_hosts(tmp_path: Path, forward: dict[str, str] | None = None,
+              hook_env: dict[str, str] | None = None) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+    """Host A, a command center, and host B, whose hooks forward to A and whose server subscribes to
+    A's controls; ``forward`` adds to B's settings, ``hook_env`` to the environment B's hooks run in.
+    Yields (a, b, the hooks' environment). B stops first; its drainer exits by itself once idle."""
+    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
+    settings = {
+        "AGENT_HOOKS__FLEET__HOST": "host-b",
+        "AGENT_HOOKS__FORWARD__ENABLED": "true",
+        "AGENT_HOOKS_INGEST_URL": f"{a.base}/api/hooks/ingest",
+        "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
+        "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+        **(forward or {}),
+    }
+    b = Center(tmp_path / "host-b", env=settings)
+    try:
+        b.start()
+        yield a, b, {"AGENT_HOOKS_HOME": str(b.home), "HOME": b.env["HOME"], **(hook_env or {}), **settings}
+    finally:
+        b.stop()
+        a.stop()

@@ -1,0 +1,42 @@
+"""Loopback ports for the servers the tests start: a free one, and waits until one listens or is closed."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+
+def free_port() -> int:
+    """A port nothing listens on at 127.0.0.1 now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, timeout: float = 10.0) -> None:
+    """Until something accepts connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def wait_closed(port: int, timeout: float = 10.0) -> None:
+    """Until nothing accepts connections on 127.0.0.1:``port`` (then another program can bind it).
+
+    A killed supervisor's worker shares its listening socket and dies with it a moment later:
+    under load, later than the supervisor's pid is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"port {port} still takes connections")
