@@ -204,7 +204,7 @@ def dispatch(call: Call, handler: Handler | None, data: bytes, env: Any, paths: 
         call.session_id = payload.session_id
         if handler is None:
             # The server's routes: a request for an event we do not serve is refused as bad input,
-            # so the problem header tells whoever wired it (tests/test_server.py).
+            # so the problem header tells whoever wired it (tests/server/test_server.py).
             _defer(store, "bad input is reported")
             report(paths, config, call, "bad_input", f"no handler for the event {call.event!r}")
             call.done = True

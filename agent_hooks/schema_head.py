@@ -11,7 +11,7 @@ migrated step by step) and replayed in one transaction: a few milliseconds.
 Only an empty file takes this path; a store that exists and is behind still migrates
 step by step. The snapshot names the migrations it stands for; when they are not the
 code's (a migration added without rewriting the file), it is not used, and
-tests/test_schema_head.py fails until the file is rewritten.
+tests/hooks/test_schema_head.py fails until the file is rewritten.
 """
 
 from __future__ import annotations

@@ -42,13 +42,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 FIXTURES = ROOT / "tests" / "fixtures" / "claude-code-2.1.197"  # the pinned client (agent_hooks.claude_code.PINNED)
 BIN = Path(sys.executable).parent
 
-from support.ingest_server import IngestServer  # noqa: E402
-
 from agent_hooks import config as config_mod  # noqa: E402
 from agent_hooks.forward import outbox  # noqa: E402
 from agent_hooks.paths import Paths  # noqa: E402
 from agent_hooks.payload import Payload  # noqa: E402
 from agent_hooks.store import Store  # noqa: E402
+
+from support.ingest_server import IngestServer  # noqa: E402
 
 
 class _Ctx:

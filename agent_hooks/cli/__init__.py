@@ -19,7 +19,7 @@ from agent_hooks.cli import helptext
 MODULES = ("basics", "configure", "status", "errors", "settings", "doctor", "identity", "memory", "summary",
            "tasks", "persist", "sessions", "queue", "server", "fleet", "hooks", "approvals", "cost")
 # Which module defines each top-level command, so that one call imports one module.
-# tests/test_cli_tier.py checks it against the modules' COMMANDS; a command missing here
+# tests/cli/test_cli_tier.py checks it against the modules' COMMANDS; a command missing here
 # still works (it is found by loading every module), only slower.
 WHERE = {
     "init": "basics", "paths": "basics", "config": "configure", "status": "status", "errors": "errors",

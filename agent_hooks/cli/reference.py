@@ -1,6 +1,6 @@
 """docs/commands.md, generated from the click tree: ``python -m agent_hooks.cli.reference > docs/commands.md``.
 
-A test (tests/test_cli_tier.py) checks the page lists exactly the commands
+A test (tests/cli/test_cli_tier.py) checks the page lists exactly the commands
 ``agent-hook --help`` has, so a new command lands in the reference with its
 help text, and a removed one leaves it.
 """

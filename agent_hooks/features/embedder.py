@@ -10,7 +10,7 @@ never import its code, we read its ``model/`` directory. The forward pass is
 here: 6 BERT layers (hidden 384, 12 heads, erf GELU, LayerNorm eps 1e-12),
 then the mean of the token vectors under the attention mask, normalised, as
 sentence-transformers does it (tests/fixtures/minilm_reference.json holds its
-own vectors; tests/test_memory_vectors.py checks ours match them). Why not
+own vectors; tests/features/test_memory_vectors.py checks ours match them). Why not
 the static WordLlama vectors this replaced: recall@3 on the evaluation set was
 0.62 with them, a transformer reads a sentence in context (docs/memory.md).
 """

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.approvals import QUESTION, Held
 from support.center import Center, two_hosts
 from support.repo import fixture_payload

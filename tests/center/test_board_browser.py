@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.browser import chromium_page
 from support.center import Center
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from support.center import Center, two_hosts
 from support.scripts import agent_hook, run_hook
 from support.tmux import NO_TMUX, Tmux

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from support.center import Center, hook_env, messages
 from support.ingest_server import EVENTS, STATES
 from support.scripts import BIN, run_hook

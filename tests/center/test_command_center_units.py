@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-# EVENTS: the contract's table, written out independently of contract.EVENTS (the test ingest server's
-# copy, which the forwarder's tests run against): event -> (from states, to).
-from support.ingest_server import EVENTS, STATES
-
 from agent_hooks.center import contract, fleetdb
 from agent_hooks.forward import eventmap
 from agent_hooks.store import Store
+
+# EVENTS: the contract's table, written out independently of contract.EVENTS (the test ingest server's
+# copy, which the forwarder's tests run against): event -> (from states, to).
+from support.ingest_server import EVENTS, STATES
 
 
 def test_twelve_events_five_states() -> None:

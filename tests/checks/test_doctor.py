@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.repo import ROOT
-from support.scripts import BIN, sh
 
 from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS
+
+from support.repo import ROOT
+from support.scripts import BIN, sh
 
 # Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
 CLAUDE_CACHE = Path(os.environ.get("AGENT_HOOKS_CLAUDE_CACHE") or ROOT / ".cache")

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import click
 import pytest
+
+from agent_hooks.cli import cli
+from agent_hooks.cli.reference import markdown, walk
+
 from support.populated_store import APPROVAL_ALLOW, APPROVAL_DENY, SESSION_A, SESSION_C, populate
 from support.ports import free_port
 from support.repo import ROOT
 from support.scripts import BIN
-
-from agent_hooks.cli import cli
-from agent_hooks.cli.reference import markdown, walk
 
 COMMANDS = [path for path, _ in walk(cli) if path]
 JSON_COMMANDS = {path: cmd for path, cmd in walk(cli)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.populated_store import SESSION_A, SESSION_B, SESSION_C, populate
 from support.repo import fixture_payload
 from support.scripts import BIN, EXECUTABLES, agent_hook, run_exe, run_hook

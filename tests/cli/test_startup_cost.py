@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.repo import ROOT
-
 from agent_hooks import cli as cli_pkg
+
+from support.repo import ROOT
 
 
 def test_the_table_names_every_command_and_its_module() -> None:

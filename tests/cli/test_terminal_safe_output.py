@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.scripts import EXECUTABLES, agent_hook, run_exe
 

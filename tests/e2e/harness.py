@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from model_server import ModelServer
+
 from support.ports import free_port
 
 HERE = Path(__file__).resolve().parent

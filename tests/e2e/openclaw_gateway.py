@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw_client import Gateway
+
 from support.ports import free_port
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

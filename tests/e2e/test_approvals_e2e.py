@@ -21,6 +21,7 @@ import claude_client
 import pytest
 from harness import BIN_DIR, E2E, install_settings
 from model_server import text, tool_use
+
 from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
+
 from support.ports import free_port
 from support.waiting import wait_for
 

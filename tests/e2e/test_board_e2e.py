@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from harness import E2E
 from model_server import text, tool_use
+
 from support.browser import chromium_page
 from support.center import Center
 

@@ -17,6 +17,7 @@ import claude_client
 import pytest
 from harness import BIN_DIR, E2E
 from model_server import text
+
 from support.forward import kill_drainers
 from support.ingest_server import IngestServer
 

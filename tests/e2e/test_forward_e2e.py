@@ -8,11 +8,12 @@ from collections.abc import Iterator
 import pytest
 from harness import E2E
 from model_server import text, tool_use
-from support.forward import kill_drainers
-from support.ingest_server import IngestServer
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
+
+from support.forward import kill_drainers
+from support.ingest_server import IngestServer
 
 
 @pytest.fixture

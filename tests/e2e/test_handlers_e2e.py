@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
+
 from support.handlers import write_handler
 
 AGENT_HOOK = BIN_DIR / "agent-hook"

@@ -24,6 +24,7 @@ import openclaw_client
 import pytest
 from model_server import ModelServer, text, tool_use
 from openclaw_gateway import OpenClawGateway, finish
+
 from support.browser import chromium_page
 from support.center import Center
 from support.waiting import wait_for

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
+
 from support.waiting import wait_for
 
 AGENT_HOOK = BIN_DIR / "agent-hook"

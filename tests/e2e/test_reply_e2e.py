@@ -14,6 +14,7 @@ import httpx
 import pytest
 from harness import BIN_DIR, E2E
 from model_server import last_user_text, text
+
 from support.ports import free_port
 from support.waiting import wait_for
 

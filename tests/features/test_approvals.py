@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.approvals import PERMISSION, QUESTION, QUESTIONS, Held
-from support.repo import fixture_payload
-from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, store_rows
-from support.waiting import wait_for
 
 from agent_hooks import config as config_mod
 from agent_hooks import schema
 from agent_hooks.features import approvals as ap
 from agent_hooks.features import gates
 from agent_hooks.output import Outcome, render
+
+from support.approvals import PERMISSION, QUESTION, QUESTIONS, Held
+from support.repo import fixture_payload
+from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, store_rows
+from support.waiting import wait_for
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

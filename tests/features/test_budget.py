@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.cost import assistant, expected_usd, payload, post_tool, tpath, write
 from support.scripts import agent_hook, run_hook, store_rows
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.continuity import add_task, clean_env, cli, hook, place_transcript, store
 from support.repo import FIXTURES
 from support.waiting import wait_for

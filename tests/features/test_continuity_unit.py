@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.repo import FIXTURES
 
 from agent_hooks import config as config_mod
 from agent_hooks import schema
 from agent_hooks import store as store_mod
 from agent_hooks.features import heartbeat, lead_context, reminders, sessions, summary, toolcalls, transcript
 from agent_hooks.payload import Payload
+
+from support.repo import FIXTURES
 
 
 @pytest.fixture

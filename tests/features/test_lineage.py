@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from support.repo import FIXTURES_330
 from support.scripts import agent_hook, error_log, run_exe, store_rows
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.identity import Rig, context
 from support.repo import ROOT
 from support.waiting import wait_for

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.scripts import agent_hook, error_log, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.repo import FIXTURES_330
-from support.scripts import agent_hook, run_hook, store_rows
 
 from agent_hooks.config import defaults
 from agent_hooks.forward.eventmap import metadata
 from agent_hooks.payload import Payload
+
+from support.repo import FIXTURES_330
+from support.scripts import agent_hook, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

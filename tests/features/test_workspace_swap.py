@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from support.identity import Rig, profile
 
 

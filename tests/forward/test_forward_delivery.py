@@ -12,14 +12,15 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from support.forward import SESSION, Home, fixture, home, log_text, notification, server  # noqa: F401 - fixtures
-from support.ingest_server import IngestServer
-from support.scripts import BIN
-from support.waiting import wait_for
 
 from agent_hooks import config as config_mod
 from agent_hooks.forward import outbox
 from agent_hooks.store import Store
+
+from support.forward import SESSION, Home, fixture, home, log_text, notification, server  # noqa: F401 - fixtures
+from support.ingest_server import IngestServer
+from support.scripts import BIN
+from support.waiting import wait_for
 
 
 def enqueue_many(h: Home, n: int, sessions: int) -> list[tuple[str, str]]:

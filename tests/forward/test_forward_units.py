@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from support.repo import FIXTURES
 
 from agent_hooks import config as config_mod
 from agent_hooks.dispatch import Context
@@ -21,6 +20,8 @@ from agent_hooks.forward import drain, eventmap, outbox
 from agent_hooks.paths import Paths
 from agent_hooks.payload import Payload
 from agent_hooks.store import Store
+
+from support.repo import FIXTURES
 
 # The command center these tests name (none is named by default).
 CENTER = "http://127.0.0.1:3000/api/hooks/ingest"

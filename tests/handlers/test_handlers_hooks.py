@@ -12,10 +12,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.handlers import answer, pre_payload, specific, write_handler
-from support.scripts import agent_hook, error_log, run_exe, run_hook, store_rows
 
 from agent_hooks.handlers import registry
+
+from support.handlers import answer, pre_payload, specific, write_handler
+from support.scripts import agent_hook, error_log, run_exe, run_hook, store_rows
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.handlers import old_mtimes, write_handler
 
 from agent_hooks import config as config_mod
 from agent_hooks.handlers import discovery, eligibility, registry
 from agent_hooks.handlers.discovery import EXTRA, MANAGED, WORKSPACE, Source
 from agent_hooks.handlers.run import clip_contexts, validate
+
+from support.handlers import old_mtimes, write_handler
 
 
 def meta_of(text: str) -> tuple[dict, list[str], list[str]]:

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.scripts import BIN, error_log, store_rows
 

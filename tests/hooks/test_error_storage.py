@@ -10,10 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from agent_hooks.store import PRUNE_ERRORS_EVERY
+
 from support.repo import fixture_payload
 from support.scripts import BIN, EXECUTABLES, agent_hook, error_log, run_exe, store_rows
-
-from agent_hooks.store import PRUNE_ERRORS_EVERY
 
 
 def test_one_huge_message_cannot_outgrow_the_log(hooks_home: Path) -> None:

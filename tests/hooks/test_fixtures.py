@@ -12,11 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
-from support.repo import FIXTURES, FIXTURES_ROOT, fixture_payload
-from support.scripts import EXECUTABLES, error_log, run_exe, run_hook, store_rows
 
 from agent_hooks import claude_code
 from agent_hooks.payload import EVENT_FIELDS, parse
+
+from support.repo import FIXTURES, FIXTURES_ROOT, fixture_payload
+from support.scripts import EXECUTABLES, error_log, run_exe, run_hook, store_rows
 
 VERSIONS = sorted(p.name.removeprefix("claude-code-") for p in FIXTURES_ROOT.glob("claude-code-*"))
 ALL = [(v, p.name) for v in VERSIONS for p in sorted((FIXTURES_ROOT / f"claude-code-{v}").glob("*.json"))]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.fuzz import cases, handler_cases
 from support.scripts import BIN, EXECUTABLES, error_log
 

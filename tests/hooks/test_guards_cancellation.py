@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from support.scripts import BIN
-
 from agent_hooks.config import DEFAULTS
 from agent_hooks.features.cancellation import RULE_SESSION, RULE_TASK, Snapshot, decide
+
+from support.scripts import BIN
 
 
 def test_not_cancelled_allows():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.ports import free_port
 from support.repo import fixture_payload
 from support.scripts import agent_hook, error_log, run_hook, store_rows

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from support.guards import cli, context_of, denial_of, fixture, hook, post, pre
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated

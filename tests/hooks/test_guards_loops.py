@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-from support.scripts import BIN
 
 from agent_hooks.config import DEFAULTS
 from agent_hooks.features import loops
 from agent_hooks.features.loops import decide, pingpong, reset_point
 from agent_hooks.store import Store
+
+from support.scripts import BIN
 
 # About what hooks do with a store, not about creating one: each test starts from a migrated
 # store (conftest.migrated_store), as every hook after a host's first finds it.

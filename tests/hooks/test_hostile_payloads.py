@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.scripts import EXECUTABLES, error_log, run_exe, store_rows
 

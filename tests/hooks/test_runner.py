@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.scripts import BIN, error_log, run_exe, run_hook, store_rows
 

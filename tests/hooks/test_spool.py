@@ -9,14 +9,14 @@ import stat
 import time
 from pathlib import Path
 
-from support.repo import fixture_payload
-from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, run_hook, store_rows
-from support.waiting import wait_for
-
 from agent_hooks import config as config_mod
 from agent_hooks import spool
 from agent_hooks.paths import Paths
 from agent_hooks.store import Store
+
+from support.repo import fixture_payload
+from support.scripts import EXECUTABLES, agent_hook, error_log, run_exe, run_hook, store_rows
+from support.waiting import wait_for
 
 
 def _locked(home: Path) -> sqlite3.Connection:

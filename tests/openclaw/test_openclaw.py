@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from agent_hooks import config as config_mod
+from agent_hooks.openclaw import frames, records, settings
+
 from support.center import Center
 from support.openclaw import (
     TOKEN,
@@ -32,9 +36,6 @@ from support.openclaw import (
     tool,
 )
 from support.scripts import BIN
-
-from agent_hooks import config as config_mod
-from agent_hooks.openclaw import frames, records, settings
 
 
 def center_env(gw: Gateway, **extra: str) -> dict[str, str]:
@@ -1098,8 +1099,9 @@ def test_a_server_flooding_before_its_hello_is_refused_at_once(tmp_path: Path) -
     of them is dropped as not speaking the handshake, instead of being read for the hello's 10 s."""
     import threading
 
-    from support.ports import free_port
     from websockets.sync.server import serve
+
+    from support.ports import free_port
 
     port = free_port()
 

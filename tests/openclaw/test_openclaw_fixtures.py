@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support.repo import FIXTURES_ROOT
 
 FIXTURES = FIXTURES_ROOT / "openclaw"

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.browser import chromium_page
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import click
 import pytest
-from support.repo import ROOT
 
 from agent_hooks import config
 from agent_hooks.cli import cli
+
+from support.repo import ROOT
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support.repo import ROOT
 
 SCANNED = ("agent_hooks", "tests", "bench", ".ci", "install.sh", "pyproject.toml", "settings.template.json")

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.scripts import run_hook
 

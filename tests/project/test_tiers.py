@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from support.tiers import selects_no_e2e_test
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.center import Center
 from support.repo import fixture_payload
 from support.routes import AppRoute, app_routes, headers_only, request, ws_handshake

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.center import Center
 from support.ports import free_port, wait_listening
 from support.repo import fixture_payload

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from agent_hooks.center.contract import MAX_BODY_BYTES
+
 from support.center import Center
 from support.routes import (
     AppRoute,
@@ -23,8 +26,6 @@ from support.routes import (
     request,
     rss_mb,
 )
-
-from agent_hooks.center.contract import MAX_BODY_BYTES
 
 DEEP = b"{\"a\":" * 10_000 + b"1" + b"}" * 10_000  # 60 KB: under the 64 KiB limit, far past the parser's depth
 DEEP_LIST = b"[" * 30_000 + b"]" * 30_000

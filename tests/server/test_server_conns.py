@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from support.repo import fixture_payload
 from support.servers import Server, start_server
 

@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from agent_hooks import spool
+from agent_hooks.server import process
+
 from support.ports import free_port
 from support.repo import fixture_payload
 from support.scripts import BIN, agent_hook, store_rows
 from support.servers import Server, mode_binding_prefix, server_log, start_with_prefix
 from support.waiting import wait_for
-
-from agent_hooks import spool
-from agent_hooks.server import process
 
 
 @pytest.fixture(params=["fresh", "served-before"])

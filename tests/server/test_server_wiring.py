@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.ports import free_port, wait_closed
-from support.repo import fixture_payload
-from support.scripts import agent_hook, error_log
-from support.servers import Server
 
 import agent_hooks
 from agent_hooks.server import local
 from agent_hooks.server.local import SESSION_ENV, header_for
+
+from support.ports import free_port, wait_closed
+from support.repo import fixture_payload
+from support.scripts import agent_hook, error_log
+from support.servers import Server
 
 HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
 

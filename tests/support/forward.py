@@ -16,6 +16,7 @@ import pytest
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
+
 from support.ingest_server import IngestServer
 from support.repo import FIXTURES
 from support.scripts import BIN

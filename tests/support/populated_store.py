@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_hooks.features import approvals
+
 from support.repo import fixture_payload
 from support.scripts import agent_hook, run_exe, run_hook
 

@@ -13,12 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.ports import free_port
-from support.repo import ROOT
 
 from agent_hooks.checks.synthetic import sample_payloads
 from agent_hooks.wiring.entries import handler_words
 from agent_hooks.wiring.table import HOOKS
+
+from support.ports import free_port
+from support.repo import ROOT
 
 OTHERS = {
     "model": "opus",

@@ -12,9 +12,10 @@ import random
 from typing import Any
 
 import pytest
-from support.repo import FIXTURES_ROOT
 
 from agent_hooks.wiring import jsontext
+
+from support.repo import FIXTURES_ROOT
 
 CORPUS = FIXTURES_ROOT / "settings"
 

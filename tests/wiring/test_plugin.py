@@ -16,9 +16,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.repo import ROOT
-from support.scripts import BIN
-from support.waiting import wait_for
 
 from agent_hooks import __version__
 from agent_hooks import config as config_mod
@@ -26,6 +23,10 @@ from agent_hooks.server import worker
 from agent_hooks.wiring import plugin
 from agent_hooks.wiring.entries import our_groups
 from agent_hooks.wiring.table import HOOKS
+
+from support.repo import ROOT
+from support.scripts import BIN
+from support.waiting import wait_for
 
 PLUGIN_DIR = ROOT / ".claude-plugin"
 

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.repo import FIXTURES_ROOT
-from support.scripts import BIN
 
 from agent_hooks.wiring import jsontext
 from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words, is_ours
 from agent_hooks.wiring.table import HOOKS
+
+from support.repo import FIXTURES_ROOT
+from support.scripts import BIN
 
 CORPUS = FIXTURES_ROOT / "settings"
 SPECIAL = {"read-only.json", "symlink-target.json", "previous-version-0.1.0.json"}

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from support.repo import ROOT
-from support.scripts import BIN as BIN_DIR
-from support.scripts import agent_hook, fresh_env, sh
 
 from agent_hooks import config as config_mod
 from agent_hooks.cli import cli
 from agent_hooks.cli.settings import EXECUTABLES, HOOKS, PLACEHOLDER, is_ours, render, template
 from agent_hooks.wiring.entries import LAUNCHER_MARK, command_for, handler_words
+
+from support.repo import ROOT
+from support.scripts import BIN as BIN_DIR
+from support.scripts import agent_hook, fresh_env, sh
 
 BIN = str(BIN_DIR)  # as the commands settings install writes name it
 OUR_EVENTS = [event for event, _, _ in HOOKS]

@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.forward import drainers_of, kill_drainers
-from support.repo import ROOT
-from support.scripts import BIN
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
+
+from support.forward import drainers_of, kill_drainers
+from support.repo import ROOT
+from support.scripts import BIN
 
 
 @pytest.fixture
