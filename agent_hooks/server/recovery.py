@@ -14,6 +14,13 @@ out. So when a write fails because the store cannot be written
 * tries the store every :data:`RETRY_S` on a new connection (giving the ``-wal``
   and ``-shm`` files it left read-only the store's mode once the store itself
   is writable);
+* lets no connection opened meanwhile outlive its job: SQLite maps the ``-shm``
+  once per process for all its connections, read-only if the first could not
+  write it, so one read's connection left open on an idle thread (the board's
+  session panel) kept every retry read-only for good. The hook calls close
+  theirs (server/hooks.py), every other job of the pool its own as it ends
+  (app.ServerState.settle_store), and a request that cannot even open the
+  store is answered 503 (app.ServerState.store);
 * once a write commits: every connection is reopened (the generation moves),
   the spool is replayed, and one line says so, with the count.
 
