@@ -18,7 +18,8 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
 * ``control.py``: cancel, uncancel and reply across hosts: a control row per
   host, the hosts' long poll (``/api/fleet/controls``), and the host side of it,
   :class:`~agent_hooks.center.control.Subscriber`.
-* ``reply.py``: typing a reply into a session's tmux pane, on its own host.
+* ``reply.py``: typing a reply into a session's tmux pane, on its own host;
+  ``foreground.py``: whether what runs in that pane's foreground is the Claude Code client.
 * ``approvals.py``: ``/api/approvals``, list and answer requests for a person.
 * ``relay.py``: requests carried up to the center and answers carried down.
 * ``checks.py``: doctor's lines for the board and the subscription.

@@ -5,9 +5,11 @@ to that host's server: here directly, or from a command center down the
 channel cancels use (a ``reply`` control). Either way the host checks, from
 its own store, that the session is awaiting its next prompt and runs in a tmux
 pane (recorded from ``$TMUX_PANE`` / ``$TMUX``), that the pane is still there
-and runs no shell, clears what was left in the prompt (``C-u``, ``BSpace``: out
-of the client's shell mode), and then runs ``tmux send-keys -l TEXT`` and
-``tmux send-keys Enter``. Each refusal says why.
+and that what reads its keys is the Claude Code client (foreground.py: an
+allow-list; a shell, ``python3`` or ``cat`` there would take the reply as its
+own input), clears what was left in the prompt (``C-u``, ``BSpace``: out of the
+client's shell mode), and then runs ``tmux send-keys -l TEXT`` and ``tmux
+send-keys Enter``. Each refusal says why.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent_hooks.center import foreground
 from agent_hooks.features.sessions import tmux_command
 
 log = logging.getLogger("agent_hooks.center.reply")
@@ -27,10 +30,6 @@ TMUX_TIMEOUT_S = 3.0
 CLEAR_PAUSE_S = 0.25
 # What the client's prompt does with a line starting with these, instead of sending it to the model.
 COMMAND_PREFIXES = {"!": "shell command (bash mode)", "/": "slash command", "#": "memory entry"}
-# What a pane runs once its client is gone (killed, so no SessionEnd left the session "awaiting"):
-# a reply typed there, and its Enter, would be a command line for that shell.
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "tcsh", "csh", "ash", "busybox",
-                    "nu", "xonsh", "elvish", "pwsh", "screen", "tmux", "login", "su", "sudo", "ssh"})
 
 
 def _control(ch: str) -> bool:
@@ -94,18 +93,37 @@ def _tmux(sock: str | None, *args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
+def literal(text: str) -> str:
+    """``text`` as an argument of ``tmux send-keys -l`` that tmux types as it is. tmux reads an argument
+    that ends in ``;`` as the end of its command and drops the ``;`` ("run the tests;" arrived as "run
+    the tests"); one that ends in ``\\;`` gives a ``;``. Nothing else in an argument is special to it."""
+    return text[:-1] + "\\;" if text.endswith(";") else text
+
+
+def _not_the_client(t: Target) -> str | None:
+    """None when the pane is there and the client reads its keys, else why the reply is not typed."""
+    probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane or "", "#{pane_id}\t#{pane_pid}")
+    pane, _, pid = probe.stdout.strip().partition("\t")
+    if probe.returncode != 0 or pane != t.pane:
+        return f"its tmux pane {t.pane} is gone (the session's terminal was closed)"
+    if not pid.isdigit():
+        return f"tmux did not say which process runs in pane {t.pane}"
+    problem = foreground.not_the_client(int(pid))
+    if problem is not None:
+        # The client exited without saying so (killed: no SessionEnd), or it is suspended, or another
+        # program runs in its place: the reply and its Enter would be that program's input.
+        return f"{problem} (tmux pane {t.pane}): the reply is not typed"
+    return None
+
+
 def send(t: Target, text: str) -> str | None:
     """Type ``text`` and Enter into the target's pane; None when sent, else why not."""
     if t.refused or not t.pane:
         return t.refused or "no tmux pane"
     try:
-        probe = _tmux(t.socket, "display-message", "-p", "-t", t.pane, "#{pane_id}\t#{pane_current_command}")
-        pane, _, running = probe.stdout.strip().partition("\t")
-        if probe.returncode != 0 or pane != t.pane:
-            return f"its tmux pane {t.pane} is gone (the session's terminal was closed)"
-        if running.rsplit("/", 1)[-1].lstrip("-") in SHELLS:
-            return (f"its tmux pane {t.pane} runs {running} now, not the client (it exited without saying so):"
-                    " a reply there would be a command line, so it is not typed")
+        problem = _not_the_client(t)
+        if problem is not None:
+            return problem
         # First leave whatever the person at the terminal left in the prompt: a "!" there put the client in
         # shell mode, and the reply with its Enter would run as a shell command (measured, 2.1.332).
         # C-u clears the line, BSpace on an empty line leaves shell mode (and does nothing otherwise).
@@ -115,7 +133,11 @@ def send(t: Target, text: str) -> str | None:
             if cleared.returncode != 0:
                 return f"tmux send-keys failed: {cleared.stderr.strip()[:200]}"
             time.sleep(CLEAR_PAUSE_S)
-        typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", "--", text)  # "--": a reply may start with "-"
+        problem = _not_the_client(t)  # again: the client may have exited during those pauses
+        if problem is not None:
+            return problem
+        # -l: the text as it is, no key names; "--": a reply may start with "-".
+        typed = _tmux(t.socket, "send-keys", "-t", t.pane, "-l", "--", literal(text))
         if typed.returncode != 0:
             return f"tmux send-keys failed: {typed.stderr.strip()[:200]}"
         entered = _tmux(t.socket, "send-keys", "-t", t.pane, "Enter")

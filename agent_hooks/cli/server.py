@@ -106,7 +106,8 @@ def status(as_json: bool) -> None:
     store = st.get("store_state") or {}
     if store and not store.get("writable", True):
         lost = f", {store['lost']} answered without a record (the spool is full)" if store.get("lost") else ""
-        click.echo(f"  store NOT writable: {store.get('problem')}; {store.get('spooled', 0)} call(s) spooled{lost},"
+        since = f" since {iso(store['since'])}" if store.get("since") else ""
+        click.echo(f"  store NOT writable{since}: {store.get('problem')}; {store.get('spooled', 0)} call(s) spooled{lost},"
                    " replayed once it is (tried every second)")
     elif store.get("outages"):
         click.echo(f"  store writable; {store['outages']} time(s) not writable since start,"

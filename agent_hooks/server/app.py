@@ -22,8 +22,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from agent_hooks.server.embedding import Embedder
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # Route modules, in order. The command center adds its own here:
 # "agent_hooks.center.ingest", "agent_hooks.center.hub", "agent_hooks.center.control", ...
@@ -220,6 +221,24 @@ class _LoopStore(ServerStore):
         return _LoopTransaction(self)
 
 
+class _Pool(ThreadPoolExecutor):
+    """The server's thread pool: every job ends with ``after()`` on its thread (ServerState.settle_store),
+    whoever submitted it (``run_blocking``, the hook route, a held request)."""
+
+    def __init__(self, max_workers: int, after: Callable[[], None]) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="agent-hooks")
+        self._after = after
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        def job() -> T:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._after()
+
+        return super().submit(job)
+
+
 async def stop_background(task: Any) -> None:
     """Cancel a background task the lifespan started and wait for it to end, whatever it raises."""
     if task is None:
@@ -244,8 +263,7 @@ class ServerState:
         self.build = local.build_id()
         self.started = time.time()
         self.stats = Stats()
-        self.pool = ThreadPoolExecutor(max_workers=max(1, int(config["serve"]["threads"])),
-                                       thread_name_prefix="agent-hooks")
+        self.pool: ThreadPoolExecutor = _Pool(max(1, int(config["serve"]["threads"])), self.settle_store)
         self._config = config
         self._config_stamp = self._stamp()
         self._local = threading.local()
@@ -315,9 +333,26 @@ class ServerState:
             close_quietly(store)
             store = None
         if store is None:
-            store = self.open_store()
+            try:
+                store = self.open_store()
+            except Exception as exc:
+                # Not even opened (a directory it may not write, a file it may not read): a time the store
+                # cannot be written, as for a failed write; a request answers 503 (create_app).
+                if spool.unwritable(exc):
+                    raise self.watch.failed(exc, "opening the store") from exc
+                raise
             self._local.store = store
         return store
+
+    def settle_store(self) -> None:
+        """After each job of the pool, on its thread: close the thread's connection if it was opened while
+        the store could not be written, or before the last change of that. SQLite maps the store's
+        ``-shm`` once per process, shared by every connection, read-only when the first of them could not
+        write it; one connection left open on an idle thread (a board's read during the outage) kept the
+        retries' connections read-only, and the store was never found writable again (recovery.py)."""
+        store = getattr(self._local, "store", None)
+        if store is not None and (self.watch.down or store.generation != self.watch.generation):
+            self.drop_store()
 
     def drop_store(self) -> None:
         """Close this thread's connection, if it has one (the next use opens another). For a time the

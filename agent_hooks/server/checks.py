@@ -58,6 +58,24 @@ def _last_server_error(paths: Paths) -> dict[str, Any] | None:
     return None
 
 
+def _store_outage(paths: Paths, st: dict[str, Any]) -> Check | None:
+    """A running server that cannot write its store (agent_hooks/server/recovery.py): a failing line for as
+    long as it lasts, whether the hooks reach the server or not (the command center's writes need it too)."""
+    store = st.get("store_state") or {}
+    if not st.get("up") or store.get("writable", True):
+        return None
+    since = store.get("since")
+    when = ""
+    if isinstance(since, (int, float)):
+        when = f" since {time.strftime('%H:%M:%S', time.localtime(since))} ({max(0.0, time.time() - since):.0f} s)"
+    lost = f", {store['lost']} answered without a record (the spool is full)" if store.get("lost") else ""
+    directory = os.path.dirname(paths.store)
+    return Check("server", FAIL, f"the server cannot write its store{when}: {store.get('problem')};"
+                 f" {store.get('spooled', 0)} hook call(s) spooled{lost}, recorded once it can (tried every second)",
+                 f"make {paths.store} and {directory} writable by the server's user (chmod 600 and 700);"
+                 " then see " + local.log_file(paths), {"store_state": store})
+
+
 def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]]) -> list[Check]:
     """The server area's lines for doctor."""
     from agent_hooks.server import process
@@ -68,6 +86,9 @@ def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]
     port = int(cfg["serve"]["port"])
     st = process.status(paths, cfg)
     checks: list[Check] = []
+    store_line = _store_outage(paths, st)
+    if store_line is not None:
+        checks.append(store_line)
     if not entries:
         state = f"up on port {st['port']}" if st["up"] else "not running"
         checks.append(Check("server", OK, f"http transport not wired (the executables answer); server {state}"))

@@ -56,6 +56,7 @@ from agent_hooks.handlers.hook import maybe_any
 from agent_hooks.payload import too_large
 from agent_hooks.server import fastpath, local
 from agent_hooks.server.app import UNAUTHORIZED, ServerState
+from agent_hooks.server.recovery import StoreUnavailable
 from agent_hooks.wiring.table import HOOKS
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ async def startup(state: ServerState) -> None:
         except Exception as exc:  # noqa: BLE001 - each call will report it with its own trace
             if spool.unwritable(exc):
                 state.watch.failed(exc, "start")
-            else:
+            elif not isinstance(exc, StoreUnavailable):  # not opened: the watch has said so (ServerState.store)
                 log_error(state.paths, "server", "error", f"store not ready at start: {type(exc).__name__}: {exc}")
         if state.watch.down:
             # Opened with a read-only -shm (left so by a worker that died during an outage), this connection

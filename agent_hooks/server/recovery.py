@@ -14,6 +14,13 @@ out. So when a write fails because the store cannot be written
 * tries the store every :data:`RETRY_S` on a new connection (giving the ``-wal``
   and ``-shm`` files it left read-only the store's mode once the store itself
   is writable);
+* lets no connection opened meanwhile outlive its job: SQLite maps the ``-shm``
+  once per process for all its connections, read-only if the first could not
+  write it, so one read's connection left open on an idle thread (the board's
+  session panel) kept every retry read-only for good. The hook calls close
+  theirs (server/hooks.py), every other job of the pool its own as it ends
+  (app.ServerState.settle_store), and a request that cannot even open the
+  store is answered 503 (app.ServerState.store);
 * once a write commits: every connection is reopened (the generation moves),
   the spool is replayed, and one line says so, with the count.
 
@@ -99,6 +106,7 @@ class StoreWatch:
         self.lock = threading.Lock()
         self.reason: str | None = None  # why the store cannot be written; None while it can
         self.since = 0.0
+        self.since_at: float | None = None  # when it began (wall clock, for /status and doctor); None while it can
         # Moves at each change of state: a connection opened under another generation is reopened
         # (app.ServerState.store), since SQLite keeps a connection read-only once it opened it so.
         self.generation = 0
@@ -118,8 +126,9 @@ class StoreWatch:
     def snapshot(self) -> dict[str, Any]:
         """What /status shows of it."""
         with self.lock:
-            return {"writable": self.reason is None, "problem": self.reason, "outages": self.outages,
-                    "spooled": self.spooled, "lost": self.lost, "replayed": self.replayed_total}
+            return {"writable": self.reason is None, "problem": self.reason, "since": self.since_at,
+                    "outages": self.outages, "spooled": self.spooled, "lost": self.lost,
+                    "replayed": self.replayed_total}
 
     def unavailable(self) -> StoreUnavailable:
         return StoreUnavailable(f"the store cannot be written ({self.reason}); the server retries it"
@@ -132,6 +141,7 @@ class StoreWatch:
             if self.reason is None and not self.stopping:
                 self.reason = describe(exc)
                 self.since = time.monotonic()
+                self.since_at = time.time()
                 self.generation += 1
                 self.spooled = self.lost = 0
                 self.spool_problem = None
@@ -229,6 +239,7 @@ class StoreWatch:
             down_s = time.monotonic() - self.since
             spooled, lost = self.spooled, self.lost
             self.reason = None
+            self.since_at = None
             self.generation += 1  # every connection opened during the outage is opened again
         done = None
         trouble = ""

@@ -149,7 +149,7 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         run_hook(payload("Stop", "gone", cwd, stop_hook_active=False), {**env, **tmux.env(shell)})
         marker = tmp_path / "typed-into-a-shell"
         r = center.http.post("/api/sessions/gone/reply", json={"text": f"touch {marker}"})
-        assert r.status_code == 409 and "not the client" in r.json()["error"], r.text
+        assert r.status_code == 409 and "not Claude Code" in r.json()["error"], r.text
         time.sleep(0.5)
         assert not marker.exists()
     finally:
