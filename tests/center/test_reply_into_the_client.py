@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from center_support import Center
-from helpers import run_hook
-from tmux_support import Tmux
+
+from support.center import Center
+from support.scripts import run_hook
+from support.tmux import Tmux
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the client is recognised through /proc")
 

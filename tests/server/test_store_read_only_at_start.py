@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fixture_payload
-from server_support import free_port
 
 import agent_hooks
+
+from support.ports import free_port
+from support.repo import fixture_payload
 
 REPO = Path(agent_hooks.__file__).resolve().parent.parent
 SESSION = "s-read-only-at-start"
