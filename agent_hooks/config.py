@@ -383,6 +383,11 @@ DEFAULTS: dict[str, Any] = {
         # Address the server listens on. "" = 127.0.0.1 only; anything else (e.g. "0.0.0.0") is an explicit
         # choice to serve other hosts, and needs a fleet token.
         "listen": "",
+        # The names (or addresses) other hosts reach this server by, e.g. ["cc.example.org", "10.0.0.5"]: a request
+        # whose Host header names anything else than these or 127.0.0.1 / localhost / [::1] with [serve] port is
+        # refused (403), which keeps out a page whose name was rebound to this machine (DNS rebinding). A request
+        # of this user by one of these names must still show the fleet token.
+        "names": [],
         # Subscribe to the command center that forward.url names (none while it is empty), and write its
         # cancellations into this store (PreToolUse keeps deciding from the store, with no network on its path).
         "subscribe": True,
@@ -802,11 +807,23 @@ def validate(config: dict[str, Any]) -> list[str]:
                 )
     problems.extend(_guard_problems(config))
     problems.extend(money_problems(config))
+    problems.extend(_fleet_problems(config))
     if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
         from agent_hooks.features import gates
 
         problems.extend(gates.problems(config))
     return problems
+
+
+def _fleet_problems(config: dict[str, Any]) -> list[str]:
+    """[fleet] names: host names or addresses, without a scheme or a path."""
+    fleet = config.get("fleet") if isinstance(config.get("fleet"), dict) else {}
+    names = fleet.get("names") if isinstance(fleet, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [f"fleet.names[{i}] must be a host name or address (cc.example.org, 10.0.0.5), got {name!r}"
+            for i, name in enumerate(names)
+            if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@ \t\r\n")]
 
 
 _LOOP_OVERRIDES = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")

@@ -39,6 +39,10 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     if listen and not fleet.token(paths, cfg):
         checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",
                             "agent-hook fleet token --new"))
+    if listen not in ("", "127.0.0.1", "::1", "localhost") and not [n for n in cfg["fleet"].get("names") or [] if isinstance(n, str) and n.strip()]:
+        checks.append(Check("board", WARN, f"[fleet] listen = {listen!r} but [fleet] names is empty: other hosts"
+                            " are refused (403) whatever name they call this server by",
+                            "list the names other hosts use for it: [fleet] names = [\"cc.example.org\"]"))
     info = local.read_info(paths) or {}
     port = int(info.get("port") or cfg["serve"]["port"])
     if process.health(paths, cfg) is None:

@@ -240,6 +240,8 @@ class ServerState:
         self.paths = paths
         self.env: dict[str, str] = {k: v for k, v in env.items() if k not in local.SESSION_ENV}
         self.port = port if port is not None else int(config["serve"]["port"])
+        # The Host values that name this server on loopback (the front door's one set lookup, access.py).
+        self.door_hosts = access.door_hosts(self.port)
         self.version = __version__
         self.build = local.build_id()
         self.started = time.time()
