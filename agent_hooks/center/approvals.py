@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
@@ -29,6 +29,7 @@ from agent_hooks.features import approvals
 from agent_hooks.server import access, peer
 from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read
+from agent_hooks.server.jsonout import JSONResponse
 
 MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # an answer is small: the API's one limit (server/body.py)
 

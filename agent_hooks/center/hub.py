@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
 from agent_hooks.center import cards, fleetdb
-from agent_hooks.server import access
+from agent_hooks.server import access, jsonout
 from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
 log = logging.getLogger("agent_hooks.center.hub")
@@ -485,7 +485,8 @@ async def live(ws: WebSocket) -> None:
             if msg is None:
                 await ws.close()
                 return
-            await ws.send_text(json.dumps(msg, default=str))
+            # Strict JSON: a browser's JSON.parse refuses the Infinity that json.dumps writes by default.
+            await ws.send_text(jsonout.dumps(msg, default=str).decode("utf-8"))
 
     async def receiver() -> None:
         # The board sends nothing that matters; this notices a close. Any frame, text or binary, is

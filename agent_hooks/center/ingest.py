@@ -27,7 +27,7 @@ import functools
 import time
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
@@ -36,6 +36,7 @@ from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read_json
+from agent_hooks.server.jsonout import JSONResponse
 
 
 def origin_host(state: ServerState, request: HTTPConnection) -> str:

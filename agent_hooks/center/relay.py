@@ -32,7 +32,7 @@ import sqlite3
 import time
 from typing import Any
 
-from agent_hooks.center import fleetdb
+from agent_hooks.center import fleetdb, numbers
 from agent_hooks.features import approvals
 
 # Settled requests a host keeps reporting for this long: the command center learns how they ended.
@@ -49,6 +49,8 @@ _TEXT_LIMITS = {"session_id": 200, "kind": 20, "tool_name": 200, "tool_use_id": 
                 "answered_via": 20, "answered_where": 200, "note": 500}
 _JSON_LIMITS = {"tool_input": approvals.MAX_INPUT_CHARS, "questions": 64 * 1024, "permission_suggestions": 64 * 1024,
                 "answers": 64 * 1024}
+# A reported row's numbers and their kinds (agent_hooks.center.numbers: the range of each).
+NUMBER_FIELDS = numbers.REQUEST_FIELDS
 
 
 # -- the host's side ------------------------------------------------------------------------
@@ -58,7 +60,8 @@ def host_rows(conn: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
     cur = conn.execute(approvals._SELECT + " WHERE host = '' AND (state = 'pending' OR answered_at >= ?)"
                        " ORDER BY created_at LIMIT ?", (now - RESOLVED_KEPT_S, MAX_REPORTED))
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    # A number out of its range (a row an older version wrote) goes as null: never one the center refuses.
+    return [numbers.clean_fields(dict(zip(cols, r, strict=True)), NUMBER_FIELDS) for r in cur.fetchall()]
 
 
 def _clipped(value: Any, limit: int) -> Any:
@@ -106,7 +109,7 @@ def fit(rows: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], bo
 
 def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: str) -> dict[str, Any]:
     """Answer this host's request as a command center asked (inside the subscriber's transaction)."""
-    seq = int(control.get("seq") or 0)
+    seq = int(numbers.clean(control.get("seq"), "seq") or 0)
     try:
         doc = json.loads(control.get("reason") or "")
         if not isinstance(doc, dict):
@@ -124,6 +127,14 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
 
 # -- the command center's side ----------------------------------------------------------------
 
+def check(items: list[Any], where: str) -> None:
+    """Every number of reported rows in its range, or BodyError (400) naming the first that is not
+    (``approvals[2].created_at``)."""
+    for i, item in enumerate(items[:MAX_REPORTED]):
+        if isinstance(item, dict):
+            numbers.check_fields(item, NUMBER_FIELDS, f"{where}[{i}]")
+
+
 def _clean(item: Any, host: str) -> dict[str, Any] | None:
     """A reported row with known columns of the right types (clipped), or None when unusable."""
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not _ID.match(item["id"]):
@@ -134,12 +145,8 @@ def _clean(item: Any, host: str) -> dict[str, Any] | None:
     for key, limit in {**_TEXT_LIMITS, **_JSON_LIMITS}.items():
         value = item.get(key)
         out[key] = value[:limit] if isinstance(value, str) else None
-    for key in ("created_at", "expires_at", "answered_at"):
-        value = item.get(key)
-        out[key] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    for key in ("interrupt", "waited_ms"):
-        value = item.get(key)
-        out[key] = int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    for key, kind in NUMBER_FIELDS.items():
+        out[key] = numbers.clean(item.get(key), kind)  # out of range: None (the routes refused it already)
     out["interrupt"] = out["interrupt"] or 0
     if out["created_at"] is None or not out["session_id"] or not out["tool_name"]:
         return None
@@ -228,7 +235,7 @@ def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, whe
 async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
     """The answer to POST /api/approvals/<id> for another host's request: that host's word (200, or 409
     "already answered"), or 202 when it said nothing within WAIT_S (the answer is on its way)."""
-    from starlette.responses import JSONResponse
+    from agent_hooks.server.jsonout import JSONResponse
 
     body = dict(routed.body)
     if routed.status != 202:

@@ -30,16 +30,17 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb
+from agent_hooks.center import contract, fleetdb, numbers
 from agent_hooks.center.control import subscription_target
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
+from agent_hooks.server.jsonout import JSONResponse
 
 log = logging.getLogger("agent_hooks.center.report")
 REPORT_EVERY_S = 0.05
@@ -54,7 +55,8 @@ BATCH_BYTES = MAX_BODY_BYTES - 8 * 1024
 TEXT_FIELDS = {"session_id": 200, "tmux_session": 200, "label": 200, "agent": 80, "role": 80, "task_id": 200,
                "task": 200, "task_state": 20, "own_state": 20, "current_tool": 60, "current_command": 300,
                "waiting_on": 20, "waiting_detail": 200, "agent_type": 40}
-NUMBER_FIELDS = ("tool_calls", "warned", "denied", "last_activity", "waiting_since")
+# Numbers a report may carry, and their kinds (agent_hooks.center.numbers: the range of each).
+NUMBER_FIELDS = numbers.CARD_FIELDS
 BOOL_FIELDS = ("tool_running", "reply", "in_tmux")
 
 
@@ -67,10 +69,10 @@ def clean(item: Any) -> dict[str, Any] | None:
         value = item.get(key)
         if isinstance(value, str) and value:
             out[key] = value[:limit]
-    for key in NUMBER_FIELDS:
-        value = item.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            out[key] = int(value) if key in ("tool_calls", "warned", "denied") else float(value)
+    for key, kind in NUMBER_FIELDS.items():
+        value = numbers.clean(item.get(key), kind)  # out of range: left out (the route refused it already)
+        if value is not None:
+            out[key] = value
     for key in BOOL_FIELDS:
         if isinstance(item.get(key), bool):
             out[key] = item[key]
@@ -79,8 +81,21 @@ def clean(item: Any) -> dict[str, Any] | None:
     return out
 
 
+def check(items: list[Any], requests: list[Any] | None) -> None:
+    """Every number of a report in its range (agent_hooks.center.numbers), or BodyError (400) naming
+    the first that is not (``cards[3].last_activity``)."""
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            numbers.check_fields(item, NUMBER_FIELDS, f"cards[{i}]")
+    if requests is not None:
+        from agent_hooks.center import relay
+
+        relay.check(requests, "approvals")
+
+
 def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
-    """What a host says about one of its local cards."""
+    """What a host says about one of its local cards (a number out of its range left out: never one
+    the command center would refuse)."""
     b = card.get("badges") or {}
     out = {
         "session_id": card["id"], "tmux_session": card.get("tmux_session"), "label": card.get("label"),
@@ -93,6 +108,7 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
         "last_activity": card.get("last_activity"), "warned": b.get("warned"), "denied": b.get("denied"),
         "reply": bool(card.get("reply")), "in_tmux": bool(card.get("in_tmux")), "agent_type": card.get("agent_type"),
     }
+    out = numbers.clean_fields(out, NUMBER_FIELDS)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -146,8 +162,12 @@ async def report(request: Request) -> Response:
     if host == hub.own_host:
         return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
                             status_code=409)
-    cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
     requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
+    try:
+        check(items[:MAX_CARDS], requests)
+    except contract.BodyError as exc:  # a number out of its range: nothing of the report is stored
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
     out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False)
     return JSONResponse(out.body, status_code=out.status)
 

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
-from starlette.responses import JSONResponse
 
 from agent_hooks import fleet
 from agent_hooks.server import peer
+from agent_hooks.server.jsonout import JSONResponse
 
 if TYPE_CHECKING:  # annotations only: app.py imports this module to build the front door
     from agent_hooks.server.app import ServerState

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 
 from agent_hooks import __version__, spool
@@ -36,6 +35,7 @@ from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import access, fastpath, local, peer
 from agent_hooks.server.held import Holds
+from agent_hooks.server.jsonout import JSONResponse
 from agent_hooks.server.recovery import StoreUnavailable, StoreWatch
 from agent_hooks.store import Store, StoreError, Transaction
 
