@@ -404,6 +404,14 @@ DEFAULTS: dict[str, Any] = {
         # (a host that was away does not type stale replies) or longer than reply_max_chars.
         "reply_max_age_s": 60.0,
         "reply_max_chars": 4000,
+        # What a command center keeps of other hosts (center/limits.py). A new host past max_hosts, or a new
+        # card or request past max_rows (other hosts' cards and pending requests together), is refused with
+        # 429. A host keeps its newest max_cards_per_host cards and max_requests_per_host pending requests;
+        # what is left out is counted (GET /api/approvals "left_out", doctor). This host's own are never capped.
+        "max_hosts": 50,
+        "max_cards_per_host": 500,
+        "max_requests_per_host": 100,
+        "max_rows": 20000,
     },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
@@ -688,7 +696,8 @@ def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tu
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
 _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
-            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
+            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1, ("fleet", "max_hosts"): 1,
+            ("fleet", "max_cards_per_host"): 1, ("fleet", "max_requests_per_host"): 1, ("fleet", "max_rows"): 1,
             ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1}
 
 

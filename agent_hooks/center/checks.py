@@ -68,8 +68,17 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     try:
         doc = json.loads(status[1]) if status and status[0] == 200 else {}
         sub, rep, gateway = doc.get("subscription"), doc.get("report"), doc.get("openclaw")
+        kept_out = (doc.get("limits") or {}).get("left_out") or {}
     except (ValueError, AttributeError):
-        sub, rep, gateway = None, None, None
+        sub, rep, gateway, kept_out = None, None, None, {}
+    for host, counts in sorted(kept_out.items()) if isinstance(kept_out, dict) else ():
+        if isinstance(counts, dict):
+            said = [f"{counts[k]} {what}" for k, what in (("approvals", "pending request(s) left out"),
+                                                        ("cards", "card(s) left out or dropped"),
+                                                        ("refused", "request(s) refused (429)")) if counts.get(k)]
+            checks.append(Check("board", WARN, f"host {host}: {', '.join(said)} by this command center's limits",
+                                "see docs/command-center.md, Limits: fleet.max_hosts, max_cards_per_host,"
+                                " max_requests_per_host, max_rows"))
     if sub:
         if sub.get("connected"):
             checks.append(Check("board", OK, f"subscribed to the command center {sub['center']}"

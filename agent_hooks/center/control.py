@@ -36,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb, numbers, reply
+from agent_hooks.center import contract, fleetdb, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access
@@ -425,6 +425,12 @@ async def controls(request: Request) -> Response:
     wait = min(MAX_WAIT_S, max(0.0, wait_s))  # at most MAX_WAIT_S, as documented
     if q.get("epoch") != hub.epoch:
         after = 0  # another command center (or a new store): everything it has is new
+    # A host's subscription holds a place among the hosts this center keeps (agent_hooks.center.limits).
+    refused = await hub.submit(limits.refuse_host, host, limits.Limits.of(state.config), time.time())
+    if refused is not None:
+        hub.note_refused(host, refused)
+        state.stats.count("fleet_refused")
+        return JSONResponse({"error": refused}, status_code=429, headers={"Retry-After": "60"})
     deadline = time.monotonic() + wait
     while True:
         woken = asyncio.Event()
@@ -456,9 +462,14 @@ async def fleet_status(request: Request) -> Response:
     if denied is not None:
         return denied
     sub, rep = state.subscriber, state.reporter
+    caps = limits.Limits.of(state.config)
     return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
                          "subscription": sub.status() if sub is not None else None,
                          "report": rep.status() if rep is not None else None,
+                         # What the center's limits kept out of each host (doctor shows it).
+                         "limits": {"max_hosts": caps.hosts, "max_cards_per_host": caps.cards_per_host,
+                                    "max_requests_per_host": caps.requests_per_host, "max_rows": caps.rows,
+                                    "left_out": {h: dict(c) for h, c in hub.left_out.items() if any(c.values())}},
                          **state.channel_status()})
 
 
@@ -543,7 +554,8 @@ class Subscriber:
                 if response.status_code != 200:
                     # 404: a command center without control (OptimalOS's own); 401: no or a wrong token.
                     self._failed(f"HTTP {response.status_code}: {response.text[:200]}")
-                    await asyncio.sleep(60.0 if response.status_code in (404, 405) else cap)
+                    # Not ours to reach (404, 405), or past the center's limits (429): not every few seconds.
+                    await asyncio.sleep(60.0 if response.status_code in (404, 405, 429) else cap)
                     continue
                 try:
                     doc = response.json()
