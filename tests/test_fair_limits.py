@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from center_support import Center
+from center_support import Center, messages
 from helpers import BIN, EXECUTABLES, agent_hook, fixture_payload
 
 PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "session_id": "center-asks"}
@@ -99,10 +99,13 @@ def test_a_flood_from_one_host_cannot_push_out_the_centers_own_request(center: C
         # B keeps its newest 100 copies (fleet.max_requests_per_host); the answer says 400 were left out.
         assert sum(a["host"] == "host-b" for a in listed) == 100
         assert doc["left_out"] == {"host-b": 400}
-        # The board's "Needs you" strip is told the same.
+        # The board's "Needs you" strip is told the same (its list follows the store within its poll).
         with center.live() as ws:
-            hello = json.loads(ws.recv(timeout=10))
-        assert mine in {a["id"] for a in hello["approvals"]} and hello["approvals_left_out"] == {"host-b": 400}
+            def told(got: list[dict[str, Any]]) -> bool:
+                last = got[-1] if got else {}
+                return mine in {a["id"] for a in last.get("approvals") or []} and \
+                    (last.get("approvals_left_out") or last.get("left_out")) == {"host-b": 400}
+            messages(ws, told)
         # /api/fleet/status and doctor show the count; the server's log said it.
         status = center.http.get("/api/fleet/status").json()
         assert status["limits"]["left_out"]["host-b"]["approvals"] == 400
@@ -200,3 +203,21 @@ def test_a_host_keeps_its_newest_cards_and_rows_in_all_are_capped(tmp_path: Path
         assert server.ingest({"tmux_session": "agent-own", "event": "start"}).status_code == 200
     finally:
         server.stop()
+
+
+def test_the_boards_strip_says_what_the_limits_left_out(center: Center) -> None:
+    """The "Needs you" strip shows, live and after a reload, how many of a host's requests are not listed."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    from center_support import chromium_page
+
+    with chromium_page(sync_api, 1400, 800) as page:
+        page.goto(center.base + "/")
+        page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+        flood(center, "host-b", 130)  # 100 kept (fleet.max_requests_per_host), 30 left out
+        page.wait_for_function("document.getElementById('needs-left').textContent.includes('30 of host-b')",
+                               timeout=10000)
+        assert page.inner_text("#needs-n") == "100"
+        page.reload()
+        page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+        page.wait_for_function("document.getElementById('needs-left').textContent.includes('30 of host-b')",
+                               timeout=10000)

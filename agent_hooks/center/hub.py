@@ -499,6 +499,9 @@ class Hub:
             if len(ids) != counts["approvals"]:
                 counts["approvals"] = len(ids)
                 self._said_left_out.pop((host, "approvals"), None)
+                # The boards' strip says it now (the list itself may not have changed).
+                self._broadcast([{"type": "approvals", "approvals": self.approvals,
+                                  "left_out": dict(self.approvals_left_out)}])
             left["approvals"] = len(ids)
         if left.get("cards") or out.removed:
             counts["cards"] += int(left.get("cards") or 0) + len(out.removed)
