@@ -221,3 +221,20 @@ def test_the_boards_strip_says_what_the_limits_left_out(center: Center) -> None:
         page.wait_for_selector("#conn[data-state=live]", timeout=15000)
         page.wait_for_function("document.getElementById('needs-left').textContent.includes('30 of host-b')",
                                timeout=10000)
+
+
+def test_a_host_whose_requests_come_and_go_keeps_a_bounded_history(tmp_path: Path) -> None:
+    """Each full report without the last one's requests settles their copies (withdrawn): a host cycling
+    new requests must not grow the center's history without end."""
+    server = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__MAX_REQUESTS_PER_HOST": "5"}).start()
+    home = Path(server.env["AGENT_HOOKS_HOME"])
+    try:
+        for round_ in range(6):
+            r = report(server, "host-b", requests=decoys(5, first=round_ * 5, prefix="hostb"))
+            assert r.status_code == 200, r.text
+        with sqlite3.connect(home / "store.db") as conn:
+            pending, settled = conn.execute("SELECT sum(state = 'pending'), sum(state != 'pending') FROM approvals"
+                                            " WHERE host = 'host-b'").fetchone()
+        assert (pending, settled) == (5, 5)  # the last round pending, the one before as history
+    finally:
+        server.stop()

@@ -13,6 +13,7 @@ first, capped). The caps (``[fleet]``, docs/command-center.md "Limits"):
   than fit stores the newest.
 * ``max_requests_per_host``: the newest pending requests of a host are kept as copies here; the
   others are left out, counted, and said (GET /api/approvals ``left_out``, /api/fleet/status, doctor).
+  As many settled copies of each host are kept as history, the newest.
 * ``max_rows``: other hosts' cards and pending requests together. A new one past it is refused (429).
 
 The center's own cards and requests (host "") count against none of these, and the pending list
@@ -108,6 +109,18 @@ def make_room(conn: sqlite3.Connection, host: str, limits: Limits, adding: int =
         conn.execute("DELETE FROM fleet_events WHERE fleet_id = ?", (cid,))
         conn.execute("DELETE FROM fleet_cost_samples WHERE fleet_id = ?", (cid,))
     return ids
+
+
+def prune_settled(conn: sqlite3.Connection, host: str, limits: Limits) -> int:
+    """Keep ``host``'s newest ``max_requests_per_host`` settled copies (its own store keeps the truth;
+    these are only the history a session page shows), so a host whose requests come and go cannot grow
+    the history without end. How many were dropped."""
+    if host == THIS_HOST:
+        return 0
+    return conn.execute(
+        "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals WHERE host = ? AND state != 'pending'"
+        " ORDER BY coalesce(answered_at, created_at) DESC, id DESC LIMIT -1 OFFSET ?)",
+        (host, limits.requests_per_host)).rowcount
 
 
 def new_card(conn: sqlite3.Connection, host: str, limits: Limits | None, now: float) -> tuple[str | None, list[str]]:

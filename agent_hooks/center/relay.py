@@ -177,6 +177,7 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
     there). With ``caps``: the host's newest ``max_requests_per_host`` pending ones (by their time),
     within ``max_rows`` (agent_hooks.center.limits)."""
     out = Stored()
+    settled = False  # a copy settled here now: the host's history is trimmed (limits.prune_settled)
     fresh: list[dict[str, Any]] = []
     reported = {i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)}
     for item in items[:MAX_REPORTED]:
@@ -194,14 +195,16 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
         elif mine["state"] == approvals.PENDING and row["state"] != approvals.PENDING:
             conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
                          [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
-            out.changed = True
+            out.changed = settled = True
     if full:
         # A copy pending here that the host no longer reports at all: gone there (answered long ago, or lost).
         for (aid,) in conn.execute("SELECT id FROM approvals WHERE state = 'pending' AND host = ?", (host,)).fetchall():
             if aid not in reported:
                 approvals.settle(conn, aid, approvals.WITHDRAWN, f"no longer pending on {host}", "remote", at)
-                out.changed = True
+                out.changed = settled = True
     if caps is not None:
+        if settled:
+            limits.prune_settled(conn, host, caps)
         fresh = _within(conn, host, fresh, caps, out)
     for row in fresh:
         cols = list(row)
