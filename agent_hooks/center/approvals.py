@@ -51,7 +51,7 @@ def who_answered(state: ServerState, request: Request) -> tuple[str, str]:
     return "fleet token", f"{host or '?'} ({address})"
 
 
-def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where: str) -> fleetdb.Outcome:
+def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where: str) -> fleetdb.Result:
     result = approvals.answer(conn, ref, str(body.get("decision") or ""), message=body.get("message"),
                               interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
                               by=by, via=via, where=where)

@@ -127,7 +127,7 @@ class Hub:
         return asyncio.wrap_future(fut)
 
     def write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; an Outcome it
+        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; a fleetdb.Result it
         returns is published (transitions at once, after the commit; cards soon after)."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.jobs.put((True, fn, args, fut))
@@ -327,12 +327,12 @@ class Hub:
                     exc = self.state.watch.failed(exc, "the command center")
                 fut.set_exception(exc)
                 continue
-            if isinstance(result, fleetdb.Outcome):
+            if isinstance(result, fleetdb.Result):
                 self._outcome(result)
             fut.set_result(result)
         done.clear()
 
-    def _outcome(self, out: fleetdb.Outcome) -> None:
+    def _outcome(self, out: fleetdb.Result) -> None:
         self._writes += 1
         if out.body.get("approvals_changed"):
             self._guarded(self._approvals_diff)  # a host's requests came or went: the strip, now
@@ -482,7 +482,7 @@ class Hub:
                 out[host] = out.get(host, 0) + counts["approvals"]
         return out
 
-    def note_left_out(self, host: str, out: fleetdb.Outcome) -> None:
+    def note_left_out(self, host: str, out: fleetdb.Result) -> None:
         """After a host's report: what its caps left out, counted, and said in the log (at most once a
         minute per host and kind, and whenever the number of requests left out changes)."""
         counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})

@@ -58,14 +58,14 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _answer_body(out: fleetdb.Outcome, own_host: str) -> dict[str, object]:
+def _answer_body(out: fleetdb.Result, own_host: str) -> dict[str, object]:
     body = dict(out.body)
     if isinstance(body.get("session"), dict):
         body["session"] = fleetdb.public(body["session"], own_host)
     return body
 
 
-def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
+def answer(out: fleetdb.Result, own_host: str) -> JSONResponse:
     headers = {"Retry-After": RETRY_AFTER.decode()} if out.status == 429 else None
     return JSONResponse(_answer_body(out, own_host), status_code=out.status, headers=headers)
 

@@ -116,7 +116,7 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
                  requests: list[Any] | None = None, requests_full: bool = True,
-                 caps: limits.Limits | None = None) -> fleetdb.Outcome:
+                 caps: limits.Limits | None = None) -> fleetdb.Result:
     """Keep each reported session as its card's details (a session without a card gets one, running),
     and the host's approval requests (agent_hooks.center.relay) when the report has them. With ``caps``
     (agent_hooks.center.limits): a new host past ``max_hosts`` is refused (429, nothing stored); the
@@ -125,8 +125,8 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
     if caps is not None:
         why = limits.refuse_host(conn, host, caps, at)
         if why is not None:
-            return fleetdb.Outcome(429, {"error": why})
-    out = fleetdb.Outcome(200, {"ok": True, "cards": 0, "left_out": {"cards": 0}})
+            return fleetdb.Result(429, {"error": why})
+    out = fleetdb.Result(200, {"ok": True, "cards": 0, "left_out": {"cards": 0}})
     refused = 0
     if requests is not None:
         from agent_hooks.center import relay
@@ -171,7 +171,7 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
     return out
 
 
-def _keep(conn: sqlite3.Connection, out: fleetdb.Outcome, card_id: str, item: dict[str, Any], at: float) -> None:
+def _keep(conn: sqlite3.Connection, out: fleetdb.Result, card_id: str, item: dict[str, Any], at: float) -> None:
     """A reported session as its card's details."""
     conn.execute("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
                  " WHERE id = ?", (json.dumps(item, sort_keys=True), at, item["session_id"], card_id))
