@@ -383,6 +383,11 @@ DEFAULTS: dict[str, Any] = {
         # Address the server listens on. "" = 127.0.0.1 only; anything else (e.g. "0.0.0.0") is an explicit
         # choice to serve other hosts, and needs a fleet token.
         "listen": "",
+        # The names (or addresses) other hosts reach this server by, e.g. ["cc.example.org", "10.0.0.5"]: a request
+        # whose Host header names anything else than these or 127.0.0.1 / localhost / [::1] with [serve] port is
+        # refused (403), which keeps out a page whose name was rebound to this machine (DNS rebinding). A request
+        # of this user by one of these names must still show the fleet token.
+        "names": [],
         # Subscribe to the command center that forward.url names (none while it is empty), and write its
         # cancellations into this store (PreToolUse keeps deciding from the store, with no network on its path).
         "subscribe": True,
@@ -399,6 +404,14 @@ DEFAULTS: dict[str, Any] = {
         # (a host that was away does not type stale replies) or longer than reply_max_chars.
         "reply_max_age_s": 60.0,
         "reply_max_chars": 4000,
+        # What a command center keeps of other hosts (center/limits.py). A new host past max_hosts, or a new
+        # card or request past max_rows (other hosts' cards and pending requests together), is refused with
+        # 429. A host keeps its newest max_cards_per_host cards and max_requests_per_host pending requests;
+        # what is left out is counted (GET /api/approvals "left_out", doctor). This host's own are never capped.
+        "max_hosts": 50,
+        "max_cards_per_host": 500,
+        "max_requests_per_host": 100,
+        "max_rows": 20000,
     },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
@@ -683,7 +696,8 @@ def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tu
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
 _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
-            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
+            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1, ("fleet", "max_hosts"): 1,
+            ("fleet", "max_cards_per_host"): 1, ("fleet", "max_requests_per_host"): 1, ("fleet", "max_rows"): 1,
             ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1}
 
 
@@ -802,11 +816,23 @@ def validate(config: dict[str, Any]) -> list[str]:
                 )
     problems.extend(_guard_problems(config))
     problems.extend(money_problems(config))
+    problems.extend(_fleet_problems(config))
     if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
         from agent_hooks.features import gates
 
         problems.extend(gates.problems(config))
     return problems
+
+
+def _fleet_problems(config: dict[str, Any]) -> list[str]:
+    """[fleet] names: host names or addresses, without a scheme or a path."""
+    fleet = config.get("fleet") if isinstance(config.get("fleet"), dict) else {}
+    names = fleet.get("names") if isinstance(fleet, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [f"fleet.names[{i}] must be a host name or address (cc.example.org, 10.0.0.5), got {name!r}"
+            for i, name in enumerate(names)
+            if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@ \t\r\n")]
 
 
 _LOOP_OVERRIDES = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")

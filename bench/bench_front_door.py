@@ -9,7 +9,8 @@ lookup. This times, in one process, with the spread over runs:
 * ``app, door on`` / ``app, door off``: the whole ASGI app (FastPath, then the route) answering
   ``GET /health``, which does no store work, so the door's share is not lost in a write;
   interleaved run by run so the machine's drift hits both alike;
-* ``refused``: a cross-site request turned away (what a web page's POST costs the server).
+* ``refused``: a cross-site request turned away (what a web page's POST costs the server), and a
+  request whose Host is a rebound name (``127.0.0.1.evil.example``) turned away.
 
 The server answers a hook call in about a millisecond (bench/bench_client.py --no-client);
 the door must not add a measurable part of that.
@@ -34,8 +35,8 @@ from agent_hooks.server import access, fastpath, local, peer
 from agent_hooks.server.app import create_app
 
 
-def hook_scope(port: int, origin: bytes | None = None) -> dict[str, Any]:
-    headers = [(b"host", f"127.0.0.1:{port}".encode()), (b"content-type", b"application/json"),
+def hook_scope(port: int, origin: bytes | None = None, host: str = "127.0.0.1") -> dict[str, Any]:
+    headers = [(b"host", f"{host}:{port}".encode()), (b"content-type", b"application/json"),
                (b"user-agent", b"axios/1.8.4"), (b"accept", b"application/json, text/plain, */*"),
                (b"content-length", b"1234")]
     headers += [(local.header_for(v).lower().encode(), b"") for v in local.SESSION_ENV]
@@ -78,9 +79,12 @@ def main() -> int:
     bare = fastpath.FastPath(app.app, state.fast_exact, state.fast_prefixes)  # the same app, no door
     scope = hook_scope(port)
     evil = hook_scope(port, b"http://evil.example")
+    rebound = hook_scope(port, host="127.0.0.1.evil.example")
     assert access.front_door(state, scope) is None and access.front_door(state, evil) is not None
+    assert access.front_door(state, rebound) is not None
     door: list[float] = []
     refused: list[float] = []
+    rebinding: list[float] = []
     with_door: list[float] = []
     without: list[float] = []
     for run in range(args.runs):
@@ -92,6 +96,10 @@ def main() -> int:
         for _ in range(args.calls):
             access.front_door(state, evil)
         refused.append((time.perf_counter() - began) / args.calls * 1e6)
+        began = time.perf_counter()
+        for _ in range(args.calls):
+            access.front_door(state, rebound)
+        rebinding.append((time.perf_counter() - began) / args.calls * 1e6)
         pair = [(app, with_door), (bare, without)]
         for target, out in (pair if run % 2 == 0 else pair[::-1]):
             out.append(asyncio.run(time_app(target, scope, args.calls // 4)))
@@ -99,6 +107,7 @@ def main() -> int:
     print(f"{args.runs} runs, {args.calls} calls each (Python {sys.version.split()[0]})")
     print(f"door, a hook call's headers  {spread(door)}")
     print(f"door, a cross-site Origin    {spread(refused)}")
+    print(f"door, a rebound Host         {spread(rebinding)}")
     print(f"app, door on  (GET /health)  {spread(with_door)}")
     print(f"app, door off (GET /health)  {spread(without)}")
     diffs = [a - b for a, b in zip(with_door, without, strict=True)]  # one of each per run

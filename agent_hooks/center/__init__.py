@@ -8,7 +8,8 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
   every changed card to the boards.
 * ``fleetdb.py``: the center's tables (fleet sessions, events, controls) as
   plain functions over one connection; ``contract.py``: the ingest contract's
-  states, events and validation, pure.
+  states, events and validation, pure; ``numbers.py``: the range of every
+  number a caller sends, checked on the way in and dropped on the way out.
 * ``ingest.py``: ``/api/hooks/ingest`` and ``/api/hooks/sessions``, the
   contract's endpoints that every host's drainer posts to.
 * ``report.py``: a host sends the center its own cards (agent, task, state,

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
@@ -29,6 +29,7 @@ from agent_hooks.features import approvals
 from agent_hooks.server import access, peer
 from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read
+from agent_hooks.server.jsonout import JSONResponse
 
 MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # an answer is small: the API's one limit (server/body.py)
 
@@ -73,8 +74,9 @@ async def listing(request: Request) -> Response:
     session = request.query_params.get("session")
     if which == approvals.PENDING and session is None:
         # The whole fleet's, each with its board card (center/relay.py).
-        pending = await hub.submit(relay.pending, hub.own_host, time.time())
-        return JSONResponse({"host": hub.own_host, "approvals": pending})
+        pending, listed_out = await hub.submit(relay.pending, hub.own_host, time.time())
+        # How many of each host's requests are not listed: past its fair share, or past its cap.
+        return JSONResponse({"host": hub.own_host, "approvals": pending, "left_out": hub.left_out_of(listed_out)})
     rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
     return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
 

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -24,6 +24,7 @@ from agent_hooks.center import cards, contract
 from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of
+from agent_hooks.server.jsonout import JSONResponse
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 OWN_STATES = {

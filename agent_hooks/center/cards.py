@@ -12,7 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
-from agent_hooks.center import burn, contract
+from agent_hooks.center import burn, contract, numbers
 from agent_hooks.features import heartbeat, transcript
 from agent_hooks.features import persist as persist_mod
 from agent_hooks.output import one_line
@@ -55,14 +55,22 @@ def column(state: str, own_state: str | None) -> str:
 
 
 def _details(raw: str | None) -> dict[str, Any]:
-    """What another host's server reported about its session (agent_hooks.center.report); {} if nothing."""
+    """What another host's server reported about its session (agent_hooks.center.report); {} if nothing.
+    A number out of its range (stored by an older version: ``1e999`` reads as infinity) is dropped."""
     if not raw:
         return {}
     try:
         value = json.loads(raw)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    return numbers.clean_fields(value, numbers.CARD_FIELDS)
+
+
+def _count(value: Any) -> int:
+    """A stored count as a whole number, 0 when it is none (or out of range: never int(inf), a 500)."""
+    return int(numbers.clean(value, "count") or 0)
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -93,7 +101,7 @@ def _persist(t_state: str | None, t_persist: int | None, used: int | None, budge
     if t_state is None:
         return None
     let_go = persist_mod.let_go_label(session_last)
-    return {"persists": persist_mod.enabled_for(t_persist, config), "continuations": int(used or 0),
+    return {"persists": persist_mod.enabled_for(t_persist, config), "continuations": _count(used),
             "max_continuations": int(budget if budget is not None else config["persist"]["max_continuations"]),
             "let_go": let_go}
 
@@ -175,7 +183,7 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
         "state": state,
         "own_state": shown,
         "last_activity": last_activity or None,
-        "tool_calls": int(tool_calls if (local or rep) and tool_calls is not None else tool_events or 0),
+        "tool_calls": _count(tool_calls if (local or rep) and tool_calls is not None else tool_events),
         "current_tool": current_tool,
         "current_command": command,
         "tool_running": tool_running,
@@ -202,8 +210,8 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
             "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),
             "cancel_reason": t_reason if task_cancelled else (s_cancel_reason if local else f_cancel_reason),
             "cancel_delivered": delivered,
-            "warned": int(warned or 0),
-            "denied": int(denied or 0),
+            "warned": _count(warned),
+            "denied": _count(denied),
             "stalled": stalled,
         },
     }
@@ -247,7 +255,7 @@ def usage(entries: list[dict[str, Any]], window: int) -> dict[str, Any] | None:
 
     def n(u: dict[str, Any], k: str) -> int:
         v = u.get(k)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+        return _count(v)
 
     totals = {k: sum(n(u, k) for u, _ in per_message.values())
               for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")}

@@ -39,6 +39,10 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     if listen and not fleet.token(paths, cfg):
         checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",
                             "agent-hook fleet token --new"))
+    if listen not in ("", "127.0.0.1", "::1", "localhost") and not [n for n in cfg["fleet"].get("names") or [] if isinstance(n, str) and n.strip()]:
+        checks.append(Check("board", WARN, f"[fleet] listen = {listen!r} but [fleet] names is empty: other hosts"
+                            " are refused (403) whatever name they call this server by",
+                            "list the names other hosts use for it: [fleet] names = [\"cc.example.org\"]"))
     info = local.read_info(paths) or {}
     port = int(info.get("port") or cfg["serve"]["port"])
     if process.health(paths, cfg) is None:
@@ -64,8 +68,17 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     try:
         doc = json.loads(status[1]) if status and status[0] == 200 else {}
         sub, rep, gateway = doc.get("subscription"), doc.get("report"), doc.get("openclaw")
+        kept_out = (doc.get("limits") or {}).get("left_out") or {}
     except (ValueError, AttributeError):
-        sub, rep, gateway = None, None, None
+        sub, rep, gateway, kept_out = None, None, None, {}
+    for host, counts in sorted(kept_out.items()) if isinstance(kept_out, dict) else ():
+        if isinstance(counts, dict):
+            said = [f"{counts[k]} {what}" for k, what in (("approvals", "pending request(s) left out"),
+                                                        ("cards", "card(s) left out or dropped"),
+                                                        ("refused", "request(s) refused (429)")) if counts.get(k)]
+            checks.append(Check("board", WARN, f"host {host}: {', '.join(said)} by this command center's limits",
+                                "see docs/command-center.md, Limits: fleet.max_hosts, max_cards_per_host,"
+                                " max_requests_per_host, max_rows"))
     if sub:
         if sub.get("connected"):
             checks.append(Check("board", OK, f"subscribed to the command center {sub['center']}"

@@ -195,14 +195,19 @@ def parse_ingest(raw: bytes) -> IngestBody:
                       _cost(doc))
 
 
+# The most a session's running cost may say (agent_hooks.center.numbers: sums and rates of it stay finite).
+USD_MAX = 1e9
+
+
 def _cost(doc: dict[str, Any]) -> float | None:
-    """The optional ``cost_usd``: a finite number >= 0."""
+    """The optional ``cost_usd``: a number of dollars from 0 to USD_MAX."""
     value = doc.get("cost_usd")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0 \
-            or value == float("inf"):
-        raise BodyError(f"cost_usd must be a finite number >= 0, got {value!r}")
+    # NaN fails both comparisons, infinity the second; a huge int is compared exactly, never cast first.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= USD_MAX:
+        shown = repr(value) if not isinstance(value, int) or abs(value) < 10**20 else f"a {len(str(value))}-digit number"
+        raise BodyError(f"cost_usd must be a number of dollars from 0 to 1e9, got {shown[:60]}")
     return float(value)
 
 

@@ -26,21 +26,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import sqlite3
 import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb, reply
+from agent_hooks.center import contract, fleetdb, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
+from agent_hooks.server.jsonout import JSONResponse
 from agent_hooks.server.recovery import StoreUnavailable
 
 log = logging.getLogger("agent_hooks.center.control")
@@ -95,7 +97,7 @@ def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cur
     out = fleetdb.Result(200, {"applied": [], "results": []})
     last = 0
     for c in controls:
-        last = max(last, int(c.get("seq") or 0))
+        last = max(last, int(numbers.clean(c.get("seq"), "seq") or 0))
         if c.get("action") == "reply":
             # Typed after the commit, by the subscriber: at most once (the cursor moves past it here).
             out.replies.append((c, _reply_target(conn, c)))
@@ -365,8 +367,16 @@ async def reply_results(request: Request) -> Response:
     try:
         results = contract.parse_json(await read(request.scope, request.receive))["results"]
         sender = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
-        for r in results:
-            host, waiter = hub.reply_waiters.get(int(r["seq"]), (None, None))
+        seqs = []
+        for i, r in enumerate(results):  # every number checked before any waiter hears a word
+            seq = numbers.check(r["seq"], "seq", f"results[{i}].seq")
+            if seq is None:
+                raise contract.BodyError(f"results[{i}].seq is required")
+            if isinstance(r.get("approval"), dict):
+                numbers.check_fields(r["approval"], numbers.REQUEST_FIELDS, f"results[{i}].approval")
+            seqs.append(int(seq))
+        for r, seq in zip(results, seqs, strict=True):
+            host, waiter = hub.reply_waiters.get(seq, (None, None))
             # Only the host the control went to says what became of it: another host's word would
             # tell the person a reply was typed, or settle our copy of a request with its own row.
             if waiter is not None and not waiter.done() and sender == host:
@@ -402,12 +412,25 @@ async def controls(request: Request) -> Response:
     if host is None:
         return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
     try:
-        after = max(0, int(q.get("after") or 0))
-        wait = min(MAX_WAIT_S, max(0.0, float(q.get("wait") or 0)))
+        after = int(numbers.parse(q.get("after"), "seq", "after") or 0)
+        wait_s = float(q.get("wait") or 0)
+    except contract.BodyError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
     except ValueError:
-        return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
+        return JSONResponse({"error": f"wait must be a number of seconds, got {q.get('wait', '')[:60]!r}"},
+                            status_code=400)
+    if not math.isfinite(wait_s):
+        return JSONResponse({"error": f"wait must be a finite number of seconds, got {q.get('wait', '')[:60]!r}"},
+                            status_code=400)
+    wait = min(MAX_WAIT_S, max(0.0, wait_s))  # at most MAX_WAIT_S, as documented
     if q.get("epoch") != hub.epoch:
         after = 0  # another command center (or a new store): everything it has is new
+    # A host's subscription holds a place among the hosts this center keeps (agent_hooks.center.limits).
+    refused = await hub.submit(limits.refuse_host, host, limits.Limits.of(state.config), time.time())
+    if refused is not None:
+        hub.note_refused(host, refused)
+        state.stats.count("fleet_refused")
+        return JSONResponse({"error": refused}, status_code=429, headers={"Retry-After": "60"})
     deadline = time.monotonic() + wait
     while True:
         woken = asyncio.Event()
@@ -439,9 +462,14 @@ async def fleet_status(request: Request) -> Response:
     if denied is not None:
         return denied
     sub, rep = state.subscriber, state.reporter
+    caps = limits.Limits.of(state.config)
     return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
                          "subscription": sub.status() if sub is not None else None,
                          "report": rep.status() if rep is not None else None,
+                         # What the center's limits kept out of each host (doctor shows it).
+                         "limits": {"max_hosts": caps.hosts, "max_cards_per_host": caps.cards_per_host,
+                                    "max_requests_per_host": caps.requests_per_host, "max_rows": caps.rows,
+                                    "left_out": {h: dict(c) for h, c in hub.left_out.items() if any(c.values())}},
                          **state.channel_status()})
 
 
@@ -526,7 +554,8 @@ class Subscriber:
                 if response.status_code != 200:
                     # 404: a command center without control (OptimalOS's own); 401: no or a wrong token.
                     self._failed(f"HTTP {response.status_code}: {response.text[:200]}")
-                    await asyncio.sleep(60.0 if response.status_code in (404, 405) else cap)
+                    # Not ours to reach (404, 405), or past the center's limits (429): not every few seconds.
+                    await asyncio.sleep(60.0 if response.status_code in (404, 405, 429) else cap)
                     continue
                 try:
                     doc = response.json()

@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_hooks.center import contract
+from agent_hooks.center import contract, limits
 
 if TYPE_CHECKING:
     from agent_hooks.center.reply import Target
@@ -47,6 +47,8 @@ class Result:
     # Replies to type into this host's tmux panes after the commit (center/reply.py): each with the
     # control that carried it from a command center, or None for one posted to this host.
     replies: list[tuple[dict[str, Any] | None, Target]] = field(default_factory=list)
+    # What the route needs besides the answer (not sent): e.g. the ids a report's caps left out.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # What each result of an answer to a request (features/approvals.Answer) is to an HTTP caller.
@@ -206,9 +208,10 @@ def _registered(card: dict[str, Any], how: str, at: float) -> dict[str, Any]:
 
 
 def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: float,
-           key: str | None = None) -> Result:
+           key: str | None = None, caps: limits.Limits | None = None) -> Result:
     """``POST /api/hooks/ingest`` inside the caller's transaction: 200, or 404 when the session is
-    unknown and cannot be auto-registered. A repeated Idempotency-Key is answered 200 and not applied."""
+    unknown and cannot be auto-registered, or 429 when another host's new card is past ``caps``
+    (agent_hooks.center.limits). A repeated Idempotency-Key is answered 200 and not applied."""
     if key is not None:
         row = conn.execute("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)).fetchone()
         if row is not None:
@@ -222,6 +225,9 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
         if how is None:
             return Result(404, {"error": "session not found (and not auto-registerable: only a start, or any"
                                           f" event from a tmux session named {contract.AUTO_PREFIX}*, registers one)"})
+        refused, out.removed = _room(conn, host, caps, at)
+        if refused is not None:
+            return Result(429, {"error": refused}, removed=out.removed)
         card = create(conn, host=host, at=at, session_id=body.session_id, tmux=body.tmux_session,
                       agent_type=body.agent_type, state=contract.RUNNING if how == "agent" else contract.IDLE)
         out.transitions.append(_registered(card, "register", at))
@@ -240,17 +246,30 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     return out
 
 
-def register(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float) -> Result:
-    """``POST /api/hooks/sessions``: the existing card for a known tmux name (or id), else a new idle one."""
+def _room(conn: sqlite3.Connection, host: str, caps: limits.Limits | None, at: float) -> tuple[str | None, set[str]]:
+    """Before another host's new card: why it may not be made (or None), and that host's cards dropped
+    to make room for it (agent_hooks.center.limits)."""
+    refused, dropped = limits.new_card(conn, host, caps, at)
+    return refused, set(dropped)
+
+
+def register(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float,
+             caps: limits.Limits | None = None) -> Result:
+    """``POST /api/hooks/sessions``: the existing card for a known tmux name (or id), else a new idle one
+    (429 when another host's new card is past ``caps``)."""
     card = find(conn, reg.session_id, reg.tmux_session, host)
     if card is None and host == THIS_HOST:
         card = _adopt_local(conn, reg.session_id, reg.tmux_session, at)
     if card is not None:
         return Result(200, {"created": False, "session": card})
+    refused, removed = _room(conn, host, caps, at)
+    if refused is not None:
+        return Result(429, {"error": refused}, removed=removed)
     card = create(conn, host=host, at=at, session_id=reg.session_id, tmux=reg.tmux_session,
                   agent_type=reg.agent_type, label=reg.label, prompt=reg.prompt, task_id=reg.task_id,
                   depends_on=reg.depends_on)
-    return Result(201, {"created": True, "session": card}, [_registered(card, "register", at)], {card["id"]})
+    return Result(201, {"created": True, "session": card}, [_registered(card, "register", at)], {card["id"]},
+                   removed=removed)
 
 
 def patch(conn: sqlite3.Connection, card_id: str, kind: str, value: str, at: float) -> Result:

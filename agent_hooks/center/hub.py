@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
 from agent_hooks.center import cards, fleetdb
-from agent_hooks.server import access
+from agent_hooks.server import access, jsonout
 from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
 log = logging.getLogger("agent_hooks.center.hub")
@@ -48,6 +48,8 @@ FULL_REBUILD_S = 5.0
 # The server's connections leave the WAL to this thread, which checkpoints it this often.
 CHECKPOINT_EVERY_S = 1.0
 PRUNE_EVERY = 1000
+# Requests of one host left out by the center's limits, counted by id up to this many.
+LEFT_OUT_TRACKED = 5000
 
 
 class Client:
@@ -87,8 +89,15 @@ class Hub:
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
         # seq -> (the host the control went to, the future its word resolves)
         self.reply_waiters: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
-        # Every pending approval request of the fleet (agent_hooks.center.relay), as last published.
+        # Every pending approval request of the fleet (agent_hooks.center.relay), as last published, and
+        # how many of each host's the list leaves out (past its fair share, or past the host's cap).
         self.approvals: list[dict[str, Any]] = []
+        self.approvals_left_out: dict[str, int] = {}
+        # What the center's limits (agent_hooks.center.limits) kept out, by host: "approvals" (now),
+        # "cards" and "refused" (since the server started). Loop side; for /api/approvals, /api/fleet/status.
+        self.left_out: dict[str, dict[str, int]] = {}
+        self._said_left_out: dict[tuple[str, str], float] = {}
+        self._left_out_ids: dict[str, set[str]] = {}  # each host's pending requests not kept, by id
         self._approvals_text = ""
         # Called on the loop with the id of every local card published (agent_hooks.center.report).
         self.local_listeners: list[Callable[[str], None]] = []
@@ -357,13 +366,13 @@ class Hub:
         try:
             from agent_hooks.center import relay
 
-            pending = relay.pending(self.conn, self.own_host, time.time())
+            pending, listed_out = relay.pending(self.conn, self.own_host, time.time())
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return
-        text = json.dumps(pending, sort_keys=True, default=str)
+        text = json.dumps([pending, listed_out], sort_keys=True, default=str)
         if text != self._approvals_text:
             self._approvals_text = text
-            self._publish([{"type": "approvals", "approvals": pending}])
+            self._publish([{"type": "approvals", "approvals": pending, "left_out": listed_out}])
 
     def _tick(self, force: bool = False) -> None:
         now = time.time()
@@ -417,6 +426,8 @@ class Hub:
                 self.cards.pop(msg["id"], None)
             elif msg["type"] == "approvals":
                 self.approvals = msg["approvals"]
+                self.approvals_left_out = msg["left_out"]
+                msg["left_out"] = self.left_out_of(msg["left_out"])
             for client in list(self.clients):
                 if client.queue.qsize() >= QUEUE_MAX:
                     self.clients.discard(client)
@@ -457,7 +468,63 @@ class Hub:
 
     def hello(self) -> dict[str, Any]:
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
-                "approvals": self.approvals, **self.state.channel_status()}
+                "approvals": self.approvals, "approvals_left_out": self.left_out_of(self.approvals_left_out),
+                **self.state.channel_status()}
+
+    # -- what the limits kept out (loop side) --------------------------------------------
+
+    def left_out_of(self, listed_out: dict[str, int]) -> dict[str, int]:
+        """Each host's pending requests not in the list: past its fair share of the list (``listed_out``,
+        from relay.pending) and past its cap, whose copies were never kept (from its last report)."""
+        out = dict(listed_out)
+        for host, counts in self.left_out.items():
+            if counts.get("approvals"):
+                out[host] = out.get(host, 0) + counts["approvals"]
+        return out
+
+    def note_left_out(self, host: str, out: fleetdb.Result) -> None:
+        """After a host's report: what its caps left out, counted, and said in the log (at most once a
+        minute per host and kind, and whenever the number of requests left out changes)."""
+        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        found = out.body.get("left_out")
+        left: dict[str, Any] = found if isinstance(found, dict) else {}
+        if "approvals_left_out" in out.extra:
+            # By id: a report that is not full (its requests did not all fit) adds to what earlier ones left
+            # out, and the same request reported again is counted once.
+            ids = self._left_out_ids.setdefault(host, set())
+            if out.extra["approvals_full"]:
+                ids.clear()
+            ids -= out.extra["approvals_settled"]
+            ids |= set(list(out.extra["approvals_left_out"])[:max(0, LEFT_OUT_TRACKED - len(ids))])
+            if len(ids) != counts["approvals"]:
+                counts["approvals"] = len(ids)
+                self._said_left_out.pop((host, "approvals"), None)
+                # The boards' strip says it now (the list itself may not have changed).
+                self._broadcast([{"type": "approvals", "approvals": self.approvals,
+                                  "left_out": dict(self.approvals_left_out)}])
+            left["approvals"] = len(ids)
+        if left.get("cards") or out.removed:
+            counts["cards"] += int(left.get("cards") or 0) + len(out.removed)
+            self._say(host, "cards", f"host {host}: {counts['cards']} card(s) left out or dropped since the server"
+                      " started, past fleet.max_cards_per_host (the host keeps its newest)")
+        if counts["approvals"]:
+            self._say(host, "approvals", f"host {host}: {counts['approvals']} pending request(s) left out, past"
+                      " fleet.max_requests_per_host (its newest are listed)")
+        if out.status == 429:
+            self.note_refused(host, str(out.body.get("error") or ""))
+
+    def note_refused(self, host: str, why: str) -> None:
+        """A host (or its new rows) refused for the center's limits (429): counted, and said in the log."""
+        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        counts["refused"] += 1
+        self._say(host, "refused", f"refused host {host} ({counts['refused']} time(s) since the server started): {why}")
+
+    def _say(self, host: str, kind: str, message: str) -> None:
+        now = time.monotonic()
+        last = self._said_left_out.get((host, kind))
+        if last is None or now - last >= 60.0:
+            self._said_left_out[(host, kind)] = now
+            log.warning("%s", message)
 
 
 def hub_of(state: ServerState) -> Hub:
@@ -485,7 +552,8 @@ async def live(ws: WebSocket) -> None:
             if msg is None:
                 await ws.close()
                 return
-            await ws.send_text(json.dumps(msg, default=str))
+            # Strict JSON: a browser's JSON.parse refuses the Infinity that json.dumps writes by default.
+            await ws.send_text(jsonout.dumps(msg, default=str).decode("utf-8"))
 
     async def receiver() -> None:
         # The board sends nothing that matters; this notices a close. Any frame, text or binary, is

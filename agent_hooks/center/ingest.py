@@ -27,15 +27,19 @@ import functools
 import time
 
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import fleet
-from agent_hooks.center import contract, fleetdb
+from agent_hooks.center import contract, fleetdb, limits
 from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read_json
+from agent_hooks.server.jsonout import JSONResponse
+
+# When a sender refused for the center's limits (429) may try again, in seconds.
+RETRY_AFTER = b"60"
 
 
 def origin_host(state: ServerState, request: HTTPConnection) -> str:
@@ -62,7 +66,8 @@ def _answer_body(out: fleetdb.Result, own_host: str) -> dict[str, object]:
 
 
 def answer(out: fleetdb.Result, own_host: str) -> JSONResponse:
-    return JSONResponse(_answer_body(out, own_host), status_code=out.status)
+    headers = {"Retry-After": RETRY_AFTER.decode()} if out.status == 429 else None
+    return JSONResponse(_answer_body(out, own_host), status_code=out.status, headers=headers)
 
 
 async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
@@ -84,8 +89,13 @@ async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
     if key is not None and len(key) > 200:
         await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
         return
-    out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
+    out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key,
+                          limits.Limits.of(state.config))
     state.stats.count(f"ingest_{out.status}")
+    if out.status == 429:  # a new host or card past the center's limits: the sender keeps it and tries later
+        hub.note_refused(origin_host(state, conn), str(out.body.get("error")))
+        await fastpath.send_bytes(send, 429, fastpath.json_bytes(out.body), [(b"retry-after", RETRY_AFTER)])
+        return
     await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
 
@@ -109,7 +119,10 @@ async def register(request: Request) -> Response:
         reg = await read_json(request.scope, request.receive, contract.parse_registration)
     except contract.BodyError as exc:
         return error(exc.status, str(exc))
-    out = await hub.write(fleetdb.register, reg, origin_host(state, request), time.time())
+    host = origin_host(state, request)
+    out = await hub.write(fleetdb.register, reg, host, time.time(), limits.Limits.of(state.config))
+    if out.status == 429:
+        hub.note_refused(host, str(out.body.get("error")))
     return answer(out, hub.own_host)
 
 

@@ -30,9 +30,10 @@ import json
 import re
 import sqlite3
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent_hooks.center import fleetdb
+from agent_hooks.center import fleetdb, limits, numbers
 from agent_hooks.features import approvals
 
 # Settled requests a host keeps reporting for this long: the command center learns how they ended.
@@ -49,16 +50,20 @@ _TEXT_LIMITS = {"session_id": 200, "kind": 20, "tool_name": 200, "tool_use_id": 
                 "answered_via": 20, "answered_where": 200, "note": 500}
 _JSON_LIMITS = {"tool_input": approvals.MAX_INPUT_CHARS, "questions": 64 * 1024, "permission_suggestions": 64 * 1024,
                 "answers": 64 * 1024}
+# A reported row's numbers and their kinds (agent_hooks.center.numbers: the range of each).
+NUMBER_FIELDS = numbers.REQUEST_FIELDS
 
 
 # -- the host's side ------------------------------------------------------------------------
 
 def host_rows(conn: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
-    """This host's requests to report: pending ones, and those settled in the last RESOLVED_KEPT_S."""
+    """This host's requests to report: pending ones, and those settled in the last RESOLVED_KEPT_S; the
+    newest MAX_REPORTED of them (a command center keeps a host's newest), oldest first."""
     cur = conn.execute(approvals._SELECT + " WHERE host = '' AND (state = 'pending' OR answered_at >= ?)"
-                       " ORDER BY created_at LIMIT ?", (now - RESOLVED_KEPT_S, MAX_REPORTED))
+                       " ORDER BY created_at DESC LIMIT ?", (now - RESOLVED_KEPT_S, MAX_REPORTED))
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    # A number out of its range (a row an older version wrote) goes as null: never one the center refuses.
+    return [numbers.clean_fields(dict(zip(cols, r, strict=True)), NUMBER_FIELDS) for r in reversed(cur.fetchall())]
 
 
 def _clipped(value: Any, limit: int) -> Any:
@@ -106,7 +111,7 @@ def fit(rows: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], bo
 
 def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: str) -> dict[str, Any]:
     """Answer this host's request as a command center asked (inside the subscriber's transaction)."""
-    seq = int(control.get("seq") or 0)
+    seq = int(numbers.clean(control.get("seq"), "seq") or 0)
     try:
         doc = json.loads(control.get("reason") or "")
         if not isinstance(doc, dict):
@@ -124,6 +129,14 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
 
 # -- the command center's side ----------------------------------------------------------------
 
+def check(items: list[Any], where: str) -> None:
+    """Every number of reported rows in its range, or BodyError (400) naming the first that is not
+    (``approvals[2].created_at``)."""
+    for i, item in enumerate(items[:MAX_REPORTED]):
+        if isinstance(item, dict):
+            numbers.check_fields(item, NUMBER_FIELDS, f"{where}[{i}]")
+
+
 def _clean(item: Any, host: str) -> dict[str, Any] | None:
     """A reported row with known columns of the right types (clipped), or None when unusable."""
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not _ID.match(item["id"]):
@@ -134,12 +147,8 @@ def _clean(item: Any, host: str) -> dict[str, Any] | None:
     for key, limit in {**_TEXT_LIMITS, **_JSON_LIMITS}.items():
         value = item.get(key)
         out[key] = value[:limit] if isinstance(value, str) else None
-    for key in ("created_at", "expires_at", "answered_at"):
-        value = item.get(key)
-        out[key] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    for key in ("interrupt", "waited_ms"):
-        value = item.get(key)
-        out[key] = int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    for key, kind in NUMBER_FIELDS.items():
+        out[key] = numbers.clean(item.get(key), kind)  # out of range: None (the routes refused it already)
     out["interrupt"] = out["interrupt"] or 0
     if out["created_at"] is None or not out["session_id"] or not out["tool_name"]:
         return None
@@ -150,57 +159,138 @@ _ANSWER_COLUMNS = ("state", "decision", "message", "interrupt", "answers", "answ
                    "answered_where", "answered_at", "waited_ms", "note")
 
 
-def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: float, full: bool = True) -> bool:
+@dataclass
+class Stored:
+    """What :func:`store_remote` did: whether the pending list changed, how many of the host's pending
+    requests are left out (past ``max_requests_per_host``), and how many new ones were refused
+    (``max_rows`` full)."""
+
+    changed: bool = False
+    left_out: set[str] = field(default_factory=set)  # the host's pending requests not kept (ids)
+    settled: set[str] = field(default_factory=set)  # ids it reported settled, or kept: no longer left out
+    refused: int = 0
+
+
+def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: float, full: bool = True,
+                 caps: limits.Limits | None = None) -> Stored:
     """Keep a host's reported requests (``full``: all it has, so a pending copy it left out is gone
-    there); True when the pending list changed."""
-    changed = False
-    reported_pending: set[str] = set()
+    there). With ``caps``: the host's newest ``max_requests_per_host`` pending ones (by their time),
+    within ``max_rows`` (agent_hooks.center.limits)."""
+    out = Stored()
+    settled = False  # a copy settled here now: the host's history is trimmed (limits.prune_settled)
+    fresh: list[dict[str, Any]] = []
+    reported = {i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)}
     for item in items[:MAX_REPORTED]:
         row = _clean(item, host)
         if row is None:
             continue
-        if row["state"] == approvals.PENDING:
-            reported_pending.add(row["id"])
+        if row["state"] != approvals.PENDING:
+            out.settled.add(row["id"])
         mine = approvals.get(conn, row["id"])
         if mine is None:
-            if row["state"] != approvals.PENDING:
-                continue  # settled before we ever saw it: nothing to show
-            cols = list(row)
-            conn.execute(f"INSERT INTO approvals ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                         [row[c] for c in cols])
-            changed = True
+            if row["state"] == approvals.PENDING:
+                fresh.append(row)  # settled before we ever saw it: nothing to show
         elif mine["host"] != host:
             continue  # an id of another host's request (or ours): never overwritten from here
         elif mine["state"] == approvals.PENDING and row["state"] != approvals.PENDING:
             conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
                          [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
-            changed = True
-    if not full:
-        return changed
-    # A copy pending here that the host no longer reports at all: gone there (answered long ago, or lost).
-    for (aid,) in conn.execute("SELECT id FROM approvals WHERE host = ? AND state = 'pending'", (host,)).fetchall():
-        if aid not in reported_pending and not any(isinstance(i, dict) and i.get("id") == aid for i in items):
-            approvals.settle(conn, aid, approvals.WITHDRAWN, f"no longer pending on {host}", "remote", at)
-            changed = True
-    return changed
+            out.changed = settled = True
+    if full:
+        # A copy pending here that the host no longer reports at all: gone there (answered long ago, or lost).
+        for (aid,) in conn.execute("SELECT id FROM approvals WHERE state = 'pending' AND host = ?", (host,)).fetchall():
+            if aid not in reported:
+                approvals.settle(conn, aid, approvals.WITHDRAWN, f"no longer pending on {host}", "remote", at)
+                out.changed = settled = True
+    if caps is not None:
+        if settled:
+            limits.prune_settled(conn, host, caps)
+        fresh = _within(conn, host, fresh, caps, out)
+    for row in fresh:
+        cols = list(row)
+        conn.execute(f"INSERT INTO approvals ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                     [row[c] for c in cols])
+        out.changed = True
+    return out
 
 
-def pending(conn: sqlite3.Connection, own_host: str, now: float) -> list[dict[str, Any]]:
-    """Every pending request of the fleet, oldest first, as GET /api/approvals shows them, each with the
-    board card of its session (``card``): another host's copy is left out once long past its expiry."""
-    out = []
+def _within(conn: sqlite3.Connection, host: str, fresh: list[dict[str, Any]], caps: limits.Limits,
+            out: Stored) -> list[dict[str, Any]]:
+    """Of a host's pending copies and its new ones, the newest ``max_requests_per_host``: the older copies
+    are dropped (never answered: only their copy here goes), the new ones past the cap or past
+    ``max_rows`` are not stored. The new rows to insert."""
+    kept = conn.execute("SELECT id, created_at FROM approvals WHERE state = 'pending' AND host = ?",
+                        (host,)).fetchall()
+    everyone: list[tuple[float, str, dict[str, Any] | None]] = [(created or 0.0, aid, None) for aid, created in kept]
+    everyone += [(row["created_at"] or 0.0, row["id"], row) for row in fresh]
+    everyone.sort(key=lambda x: (x[0], x[1]), reverse=True)  # newest first
+    keep, rest = everyone[:caps.requests_per_host], everyone[caps.requests_per_host:]
+    out.left_out = {aid for _, aid, _ in rest}
+    out.settled |= {aid for _, aid, _ in keep}
+    for _, aid, row in rest:
+        if row is None:
+            conn.execute("DELETE FROM approvals WHERE id = ? AND state = 'pending'", (aid,))
+            out.changed = True
+    new = [row for _, _, row in keep if row is not None]
+    room = max(0, caps.rows - limits.rows_kept(conn))
+    if len(new) > room:
+        out.refused = len(new) - room
+        new = new[:room]  # the newest of them
+    return new
+
+
+def pending(conn: sqlite3.Connection, own_host: str, now: float,
+            limit: int = MAX_REPORTED) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every pending request of the fleet as GET /api/approvals shows them, oldest first, each with the
+    board card of its session (``card``), and how many of each host's were left out.
+
+    At most ``limit``: this host's own requests all (up to it), then a fair share of what is left for
+    each other host (the oldest of each), so that no host's flood pushes out another's, or ours.
+    Another host's copy is left out once long past its expiry."""
     # state = 'pending' as a literal: the partial index of pending rows answers it, whatever the history's size.
-    cur = conn.execute(approvals._SELECT + " WHERE state = 'pending' ORDER BY created_at LIMIT ?", (MAX_REPORTED,))
+    rows = conn.execute("SELECT host, id, created_at FROM approvals WHERE state = 'pending'"
+                        " AND (host = '' OR expires_at IS NULL OR expires_at >= ?)",
+                        (now - EXPIRED_GRACE_S,)).fetchall()
+    by_host: dict[str, list[tuple[float, str]]] = {}
+    for host, aid, created in rows:
+        by_host.setdefault(host, []).append((created or 0.0, aid))
+    for found in by_host.values():
+        found.sort()
+    chosen = by_host.pop("", [])[:limit]
+    share = fair_shares({h: len(v) for h, v in by_host.items()}, limit - len(chosen))
+    left_out = {h: len(v) - share[h] for h, v in by_host.items() if len(v) > share[h]}
+    for host, found in by_host.items():
+        chosen += found[:share[host]]
+    out: list[dict[str, Any]] = []
+    if not chosen:
+        return out, left_out
+    ids = [aid for _, aid in chosen]
+    cur = conn.execute(approvals._SELECT + f" WHERE id IN ({', '.join('?' * len(ids))})", ids)
     cols = [d[0] for d in cur.description]
-    for row in (dict(zip(cols, r, strict=True)) for r in cur.fetchall()):
-        if row["host"] and row["expires_at"] and row["expires_at"] < now - EXPIRED_GRACE_S:
-            continue
+    for row in sorted((dict(zip(cols, r, strict=True)) for r in cur.fetchall()),
+                      key=lambda r: (r["created_at"] or 0.0, r["id"])):
         item = approvals.public(row, own_host)
         if row["host"]:
             card = fleetdb.find(conn, row["session_id"], None, row["host"])
             item["card"] = card["id"] if card is not None and card["host"] == row["host"] else None
         out.append(item)
-    return out
+    return out, left_out
+
+
+def fair_shares(counts: dict[str, int], room: int) -> dict[str, int]:
+    """How many of each host's ``counts`` fit in ``room``: an equal share each, and a host that needs
+    less than its share leaves the rest to the others (max-min fair)."""
+    share: dict[str, int] = {}
+    left = max(0, room)
+    order = sorted(counts, key=lambda h: (counts[h], h))  # the smallest need first
+    for i, host in enumerate(order):
+        share[host] = min(counts[host], left // (len(order) - i))
+        left -= share[host]
+    for host in order:  # what the division left over, one host after another
+        extra = min(left, counts[host] - share[host])
+        share[host] += extra
+        left -= extra
+    return share
 
 
 def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, where: str,
@@ -228,7 +318,7 @@ def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, whe
 async def finish(hub: Any, routed: fleetdb.Result) -> Any:
     """The answer to POST /api/approvals/<id> for another host's request: that host's word (200, or 409
     "already answered"), or 202 when it said nothing within WAIT_S (the answer is on its way)."""
-    from starlette.responses import JSONResponse
+    from agent_hooks.server.jsonout import JSONResponse
 
     body = dict(routed.body)
     if routed.status != 202:
@@ -256,5 +346,5 @@ async def finish(hub: Any, routed: fleetdb.Result) -> Any:
 
 def settle_from_host(conn: sqlite3.Connection, host: str, row: Any) -> fleetdb.Result:
     """The host's row after it answered (or refused) a routed answer: our copy follows it at once."""
-    changed = store_remote(conn, host, [row], time.time(), full=False) if isinstance(row, dict) else False
+    changed = store_remote(conn, host, [row], time.time(), full=False).changed if isinstance(row, dict) else False
     return fleetdb.Result(200, {"approvals_changed": changed})

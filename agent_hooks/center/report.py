@@ -30,16 +30,17 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb
+from agent_hooks.center import contract, fleetdb, limits, numbers
 from agent_hooks.center.control import subscription_target
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
+from agent_hooks.server.jsonout import JSONResponse
 
 log = logging.getLogger("agent_hooks.center.report")
 REPORT_EVERY_S = 0.05
@@ -54,7 +55,8 @@ BATCH_BYTES = MAX_BODY_BYTES - 8 * 1024
 TEXT_FIELDS = {"session_id": 200, "tmux_session": 200, "label": 200, "agent": 80, "role": 80, "task_id": 200,
                "task": 200, "task_state": 20, "own_state": 20, "current_tool": 60, "current_command": 300,
                "waiting_on": 20, "waiting_detail": 200, "agent_type": 40}
-NUMBER_FIELDS = ("tool_calls", "warned", "denied", "last_activity", "waiting_since")
+# Numbers a report may carry, and their kinds (agent_hooks.center.numbers: the range of each).
+NUMBER_FIELDS = numbers.CARD_FIELDS
 BOOL_FIELDS = ("tool_running", "reply", "in_tmux")
 
 
@@ -67,10 +69,10 @@ def clean(item: Any) -> dict[str, Any] | None:
         value = item.get(key)
         if isinstance(value, str) and value:
             out[key] = value[:limit]
-    for key in NUMBER_FIELDS:
-        value = item.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            out[key] = int(value) if key in ("tool_calls", "warned", "denied") else float(value)
+    for key, kind in NUMBER_FIELDS.items():
+        value = numbers.clean(item.get(key), kind)  # out of range: left out (the route refused it already)
+        if value is not None:
+            out[key] = value
     for key in BOOL_FIELDS:
         if isinstance(item.get(key), bool):
             out[key] = item[key]
@@ -79,8 +81,21 @@ def clean(item: Any) -> dict[str, Any] | None:
     return out
 
 
+def check(items: list[Any], requests: list[Any] | None) -> None:
+    """Every number of a report in its range (agent_hooks.center.numbers), or BodyError (400) naming
+    the first that is not (``cards[3].last_activity``)."""
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            numbers.check_fields(item, NUMBER_FIELDS, f"cards[{i}]")
+    if requests is not None:
+        from agent_hooks.center import relay
+
+        relay.check(requests, "approvals")
+
+
 def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
-    """What a host says about one of its local cards."""
+    """What a host says about one of its local cards (a number out of its range left out: never one
+    the command center would refuse)."""
     b = card.get("badges") or {}
     out = {
         "session_id": card["id"], "tmux_session": card.get("tmux_session"), "label": card.get("label"),
@@ -93,20 +108,36 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
         "last_activity": card.get("last_activity"), "warned": b.get("warned"), "denied": b.get("denied"),
         "reply": bool(card.get("reply")), "in_tmux": bool(card.get("in_tmux")), "agent_type": card.get("agent_type"),
     }
+    out = numbers.clean_fields(out, NUMBER_FIELDS)
     return {k: v for k, v in out.items() if v is not None}
 
 
 # -- the command center's side ------------------------------------------------------------
 
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
-                 requests: list[Any] | None = None, requests_full: bool = True) -> fleetdb.Result:
+                 requests: list[Any] | None = None, requests_full: bool = True,
+                 caps: limits.Limits | None = None) -> fleetdb.Result:
     """Keep each reported session as its card's details (a session without a card gets one, running),
-    and the host's approval requests (agent_hooks.center.relay) when the report has them."""
-    out = fleetdb.Result(200, {"ok": True, "cards": 0})
+    and the host's approval requests (agent_hooks.center.relay) when the report has them. With ``caps``
+    (agent_hooks.center.limits): a new host past ``max_hosts`` is refused (429, nothing stored); the
+    host keeps its newest cards and requests, and what is left out is counted in ``left_out``; a new
+    card or request past ``max_rows`` is refused (429, the rest stored)."""
+    if caps is not None:
+        why = limits.refuse_host(conn, host, caps, at)
+        if why is not None:
+            return fleetdb.Result(429, {"error": why})
+    out = fleetdb.Result(200, {"ok": True, "cards": 0, "left_out": {"cards": 0}})
+    refused = 0
     if requests is not None:
         from agent_hooks.center import relay
 
-        out.body["approvals_changed"] = relay.store_remote(conn, host, requests, at, requests_full)
+        stored = relay.store_remote(conn, host, requests, at, requests_full, caps)
+        out.body["approvals_changed"] = stored.changed
+        # The route counts them across reports (Hub.note_left_out): a report that is not full adds.
+        out.extra.update(approvals_left_out=stored.left_out, approvals_settled=stored.settled,
+                         approvals_full=requests_full)
+        refused += stored.refused
+    new: list[dict[str, Any]] = []
     for item in items:
         card = fleetdb.find(conn, item["session_id"], None, host)
         if card is not None and card["host"] != host:
@@ -114,16 +145,38 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
         if card is None and item.get("tmux_session"):
             card = fleetdb.find(conn, None, item["tmux_session"], host)
         if card is None:
-            card = fleetdb.create(conn, host=host, at=at, session_id=item["session_id"],
-                                  tmux=item.get("tmux_session"), agent_type=item.get("agent_type")
-                                  or contract.DEFAULT_AGENT_TYPE, state=contract.RUNNING)
-            out.transitions.append({"id": card["id"], "event": "register", "from": None, "to": card["state"],
-                                    "ignored": False, "source": "report", "at": at})
-        conn.execute("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
-                     " WHERE id = ?", (json.dumps(item, sort_keys=True), at, item["session_id"], card["id"]))
-        out.changed.add(card["id"])
-        out.body["cards"] += 1
+            new.append(item)
+            continue
+        _keep(conn, out, card["id"], item, at)
+    if caps is not None and new:
+        new.sort(key=lambda i: i.get("last_activity") or 0.0, reverse=True)  # the newest first
+        out.body["left_out"]["cards"] = max(0, len(new) - caps.cards_per_host)
+        new = new[:caps.cards_per_host]
+        out.removed |= set(limits.make_room(conn, host, caps, len(new)))
+        room = max(0, caps.rows - limits.rows_kept(conn))
+        refused += max(0, len(new) - room)
+        new = new[:room]
+    for item in reversed(new):  # the newest made last: its card is the most recent
+        card = fleetdb.create(conn, host=host, at=at, session_id=item["session_id"],
+                              tmux=item.get("tmux_session"), agent_type=item.get("agent_type")
+                              or contract.DEFAULT_AGENT_TYPE, state=contract.RUNNING)
+        out.transitions.append({"id": card["id"], "event": "register", "from": None, "to": card["state"],
+                                "ignored": False, "source": "report", "at": at})
+        _keep(conn, out, card["id"], item, at)
+    if refused and caps is not None:
+        out.status = 429
+        out.body["ok"] = False
+        out.body["error"] = f"{refused} new card(s) and request(s) not stored: " + limits.rows_full(
+            caps, limits.rows_kept(conn))
     return out
+
+
+def _keep(conn: sqlite3.Connection, out: fleetdb.Result, card_id: str, item: dict[str, Any], at: float) -> None:
+    """A reported session as its card's details."""
+    conn.execute("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
+                 " WHERE id = ?", (json.dumps(item, sort_keys=True), at, item["session_id"], card_id))
+    out.changed.add(card_id)
+    out.body["cards"] += 1
 
 
 async def report(request: Request) -> Response:
@@ -146,9 +199,18 @@ async def report(request: Request) -> Response:
     if host == hub.own_host:
         return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
                             status_code=409)
-    cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
     requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
-    out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False)
+    try:
+        check(items[:MAX_CARDS], requests)
+    except contract.BodyError as exc:  # a number out of its range: nothing of the report is stored
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
+    out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False,
+                          limits.Limits.of(state.config))
+    hub.note_left_out(host, out)
+    if out.status == 429:
+        state.stats.count("fleet_refused")
+        return JSONResponse(out.body, status_code=429, headers={"Retry-After": "60"})
     return JSONResponse(out.body, status_code=out.status)
 
 
@@ -279,7 +341,8 @@ class Reporter:
                     log.warning("report to %s failed: %s", self.base, problem)
                 self.last_error = problem
                 self.full = True  # whatever the command center missed: all of it again once it answers
-                await asyncio.sleep(60.0 if "HTTP 404" in (problem or "") else delay)
+                # A center without the route (404), or past its limits (429): not every few seconds.
+                await asyncio.sleep(60.0 if any(f"HTTP {c}" in (problem or "") for c in (404, 429)) else delay)
                 delay = min(cap, delay * 2)
 
 

@@ -184,7 +184,7 @@ class Gateway:
                     and time.time() - self.connected_at >= self.backoff_max:
                 delay = BACKOFF_MIN_S
             # Whatever said it (the gateway's words, its close frame's reason, a library's message): one clean line.
-            self._set(DOWN, one_line(frames.clean_text(self._redact(error), 1000) or "", 300))
+            self._set(DOWN, self._shown(error, 300))
             await asyncio.sleep(delay * (0.75 + random.random() / 2))
             delay = min(self.backoff_max, delay * 2)
 
@@ -247,7 +247,7 @@ class Gateway:
             if doc.get("type") == "res" and doc.get("id") == req_id:
                 break
         if not doc.get("ok"):
-            raise GatewayError(_error_text(doc.get("error")))
+            raise GatewayError(self._shown(_error_text(doc.get("error")), 300))
         hello = frames.obj(doc.get("payload"))
         features = frames.obj(hello.get("features"))
         methods = features.get("methods")
@@ -310,13 +310,14 @@ class Gateway:
             self.counts["events"] += 1
             if doc["event"] == "shutdown":
                 payload = frames.obj(doc.get("payload"))
-                self.stopping_reason = str(payload.get("reason") or "shutdown")[:200]
+                self.stopping_reason = self._shown(str(payload.get("reason") or "shutdown"), 200)
                 continue
             try:
                 acts = self.mapper.actions(doc["event"], doc.get("payload"))
             except Exception:  # noqa: BLE001 - one odd frame is dropped, not the connection
                 self.counts["malformed"] += 1
-                log.exception("OpenClaw gateway %s: could not read a %s event", self.shown_url, doc["event"])
+                log.exception("OpenClaw gateway %s: could not read a %s event", self.shown_url,
+                              self._shown(doc["event"], 100))
                 continue
             if acts:
                 self._queue(acts)
@@ -348,8 +349,16 @@ class Gateway:
     # -- calls: resolve an approval, abort a run ------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        """``text`` (a gateway's error may quote what it was sent) without the token in it."""
-        return text.replace(self._token, "***") if self._token else text
+        """``text`` (a gateway's error may quote what it was sent) without the token in it, or any part of
+        it of MASK_SHORTEST characters or more (settings.mask)."""
+        return settings.mask(text, self._token)
+
+    def _shown(self, text: str, limit: int) -> str:
+        """The gateway's words as status, doctor, an error and the log show them: the token masked first,
+        in the whole text, then one clean line of at most ``limit`` characters (a cut before the mask
+        would leave the token's head, which no longer matches it), then masked again (cleaning cannot
+        put a token back together: it only replaces characters)."""
+        return self._redact(one_line(frames.clean_text(self._redact(text), max(1000, limit * 4)) or "", limit))
 
     def offers(self, method: str) -> bool:
         """Whether the gateway offers ``method`` (when its hello said what it offers)."""
@@ -375,7 +384,7 @@ class Gateway:
         if not doc.get("ok"):
             error = doc.get("error")
             code = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), str) else None
-            raise GatewayError(self._redact(_error_text(error)), code=code, reached=True)
+            raise GatewayError(self._shown(_error_text(error), 300), code=code, reached=True)
         return doc.get("payload")
 
     async def stop(self) -> None:
@@ -389,11 +398,10 @@ class Gateway:
 
 
 def _error_text(error: Any) -> str:
-    """The gateway's words for a refusal, on one clean line: they go to status, doctor, the board and the log,
-    where a newline or a terminal escape from the gateway must not forge lines of our own."""
+    """The gateway's words for a refusal, whole: the caller masks the token in them, then makes them one
+    clean line (Gateway._shown) for status, doctor, the board and the log, where a newline or a terminal
+    escape from the gateway must not forge lines of our own."""
     if isinstance(error, dict):
         text = error.get("message") or error.get("code")
-        text = str(text) if text else json.dumps(error)
-    else:
-        text = str(error) if error else "no reason given"
-    return one_line(frames.clean_text(text, 1000) or "", 300)
+        return str(text) if text else json.dumps(error)
+    return str(error) if error else "no reason given"

@@ -24,7 +24,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from agent_hooks.center import fleetdb
@@ -32,6 +32,7 @@ from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.features import approvals
 from agent_hooks.openclaw import settings
 from agent_hooks.server.app import ServerState
+from agent_hooks.server.jsonout import JSONResponse
 
 if TYPE_CHECKING:
     from agent_hooks.openclaw.gateway import Gateway  # imported only when a gateway is configured

@@ -70,6 +70,43 @@ def gateway_host(config: Mapping[str, Any], own_host: str) -> str:
     return own_host if not host or host in LOOPBACK_HOSTS or host.startswith("127.") else host
 
 
+# A stretch of text this long that is also in the token is masked, wherever it stands: a gateway may quote
+# part of the token (cut by itself, or by a close frame's 123 bytes).
+MASK_SHORTEST = 8
+
+
+def mask(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` masked (``***``): the whole of it, and every stretch of MASK_SHORTEST or more
+    characters it shares with it. Call it before any cut: a cut first leaves the part of the secret before
+    the cut, which no longer matches the whole. (str.find per piece of the secret: a long error costs
+    milliseconds, not a character-by-character loop.)"""
+    if not secret or not text:
+        return text
+    text = text.replace(secret, "***")
+    if len(secret) < MASK_SHORTEST:
+        return text
+    spans: list[tuple[int, int]] = []
+    for piece in {secret[i:i + MASK_SHORTEST] for i in range(len(secret) - MASK_SHORTEST + 1)}:
+        at = text.find(piece)
+        while at != -1:
+            spans.append((at, at + MASK_SHORTEST))
+            at = text.find(piece, at + 1)
+    if not spans:
+        return text
+    spans.sort()
+    out: list[str] = []
+    shown = 0
+    start, end = spans[0]
+    for a, b in spans[1:] + [(len(text) + 1, len(text) + 1)]:
+        if a <= end:  # overlapping pieces of one quote: one stretch
+            end = max(end, b)
+            continue
+        out += [text[shown:start], "***"]
+        shown, (start, end) = end, (a, b)
+    out.append(text[shown:])
+    return "".join(out)
+
+
 def token(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """The gateway token, or SettingError saying why there is none to use."""
     sec = section(config)

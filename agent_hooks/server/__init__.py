@@ -22,7 +22,8 @@ A request, in the order it meets them:
   (:data:`app.ROUTE_MODULES`), and :class:`app.ServerState`, what they share.
 * ``hooks.py``: ``POST /hooks/<Event>``, the http transport over
   agent_hooks.dispatch; a request for a person is held there until answered.
-* ``body.py``: the API routes' one bounded body reader.
+* ``body.py``: the API routes' one bounded body reader; ``jsonout.py``: the JSON
+  every answer (REST and WebSocket) is written as, strict: never ``Infinity``.
 * ``meta.py``: ``/health`` and ``/status``.
 
 Beside them:

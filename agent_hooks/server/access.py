@@ -7,10 +7,13 @@ WebSocket and static files alike) keeps browsers out:
 * a request carrying an ``Origin`` that is not this server's own is refused
   (403), so a web page the user happens to visit cannot post to loopback (a
   "simple" cross-site POST needs no preflight);
-* a request whose ``Host`` is not a loopback name is refused (403) when the
-  caller would be let in for who it is (the server's own uid, or root) and
-  shows no fleet token: a page whose name was rebound to our address (DNS
-  rebinding) is same-origin to the browser, but it cannot choose ``Host``.
+* a request whose ``Host`` is not this server's own name is refused (403). Its own names
+  are the loopback literals ``127.0.0.1``, ``localhost`` and ``[::1]`` with the server's own
+  port (:attr:`ServerState.door_hosts`, one set lookup), and the names configured for serving
+  other hosts (``[fleet] names``), for which a caller let in for who it is (the server's own
+  uid, or root) must also show the fleet token. Nothing else: a page whose name was rebound
+  to our address (DNS rebinding: ``127.0.0.1.evil.example``, ``127.evil.example``) is
+  same-origin to the browser, but it cannot choose ``Host``, and it has no token.
 
 Then each route asks who the caller is. The command center's routes
 (ingest, sessions, board, live, control) use :func:`check`:
@@ -36,27 +39,76 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
-from starlette.responses import JSONResponse
 
 from agent_hooks import fleet
 from agent_hooks.server import peer
+from agent_hooks.server.jsonout import JSONResponse
 
 if TYPE_CHECKING:  # annotations only: app.py imports this module to build the front door
     from agent_hooks.server.app import ServerState
 
 COOKIE = "agent_hooks_fleet"
-LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+# The loopback literals a Host header may name (with the server's own port): never a name that merely
+# starts like one (``127.0.0.1.evil.example``, ``localhost.evil.example``).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
-def is_loopback(host: str | None) -> bool:
-    if not host:
+def is_loopback(address: str | None) -> bool:
+    """True when ``address`` is a loopback IP address (``127.0.0.1``, ``127.0.0.2``, ``::1``): an address
+    literal, never a name (``127.evil.example`` is a name, whatever it starts with)."""
+    if not address:
         return False
-    if host.startswith("127.") or host == "::1":  # the common case, without ipaddress's parser
+    if address == "127.0.0.1" or address == "::1":  # the common case, without ipaddress's parser
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(address)
     except ValueError:
         return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1, from a dual-stack socket
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def door_hosts(port: int) -> frozenset[bytes]:
+    """The ``Host`` values that name this server on loopback: each loopback literal with ``port``
+    (and without one only when ``port`` is 80, as a client then sends it)."""
+    hosts = {f"{name}:{port}".encode() for name in LOOPBACK_NAMES}
+    if port == 80:
+        hosts |= {name.encode() for name in LOOPBACK_NAMES}
+    return frozenset(hosts)
+
+
+def host_name_of(host: str) -> str:
+    """A ``Host`` header's name without its port, in lower case (``[::1]`` keeps its brackets). A value
+    that is not ``name[:port]`` comes back whole, and so matches no configured name."""
+    text = host.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        name, rest = (text[: end + 1], text[end + 1:]) if end > 0 else (text, "")
+    else:
+        name, sep, port = text.rpartition(":")
+        name, rest = (name, sep + port) if sep else (text, "")
+    if rest and not (rest[0] == ":" and rest[1:].isdigit()):
+        return text
+    return name
+
+
+def fleet_names(config: dict[str, Any]) -> frozenset[str]:
+    """``[fleet] names``: the names (or addresses) other hosts call this server by, as
+    :func:`host_name_of` gives them (an IPv6 address in brackets)."""
+    names = config["fleet"].get("names")
+    if not isinstance(names, list):
+        return frozenset()
+    out = set()
+    for entry in names:
+        if not isinstance(entry, str) or not entry.strip():
+            continue
+        try:
+            if ipaddress.ip_address(entry.strip()).version == 6:
+                entry = f"[{entry.strip()}]"
+        except ValueError:
+            pass
+        out.add(host_name_of(entry))
+    return frozenset(out)
 
 
 def same_user(state: ServerState, conn: HTTPConnection) -> bool:
@@ -92,20 +144,6 @@ def _origin_problem(origin: bytes, host: bytes | None) -> str | None:
     return None
 
 
-def loopback_host(host: bytes | None) -> bool:
-    """True when a ``Host`` header names this machine's loopback (``127.0.0.1:47821``, ``localhost``, ``[::1]``)."""
-    if host is None:
-        return False
-    name = host if host.endswith(b"]") else (host.rpartition(b":")[0] or host)  # without its port
-    if name in _LOOPBACK_HOSTS:  # the common case: one set lookup
-        return True
-    text = name.decode("latin-1").lower()
-    return text in LOOPBACK_NAMES or is_loopback(text.strip("[]"))
-
-
-_LOOPBACK_HOSTS = frozenset(n.encode() for n in LOOPBACK_NAMES)
-
-
 def front_door(state: ServerState, scope: Any) -> str | None:
     """Why the front door refuses this request (403), or None to let it on to its route.
 
@@ -128,17 +166,28 @@ def front_door(state: ServerState, scope: Any) -> str | None:
         problem = _origin_problem(origin, host)
         if problem:
             return problem
-    if loopback_host(host):
+    if host in state.door_hosts:  # the common case: one set lookup
         return None
-    # Another Host: a caller let in for who it is must show the token, which a rebound page cannot.
+    return _other_host(state, scope, host)
+
+
+def _other_host(state: ServerState, scope: Any, host: bytes | None) -> str | None:
+    """The front door's answer for a ``Host`` that is not, byte for byte, a loopback literal with our port."""
+    text = (host or b"").decode("latin-1")
+    if text.strip().lower().encode("latin-1") in state.door_hosts:
+        return None  # the same, spelt in capitals ("LOCALHOST:24817")
+    name = host_name_of(text)
+    if not name or name not in fleet_names(state.config):
+        return (f"Host {text[:100]!r} is not this server's name (DNS rebinding?): call 127.0.0.1:{state.port},"
+                " or name it in [fleet] names to serve other hosts by that name")
+    # A configured name: a caller let in for who it is must show the token, which a rebound page cannot.
     if peer.scope_uid(scope) not in (os.geteuid(), 0):
         return None  # anyone else needs the token on every route that does anything anyway
     conn = HTTPConnection(scope)
     if token_ok(state, presented_token(conn) or conn.query_params.get("token")):
         return None
-    shown = (host or b"").decode("latin-1")
-    return (f"Host {shown[:100]!r} is not a loopback name (DNS rebinding?): "
-            "call 127.0.0.1, or send the fleet token (Authorization: Bearer <token>)")
+    return (f"Host {text[:100]!r} is a name for other hosts ([fleet] names): send the fleet token"
+            f" (Authorization: Bearer <token>), or call 127.0.0.1:{state.port}")
 
 
 async def refuse(scope: Any, receive: Any, send: Any, problem: str) -> None:

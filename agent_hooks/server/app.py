@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute
 
 from agent_hooks import __version__, spool
@@ -36,6 +35,7 @@ from agent_hooks.dispatch import Deferred
 from agent_hooks.paths import Paths
 from agent_hooks.server import access, fastpath, local, peer
 from agent_hooks.server.held import Holds
+from agent_hooks.server.jsonout import JSONResponse
 from agent_hooks.server.recovery import StoreUnavailable, StoreWatch
 from agent_hooks.store import Store, StoreError, Transaction
 
@@ -259,6 +259,8 @@ class ServerState:
         self.paths = paths
         self.env: dict[str, str] = {k: v for k, v in env.items() if k not in local.SESSION_ENV}
         self.port = port if port is not None else int(config["serve"]["port"])
+        # The Host values that name this server on loopback (the front door's one set lookup, access.py).
+        self.door_hosts = access.door_hosts(self.port)
         self.version = __version__
         self.build = local.build_id()
         self.started = time.time()

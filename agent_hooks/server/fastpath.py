@@ -14,10 +14,11 @@ the answers are byte for byte what the Starlette versions sent.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from agent_hooks.server import jsonout
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -77,8 +78,8 @@ def declared_length(scope: Scope) -> int | None:
 
 
 def json_bytes(content: Any) -> bytes:
-    """JSON as Starlette's JSONResponse renders it (compact, UTF-8, no NaN)."""
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+    """JSON as the routes' JSONResponse renders it (compact, UTF-8, strict: agent_hooks.server.jsonout)."""
+    return jsonout.dumps(content)
 
 
 async def send_bytes(send: Send, status: int, body: bytes,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks.server.app import ServerState, state_of, unauthorized
+from agent_hooks.server.jsonout import JSONResponse
 
 
 async def health(request: Request) -> JSONResponse:

@@ -435,8 +435,8 @@ def test_http_hold_sees_a_cli_answer_and_a_closed_request(server: Any, hooks_hom
 
     sock = socket.create_connection(("127.0.0.1", server.port))
     body = json.dumps(PERMISSION).encode()
-    sock.sendall(b"POST /hooks/PermissionRequest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    sock.sendall(f"POST /hooks/PermissionRequest HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+                 + b"Content-Type: application/json\r\n" + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     [row] = _wait_pending(hooks_home)
     sock.close()
     t0 = time.monotonic()

@@ -170,6 +170,12 @@ API_BODIES: dict[str, list[dict[str, Any]]] = {
     "/api/hooks/sessions/{id}": [{"state": "running"}, {"event": "to_review"}],
     "/api/sessions/{ref}/{action:str}": [{"reason": "fuzzing"}],
     "/api/tasks/{task_id}/{action:str}": [{"reason": "fuzzing"}],
+    "/api/fleet/report": [{"cards": [{"session_id": "fz-session", "tool_calls": 3, "last_activity": 1.0}],
+                           "approvals": [{"id": "fz000001", "kind": "permission", "state": "pending",
+                                          "session_id": "fz-session", "tool_name": "Bash", "created_at": 1.0,
+                                          "expires_at": 2.0, "waited_ms": 5, "interrupt": 0}]}],
+    "/api/fleet/replies": [{"results": [{"seq": 1, "error": None}]}],
+    "/api/approvals/{id}": [{"decision": "allow"}, {"decision": "deny", "message": "m", "interrupt": True}],
 }
 # Wrong for every route that takes a body: not an object, not text, a number JSON cannot hold, a
 # reason (which every other route ignores or refuses) that is not a string.
@@ -190,6 +196,14 @@ WRONG_HERE = [
     ("/api/hooks/sessions/{id}", b'{"event": {}}'),
     ("/api/sessions/{ref}/{action:str}", b'{"reason": {"text": "x"}}'),
     ("/api/tasks/{task_id}/{action:str}", b'{"reason": true}'),
+    # Numbers no field can take (agent_hooks.center.numbers): infinity, NaN, past SQLite's integers, negative.
+    *(("/api/fleet/report", b'{"cards": [{"session_id": "fz-session", "%s": %s}]}' % (field, raw))
+      for field in (b"tool_calls", b"last_activity", b"waiting_since") for raw in (b"1e999", b"NaN", b"1" + b"0" * 30)),
+    *(("/api/fleet/report", b'{"cards": [], "approvals": [{"id": "fz000002", "kind": "permission", "state": "pending",'
+       b' "session_id": "fz", "tool_name": "Bash", "created_at": %s, "waited_ms": %s}]}' % (created, waited))
+      for created, waited in ((b"1e999", b"1"), (b"1", b"1" + b"0" * 30), (b"-1e999", b"-1"))),
+    *(("/api/fleet/replies", b'{"results": [{"seq": %s}]}' % raw) for raw in (b"1e999", b"1" + b"0" * 30, b"-1")),
+    ("/api/hooks/ingest", b'{"tmux_session": "agent-fz", "event": "start", "cost_usd": 1e999}'),
 ]
 # Query parameters the routes read, and values for them (a long poll's wait stays short: a wait of 30 s
 # is a long poll doing its job, not a finding).

@@ -354,7 +354,7 @@ function connect() {
       board.connected = true;
       document.getElementById("host").textContent = msg.host;
       setConn("live", "live");
-      if (msg.approvals) setApprovals(msg.approvals);
+      if (msg.approvals) setApprovals(msg.approvals, msg.approvals_left_out);
       setGateway(msg.openclaw);
       render();
     } else if (msg.type === "card") {
@@ -367,7 +367,7 @@ function connect() {
     } else if (msg.type === "event") {
       setTimeout(() => flash(msg.id), 50);
     } else if (msg.type === "approvals") {
-      setApprovals(msg.approvals);
+      setApprovals(msg.approvals, msg.left_out);
     } else if (msg.type === "openclaw") {
       setGateway(msg.openclaw);
     }
@@ -539,7 +539,16 @@ function cardFor(a) {
   return board.cards.get(a.session_id) || null;
 }
 
-function setApprovals(list) {
+// How many of each host's requests the command center's limits keep out of the list ({host: n}).
+function setLeftOut(leftOut) {
+  const node = document.getElementById("needs-left");
+  const parts = Object.entries(leftOut || {}).filter(([, n]) => n > 0).map(([h, n]) => `${n} of ${h}`);
+  node.textContent = parts.length ? `not listed: ${parts.join(", ")} (the center's limits)` : "";
+  node.hidden = !parts.length;
+}
+
+function setApprovals(list, leftOut) {
+  if (leftOut !== undefined) setLeftOut(leftOut);
   const fresh = (list || []).filter((a) => a.state === "pending")
     .sort((x, y) => (x.created_at || 0) - (y.created_at || 0));
   const arrived = fresh.filter((a) => !board.seenApprovals.has(a.id));
@@ -722,7 +731,7 @@ function needsKeys(ev) {
 
 async function loadApprovals() {
   const r = await api("GET", "/api/approvals");
-  if (r.ok && Array.isArray(r.doc.approvals)) setApprovals(r.doc.approvals);
+  if (r.ok && Array.isArray(r.doc.approvals)) setApprovals(r.doc.approvals, r.doc.left_out);
 }
 
 // -- start ----------------------------------------------------------------------------------
