@@ -21,6 +21,11 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
 * ``reply.py``: typing a reply into a session's tmux pane, on its own host.
 * ``approvals.py``: ``/api/approvals``, list and answer requests for a person.
 * ``relay.py``: requests carried up to the center and answers carried down.
+* ``credentials.py`` and ``pairing.py``: a host or a person's browser paired
+  once with a one-time code (``agent-hook fleet pair``, ``fleet join``,
+  ``/pair``), each with its own revocable credential; server/access.py takes
+  who the caller is from it. ``fleet_actions`` records who answered, replied
+  and cancelled.
 * ``checks.py``: doctor's lines for the board and the subscription.
 
 An answer's path, from the board to the hook that waits on another host::

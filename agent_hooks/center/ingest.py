@@ -12,9 +12,12 @@
   when no event moves the session to that state; 404.
 * ``DELETE /api/hooks/sessions/:id``: 200, then 404.
 
-The host a session belongs to: the ``X-Agent-Hooks-Host`` header our
-forwarders send, else the caller's address; loopback without a header is
-this host.
+The host a session belongs to is the caller's (server/access.py): a paired
+host's name comes from its credential (a header naming another host is 403).
+The owner (its uid on loopback, or the shared fleet token) may name one in the
+``X-Agent-Hooks-Host`` header, else its address is the name; loopback without
+a header is this host. A host sees and changes only its own sessions here;
+a device (a person's browser) does not ingest or register.
 
 Bodies are read by agent_hooks.server.body (bounded before they are read; bad
 input is a 4xx, never a 500). Over 64 KiB: 413 on register and PATCH, 400 on
@@ -38,16 +41,27 @@ from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read_json
 
 
-def origin_host(state: ServerState, request: HTTPConnection) -> str:
-    """The host a request speaks for ("" = this host)."""
-    own = hub_of(state).own_host
-    named = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
-    if named:
-        return fleetdb.THIS_HOST if named == own else named
+def origin_host(state: ServerState, request: HTTPConnection, caller: access.Caller) -> str:
+    """The host a request speaks for ("" = this host): a paired host's own name (another named in the
+    header: 403); for the owner the header's, else the caller's address (loopback: this host)."""
+    named = caller.speaks_for(access.named_host(request))
+    if caller.kind == access.HOST and named:
+        return named
+    if named and fleet.clean_host(named):
+        return fleetdb.THIS_HOST if named == hub_of(state).own_host else named
     client = request.scope.get("client")
     if not client or access.is_loopback(client[0]):
         return fleetdb.THIS_HOST
     return str(client[0])
+
+
+async def own_card(state: ServerState, caller: access.Caller, card_id: str) -> None:
+    """A paired host touches only its own cards (403 for another host's; an unknown id goes on to 404)."""
+    if caller.kind != access.HOST:
+        return
+    row = await hub_of(state).submit(fleetdb.get, card_id)
+    if row is not None:
+        caller.may_act_on(row["host"])
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -69,9 +83,11 @@ async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
     # Raw ASGI (agent_hooks.server.fastpath): the route that carries the fleet's traffic.
     hub = hub_of(state)
     conn = HTTPConnection(scope)
-    denied = access.check(state, conn)
-    if denied is not None:
-        await denied(scope, receive, send)
+    try:
+        caller = await access.check(state, conn, access.HOSTS)
+        host = origin_host(state, conn, caller)
+    except access.Refused as refused:
+        await refused.response()(scope, receive, send)
         return
     try:
         body = await read_json(scope, receive, contract.parse_ingest)
@@ -84,7 +100,7 @@ async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
     if key is not None and len(key) > 200:
         await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
         return
-    out = await hub.write(fleetdb.ingest, body, origin_host(state, conn), time.time(), key)
+    out = await hub.write(fleetdb.ingest, body, host, time.time(), key)
     state.stats.count(f"ingest_{out.status}")
     await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
@@ -92,34 +108,32 @@ async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
 async def list_sessions(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request)
     rows = await hub.submit(lambda conn: fleetdb.list_cards(conn))
+    if caller.kind == access.HOST:  # a host sees its own sessions only
+        rows = [r for r in rows if r["host"] == caller.name]
     return JSONResponse([fleetdb.public(r, hub.own_host) for r in rows])
 
 
 async def register(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request, access.HOSTS)
+    host = origin_host(state, request, caller)
     try:
         reg = await read_json(request.scope, request.receive, contract.parse_registration)
     except contract.BodyError as exc:
         return error(exc.status, str(exc))
-    out = await hub.write(fleetdb.register, reg, origin_host(state, request), time.time())
+    out = await hub.write(fleetdb.register, reg, host, time.time())
     return answer(out, hub.own_host)
 
 
 async def one(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request)
     card_id = request.path_params["id"]
+    await own_card(state, caller, card_id)
     if request.method == "GET":
         row = await hub.submit(fleetdb.get, card_id)
         if row is None:

@@ -116,7 +116,8 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
     result = approvals.answer(
         conn, str(doc.get("id") or ""), str(doc.get("decision") or ""), message=doc.get("message"),
         interrupt=bool(doc.get("interrupt")), answers=doc.get("answers"), by=str(doc.get("by") or "command center"),
-        via="remote", where=str(doc.get("where") or center), at=time.time())
+        via="remote", where=str(doc.get("where") or center), at=time.time(),
+        note=str(doc["note"]) if isinstance(doc.get("note"), str) else None)
     # The host's word: the command center answers its own caller with this status.
     return {"seq": seq, "status": fleetdb.ANSWER_STATUS[result.result], "error": result.error,
             "approval": result.row}
@@ -204,7 +205,7 @@ def pending(conn: sqlite3.Connection, own_host: str, now: float) -> list[dict[st
 
 
 def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, where: str,
-          at: float) -> fleetdb.Outcome | None:
+          at: float, note: str | None = None) -> fleetdb.Outcome | None:
     """POST /api/approvals/<ref> for another host's request: a control for that host (202 with its seq),
     or 409 / 400 at once. None for this host's own requests (answered here, as usual)."""
     row = approvals.find(conn, ref)
@@ -219,7 +220,7 @@ def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, whe
     except approvals.AnswerError as exc:
         return fleetdb.Outcome(400, {"error": str(exc)})
     doc = {"id": row["id"], "decision": decision, "message": body.get("message"),
-           "interrupt": bool(body.get("interrupt")), "answers": answers, "by": by, "where": where}
+           "interrupt": bool(body.get("interrupt")), "answers": answers, "by": by, "where": where, "note": note}
     seq = fleetdb.add_control(conn, host=row["host"], kind="approval", action="answer", at=at,
                               session_id=row["session_id"], reason=json.dumps(doc))
     return fleetdb.Outcome(202, {"ok": True, "host": row["host"], "applied": "sent", "seq": seq, "id": row["id"]})
