@@ -399,6 +399,8 @@ DEFAULTS: dict[str, Any] = {
         # (a host that was away does not type stale replies) or longer than reply_max_chars.
         "reply_max_age_s": 60.0,
         "reply_max_chars": 4000,
+        # How long a pairing code (`agent-hook fleet pair`) works, in minutes (1 to 1440).
+        "pairing_code_minutes": 10,
     },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
