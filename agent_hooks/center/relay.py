@@ -176,6 +176,12 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
             conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
                          [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
             changed = True
+        elif row["state"] == approvals.PENDING and _withdrawn_here(mine, host):
+            # Withdrawn here only because a report left it out, and its host says it is pending: the
+            # host's row is the truth, so the copy is listed again (else it stayed hidden until it expired).
+            conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
+                         [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
+            changed = True
     if not full:
         return changed
     # A copy pending here that the host no longer reports at all: gone there (answered long ago, or lost).
@@ -184,6 +190,12 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
             approvals.settle(conn, aid, approvals.WITHDRAWN, f"no longer pending on {host}", "remote", at)
             changed = True
     return changed
+
+
+def _withdrawn_here(mine: dict[str, Any], host: str) -> bool:
+    """True for a copy the command center withdrew itself (its host's full report left it out)."""
+    return (mine["state"] == approvals.WITHDRAWN and mine.get("answered_via") == "remote"
+            and mine.get("note") == f"no longer pending on {host}")
 
 
 def pending(conn: sqlite3.Connection, own_host: str, now: float) -> list[dict[str, Any]]:
