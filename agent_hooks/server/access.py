@@ -300,7 +300,8 @@ async def identify(state: ServerState, conn: HTTPConnection) -> Caller:
             raise Refused(401, found.refused if found is not None and found.refused else
                           "unknown credential: pair again (agent-hook fleet pair on the command center)")
         return Caller(HOST if found.kind == credentials.HOST else DEVICE, found.name, address)
-    if token_ok(state, bearer or conn.cookies.get(COOKIE)):
+    presented = bearer or conn.cookies.get(COOKIE)
+    if presented and token_ok(state, presented):  # the token file is read only when something was shown
         return Caller(OWNER, "fleet token", address)
     if loopback and same_user(state, conn):
         return Caller(OWNER, _uid_label(peer.scope_uid(conn.scope)), address, loopback_uid=True)
