@@ -79,7 +79,8 @@ def test_a_device_pairs_by_its_link_and_its_answers_carry_its_name(center: Cente
     assert [tuple(a) for a in acts] == [("answer: allow", "device", "alices-phone"),
                                         ("cancel", "device", "alices-phone")]
     # The board's page of the session shows who answered.
-    page_doc = browser.get("/api/board/sessions/c-asks-1").json()
+    page_doc = wait_for(lambda: (lambda r: r.status_code == 200 and r.json())(browser.get("/api/board/sessions/c-asks-1")),
+                        what="the session's page")
     assert [a["answer"]["by"] for a in page_doc["approvals"]] == ["alices-phone"]
 
     # A device is a person's browser: it does not speak for a host.
@@ -147,3 +148,39 @@ def test_a_stale_or_unknown_credential_is_refused_even_on_the_owners_loopback(ce
     assert browser.get("/api/board").status_code == 401
     # The same uid with no credential is the owner, as before.
     assert center.http.get("/api/board").status_code == 200
+
+
+def test_a_reply_from_a_device_is_recorded_under_its_name_and_its_host_confirms_it(center: Center) -> None:
+    """A device replies to a paired host's session: the control goes to that host, which says (with its own
+    credential) that it typed it; the record names the device. Another host's word is refused."""
+    import threading
+
+    from pairing_support import device_client
+
+    host_r = bearer(host_credential(center, "host-r"))
+    host_s = bearer(host_credential(center, "host-s"))
+    card = {"session_id": "r-sess-1", "tmux_session": "agent-r", "in_tmux": True, "reply": True,
+            "own_state": "awaiting"}
+    assert center.http.post("/api/fleet/report", json={"cards": [card]}, headers=host_r).status_code == 200
+    [card_id] = wait_for(lambda: [c["id"] for c in center.board_cards().values() if c["host"] == "host-r"],
+                         what="host R's card")
+    phone = device_client(center, "bobs-laptop")
+    got: list[httpx.Response] = []
+    sender = threading.Thread(target=lambda: got.append(phone.post(
+        f"/api/sessions/{card_id}/reply", json={"text": "carry on"}, headers={"Origin": center.base})))
+    sender.start()
+    [control] = wait_for(lambda: center.http.get("/api/fleet/controls", params={"wait": "0"}, headers=host_r)
+                         .json()["controls"], what="the reply control")
+    assert control["action"] == "reply" and control["reason"] == "carry on"
+    # Host S cannot say what became of host R's control.
+    r = center.http.post("/api/fleet/replies", json={"results": [{"seq": control["seq"], "error": None}]},
+                         headers=host_s)
+    assert r.status_code == 403, r.text
+    while sender.is_alive():  # until the route waits for host R's word (it registers after the control)
+        r = center.http.post("/api/fleet/replies", json={"results": [{"seq": control["seq"], "error": None}]},
+                             headers=host_r)
+        assert r.status_code == 200, r.text
+        sender.join(0.2)
+    assert got[0].status_code == 200 and got[0].json()["applied"] == "typed", got[0].text
+    acts = store_rows(center.home, "SELECT action, card, host, by_kind, by_name, note FROM fleet_actions")
+    assert [tuple(a) for a in acts] == [("reply", card_id, "host-r", "device", "bobs-laptop", "carry on")]

@@ -49,7 +49,8 @@ def _host_a(center: Center) -> tuple[str, dict[str, Any], str, int]:
                          json={"host": "host-a", "cards": [{"session_id": "a-sess-1", "tmux_session": "agent-a"}],
                                "approvals": [request]})
     assert r.status_code == 200, r.text
-    card = next(c for c in center.board_cards().values() if c["host"] == "host-a")
+    [card] = wait_for(lambda: [c for c in center.board_cards().values() if c["host"] == "host-a"],
+                      what="host A's card on the board")
     r = center.http.post(f"/api/sessions/{card['id']}/cancel", json={"reason": "wrong branch"})
     assert r.status_code == 200 and r.json()["sessions"][0]["applied"] == "sent", r.text
     return cred_a, request, card["id"], int(r.json()["seq"])
@@ -144,7 +145,8 @@ def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_
         [on_b] = [p for p in b.http.get("/api/approvals", params={"state": "all"}).json()["approvals"]
                   if p["id"] == row["id"]]
         assert on_b["answer"]["by"] == "phone" and on_b["answer"]["via"] == "remote"
-        card_b = next(c for c in center.board_cards().values() if c["host"] == "host-b")
+        [card_b] = wait_for(lambda: [c for c in center.board_cards().values() if c["host"] == "host-b"],
+                            what="host B's card")
         page = phone.get(f"/api/board/sessions/{card_b['id']}").json()
         assert [a["answer"]["by"] for a in page["approvals"] if a["id"] == row["id"]] == ["phone"]
         assert any(x["by_name"] == "phone" and x["action"] == "answer: allow" for x in page["actions"]), page["actions"]

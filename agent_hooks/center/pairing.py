@@ -35,7 +35,7 @@ from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.body import read
 
-MAX_BODY_BYTES = 4096  # a code and little else
+MAX_BODY_BYTES = contract.MAX_BODY_BYTES  # a code and little else; the API's one limit (server/body.py)
 # The device cookie lasts as long as browsers keep one (about 400 days); revoking it is what ends it.
 DEVICE_COOKIE_MAX_AGE_S = 400 * 86400
 
