@@ -106,6 +106,10 @@ def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_
             as_b.post("/api/fleet/replies", json={"results": [{"seq": seq_a, "error": None}]}),
             # Ingesting as A, answering A's request, cancelling A's session.
             as_b.post("/api/hooks/ingest", headers=forged, json={"tmux_session": "agent-a", "event": "exit"}),
+            as_b.post("/api/hooks/ingest", json={"session_id": card_a, "event": "exit"}),
+            as_b.post("/api/hooks/ingest", json={"session_id": "a-sess-1", "event": "exit"}),
+            as_b.post("/api/hooks/sessions", json={"session_id": "a-sess-1", "agent_type": "claude-code"}),
+            as_b.patch(f"/api/hooks/sessions/{card_a}", json={"state": "completed"}),
             as_b.post(f"/api/approvals/{request_a['id']}", json={"decision": "allow"}),
             as_b.post(f"/api/sessions/{card_a}/uncancel"),
             as_b.post(f"/api/sessions/{card_a}/reply", json={"text": "go on"}),
@@ -125,7 +129,7 @@ def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_
 
         # A's request is still pending, A's card still there, and A's cancel still undelivered: A gets it.
         assert request_a["id"] in [p["id"] for p in _owner_pending(center)]
-        assert card_a in center.board_cards()
+        assert card_a in center.board_cards() and center.card(card_a)["state"] == "running"
         applied = store_rows(center.home, "SELECT applied_seq FROM fleet_hosts WHERE host = 'host-a'")
         assert not applied or (applied[0][0] or 0) < seq_a
         got = httpx.get(f"{center.base}/api/fleet/controls", params={"wait": "0"}, headers=bearer(cred_a),

@@ -27,6 +27,7 @@ ingest (the ingest contract answers every body it refuses with 400).
 from __future__ import annotations
 
 import functools
+import sqlite3
 import time
 
 from starlette.requests import HTTPConnection, Request
@@ -53,6 +54,31 @@ def origin_host(state: ServerState, request: HTTPConnection, caller: access.Call
     if not client or access.is_loopback(client[0]):
         return fleetdb.THIS_HOST
     return str(client[0])
+
+
+def _not_its_own(conn: sqlite3.Connection, session_id: str | None, tmux: str | None,
+                 host: str) -> fleetdb.Outcome | None:
+    """403 when a paired host's event or registration names a session of another host (by its card or
+    session id: the contract looks those up across hosts), else None."""
+    card = fleetdb.find(conn, session_id, tmux, host)
+    if card is not None and card["host"] != host:
+        return fleetdb.Outcome(403, {"error": f"session {session_id!r} is not host {host!r}'s: a host speaks"
+                                              " only for its own sessions"})
+    return None
+
+
+def ingest_for(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: float, key: str | None,
+               paired: bool) -> fleetdb.Outcome:
+    """:func:`fleetdb.ingest`; for a paired host (``paired``) only on its own sessions."""
+    refused = _not_its_own(conn, body.session_id, body.tmux_session, host) if paired else None
+    return refused or fleetdb.ingest(conn, body, host, at, key)
+
+
+def register_for(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float,
+                 paired: bool) -> fleetdb.Outcome:
+    """:func:`fleetdb.register`; for a paired host only on its own sessions."""
+    refused = _not_its_own(conn, reg.session_id, reg.tmux_session, host) if paired else None
+    return refused or fleetdb.register(conn, reg, host, at)
 
 
 async def own_card(state: ServerState, caller: access.Caller, card_id: str) -> None:
@@ -100,7 +126,7 @@ async def ingest(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
     if key is not None and len(key) > 200:
         await fastpath.send_json(send, 400, {"error": "Idempotency-Key is too long (at most 200 characters)"})
         return
-    out = await hub.write(fleetdb.ingest, body, host, time.time(), key)
+    out = await hub.write(ingest_for, body, host, time.time(), key, caller.kind == access.HOST)
     state.stats.count(f"ingest_{out.status}")
     await fastpath.send_json(send, out.status, _answer_body(out, hub.own_host))
 
@@ -124,7 +150,7 @@ async def register(request: Request) -> Response:
         reg = await read_json(request.scope, request.receive, contract.parse_registration)
     except contract.BodyError as exc:
         return error(exc.status, str(exc))
-    out = await hub.write(fleetdb.register, reg, host, time.time())
+    out = await hub.write(register_for, reg, host, time.time(), caller.kind == access.HOST)
     return answer(out, hub.own_host)
 
 
