@@ -124,7 +124,10 @@ def page(center: str, code: str = "", error: str | None = None, status: int = 20
     """The pairing page; every value from the request or the store escaped."""
     shown = f'<p class="err" role="alert">{html.escape(error)}</p>' if error else ""
     body = PAGE.format(center=html.escape(center), code=html.escape(code[:40], quote=True), error=shown)
-    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+    # same-origin: the code in this page's URL is never sent to another site as a Referer (no-referrer
+    # would also make the browser send "Origin: null" with the form, which the front door refuses).
+    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store",
+                                                           "Referrer-Policy": "same-origin"})
 
 
 async def pair_page(request: Request) -> Response:
