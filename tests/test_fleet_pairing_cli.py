@@ -206,3 +206,22 @@ def test_cancel_through_the_center_sends_the_hosts_credential(center: Center, tm
     assert denied.returncode == 1 and "HTTP 403" in denied.stderr
     acts = store_rows(center.home, "SELECT action, by_kind, by_name, host FROM fleet_actions")
     assert [tuple(a) for a in acts] == [("cancel", "host", "host build-1", "build-1")]
+
+
+def test_doctor_fails_an_unsafe_or_unreadable_credential_file(tmp_path: Path) -> None:
+    env = _host_env(tmp_path, "h2")
+    home = Path(env["AGENT_HOOKS_HOME"])
+    home.mkdir(parents=True)
+    path = home / "fleet-credential"
+    path.write_text(json.dumps({"center": "http://127.0.0.1:1", "host": "h2", "credential": "ah1.x.y"}))
+    path.chmod(0o644)
+
+    def board_lines() -> list[tuple[str, str]]:
+        doc = json.loads(agent_hook("doctor", "--json", "--no-run", env=env, check=False).stdout)
+        return [(c["status"], c["summary"]) for c in doc["checks"] if c["area"] == "board"]
+
+    assert any(s == "fail" and "readable by others" in m for s, m in board_lines()), board_lines()
+    path.chmod(0o600)
+    assert not any(s == "fail" for s, _ in board_lines())
+    path.write_text("not json")
+    assert any(s == "fail" and "cannot be read" in m for s, m in board_lines()), board_lines()

@@ -95,20 +95,26 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
 
 
 def pairing_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
-    """This host's credential: safe (0600), for the command center forward.url names; else, when it
-    still talks to that center with the shared fleet token, a warning that says how to pair it."""
+    """This host's credential: safe (0600), readable, for the command center forward.url names; else,
+    when it still talks to that center with the shared fleet token, a warning that says how to pair it."""
+    import os
+
     from agent_hooks.checks import FAIL, OK, WARN, Check
 
     out: list[Any] = []
     problem = fleet.credential_problem(paths)
     if problem:
         out.append(Check("board", FAIL, f"fleet credential: {problem}", f"chmod 600 {fleet.credential_path(paths)}"))
+    cred = fleet.read_credential(paths)
+    if cred is None and os.path.exists(fleet.credential_path(paths)):
+        out.append(Check("board", FAIL, f"fleet credential: {fleet.credential_path(paths)} cannot be read as one:"
+                         " this host sends no credential to its command center",
+                         "pair it again (agent-hook fleet join URL --code CODE)"))
     fwd = cfg["forward"]
     url = str(fwd.get("url") or "")
     base = fleet.center_base(url) if url and fwd.get("enabled") else None
     if base is None:
         return out
-    cred = fleet.read_credential(paths)
     if cred is not None and fleet.same_center(cred["center"], base):
         out.append(Check("board", OK, f"paired with the command center {base} as host {cred['host']!r}"))
         return out
