@@ -121,7 +121,7 @@ class _Tx:
 
 
 def ingest(conn: sqlite3.Connection, doc: dict[str, str], host: str = "host-b", key: str | None = None,
-           at: float = 100.0) -> fleetdb.Outcome:
+           at: float = 100.0) -> fleetdb.Result:
     with _Tx(conn) as c:
         return fleetdb.ingest(c, contract.parse_ingest(json.dumps(doc).encode()), host, at, key)
 

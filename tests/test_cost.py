@@ -290,7 +290,7 @@ def test_the_command_center_keeps_each_cards_running_cost(tmp_path: Path):
 
     conn = Store(str(tmp_path / "cc.db")).conn
 
-    def ingest(doc: dict[str, Any]) -> fleetdb.Outcome:
+    def ingest(doc: dict[str, Any]) -> fleetdb.Result:
         conn.execute("BEGIN IMMEDIATE")
         out = fleetdb.ingest(conn, contract.parse_ingest(json.dumps(doc).encode()), "host-b", 100.0)
         conn.execute("COMMIT")

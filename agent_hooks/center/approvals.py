@@ -49,7 +49,7 @@ def display_note(body: dict[str, Any]) -> str | None:
 
 
 def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where: str,
-            caller: access.Caller) -> fleetdb.Outcome:
+            caller: access.Caller) -> fleetdb.Result:
     at = time.time()
     result = approvals.answer(conn, ref, str(body.get("decision") or ""), message=body.get("message"),
                               interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
@@ -64,7 +64,7 @@ def _answer(conn: Any, ref: str, body: dict[str, Any], by: str, via: str, where:
 
 
 def _route(conn: Any, ref: str, body: dict[str, Any], by: str, where: str, at: float,
-           caller: access.Caller) -> fleetdb.Outcome | None:
+           caller: access.Caller) -> fleetdb.Result | None:
     """:func:`relay.route`, and who answered, in one transaction."""
     out = relay.route(conn, ref, body, by, where, at, display_note(body))
     if out is not None and out.status == 202:

@@ -90,9 +90,9 @@ def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bo
 
 
 def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
-                   epoch: str, at: float, center: str = "") -> fleetdb.Outcome:
+                   epoch: str, at: float, center: str = "") -> fleetdb.Result:
     """A subscriber writes the controls it received, and its cursor, in one transaction."""
-    out = fleetdb.Outcome(200, {"applied": [], "results": []})
+    out = fleetdb.Result(200, {"applied": [], "results": []})
     last = 0
     for c in controls:
         last = max(last, int(c.get("seq") or 0))
@@ -160,27 +160,27 @@ def send_replies(replies: list[tuple[dict[str, Any] | None, reply.Target]], max_
 
 
 def plan_reply(conn: sqlite3.Connection, ref: str, host: str | None, text: str, own_host: str,
-               at: float) -> fleetdb.Outcome:
+               at: float) -> fleetdb.Result:
     """Where a reply goes: this host's session (typed by the caller, after this transaction), or a
     ``reply`` control for the host a remote session runs on. 404 / 409 with the reason otherwise."""
     cards = resolve(conn, ref, host)
     if not cards and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (ref,)).fetchone():
         cards = [{"id": ref, "host": "", "local": 1, "session_id": ref, "tmux_session": None, "details": None}]
     if not cards:
-        return fleetdb.Outcome(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
+        return fleetdb.Result(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
     if len(cards) > 1:
-        return fleetdb.Outcome(409, {"error": f"{ref!r} names {len(cards)} sessions; reply by card id"})
+        return fleetdb.Result(409, {"error": f"{ref!r} names {len(cards)} sessions; reply by card id"})
     card = cards[0]
     name = card["host"] or own_host
     if card["local"]:
         t = reply.target(conn, card["id"])
         if t.refused:
-            return fleetdb.Outcome(409, {"error": t.refused, "host": name})
-        out = fleetdb.Outcome(200, {"ok": True, "host": name, "applied": "here"})
+            return fleetdb.Result(409, {"error": t.refused, "host": name})
+        out = fleetdb.Result(200, {"ok": True, "host": name, "applied": "here"})
         out.replies.append((None, t))  # typed by the route, after the commit
         return out
     if card["host"] == fleetdb.THIS_HOST:
-        return fleetdb.Outcome(409, {"error": "this session is not recorded by this host's hooks: its terminal"
+        return fleetdb.Result(409, {"error": "this session is not recorded by this host's hooks: its terminal"
                                               " cannot be reached", "host": name})
     row = conn.execute("SELECT details FROM fleet_sessions WHERE id = ?", (card["id"],)).fetchone()
     try:
@@ -188,18 +188,18 @@ def plan_reply(conn: sqlite3.Connection, ref: str, host: str | None, text: str, 
     except ValueError:
         details = None
     if not isinstance(details, dict):
-        return fleetdb.Outcome(409, {"error": f"host {name} has not reported this session (its server must run and"
+        return fleetdb.Result(409, {"error": f"host {name} has not reported this session (its server must run and"
                                               " subscribe to this command center)", "host": name})
     if not details.get("in_tmux"):
-        return fleetdb.Outcome(409, {"error": "the session does not run in tmux on its host: nothing can type"
+        return fleetdb.Result(409, {"error": "the session does not run in tmux on its host: nothing can type"
                                               " into its terminal", "host": name})
     if not details.get("reply"):
-        return fleetdb.Outcome(409, {"error": "the session is not awaiting its next prompt (it is"
+        return fleetdb.Result(409, {"error": "the session is not awaiting its next prompt (it is"
                                               f" {details.get('own_state') or 'working'})", "host": name})
     seq = fleetdb.add_control(conn, host=card["host"], kind="session", action="reply", at=at, fleet_id=card["id"],
                               session_id=details.get("session_id") or card["session_id"],
                               tmux=card["tmux_session"], reason=text)
-    return fleetdb.Outcome(202, {"ok": True, "host": name, "applied": "sent", "seq": seq})
+    return fleetdb.Result(202, {"ok": True, "host": name, "applied": "sent", "seq": seq})
 
 
 def resolve(conn: sqlite3.Connection, ref: str, host: str | None) -> list[dict[str, Any]]:
@@ -220,19 +220,19 @@ def resolve(conn: sqlite3.Connection, ref: str, host: str | None) -> list[dict[s
 
 
 def cancel_sessions(conn: sqlite3.Connection, ref: str, host: str | None, cancel: bool, reason: str | None,
-                    own_host: str, at: float) -> fleetdb.Outcome:
+                    own_host: str, at: float) -> fleetdb.Result:
     """Cancel / uncancel the sessions ``ref`` names: here in the store, elsewhere by a control."""
     cards = resolve(conn, ref, host)
     if not cards and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (ref,)).fetchone():
         cards = [{"id": ref, "host": "", "local": 1, "session_id": ref, "tmux_session": None}]  # card deleted
     if not cards:
-        return fleetdb.Outcome(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
+        return fleetdb.Result(404, {"error": f"no session {ref!r} (a card id, session id or tmux name)"})
     hosts = {c["host"] for c in cards}
     if len(hosts) > 1:
         names = sorted(h or own_host for h in hosts)
-        return fleetdb.Outcome(409, {"error": f"{ref!r} names sessions on several hosts ({', '.join(names)});"
+        return fleetdb.Result(409, {"error": f"{ref!r} names sessions on several hosts ({', '.join(names)});"
                                               " add ?host=NAME", "hosts": names})
-    out = fleetdb.Outcome(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "sessions": []})
+    out = fleetdb.Result(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "sessions": []})
     for card in cards:
         entry: dict[str, Any] = {"id": card["id"], "host": card["host"] or own_host}
         if card["local"]:
@@ -256,14 +256,14 @@ def cancel_sessions(conn: sqlite3.Connection, ref: str, host: str | None, cancel
     return out
 
 
-def cancel_task(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float) -> fleetdb.Outcome:
+def cancel_task(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float) -> fleetdb.Result:
     """Cancel / uncancel a task here and, by a control for every host, everywhere."""
     changed = mark_task(conn, task_id, cancel, reason, at)
     if not cancel and not changed:
-        return fleetdb.Outcome(409, {"error": f"task {task_id!r} is not cancelled"})
+        return fleetdb.Result(409, {"error": f"task {task_id!r} is not cancelled"})
     seq = fleetdb.add_control(conn, host="*", kind="task", action="cancel" if cancel else "uncancel", at=at,
                               task_id=task_id, reason=reason)
-    out = fleetdb.Outcome(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "task_id": task_id,
+    out = fleetdb.Result(200, {"ok": True, "action": "cancel" if cancel else "uncancel", "task_id": task_id,
                                 "seq": seq})
     out.changed.update(r[0] for r in conn.execute(
         "SELECT f.id FROM fleet_sessions f LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id"
@@ -278,7 +278,7 @@ def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float,
 
 
 def _cancel_recorded(conn: sqlite3.Connection, ref: str, host: str | None, cancel: bool, reason: str | None,
-                     own_host: str, at: float, caller: access.Caller) -> fleetdb.Outcome:
+                     own_host: str, at: float, caller: access.Caller) -> fleetdb.Result:
     """:func:`cancel_sessions`, and who did it (``fleet_actions``), in one transaction."""
     out = cancel_sessions(conn, ref, host, cancel, reason, own_host, at)
     if out.status == 200:
@@ -289,7 +289,7 @@ def _cancel_recorded(conn: sqlite3.Connection, ref: str, host: str | None, cance
 
 
 def _task_recorded(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float,
-                   caller: access.Caller) -> fleetdb.Outcome:
+                   caller: access.Caller) -> fleetdb.Result:
     """:func:`cancel_task`, and who did it, in one transaction."""
     out = cancel_task(conn, task_id, cancel, reason, at)
     if out.status == 200:
@@ -299,7 +299,7 @@ def _task_recorded(conn: sqlite3.Connection, task_id: str, cancel: bool, reason:
 
 
 def _reply_recorded(conn: sqlite3.Connection, ref: str, host: str | None, text: str, own_host: str, at: float,
-                    caller: access.Caller) -> fleetdb.Outcome:
+                    caller: access.Caller) -> fleetdb.Result:
     """:func:`plan_reply`, and who sent the reply, in one transaction."""
     out = plan_reply(conn, ref, host, text, own_host, at)
     if out.status in (200, 202):

@@ -36,7 +36,7 @@ SESSION_COLUMNS = ("id", "host", "local", "session_id", "tmux_session", "agent_t
 
 
 @dataclass
-class Outcome:
+class Result:
     """What one request did: HTTP status, the answer (JSON), and what to do once it has committed."""
 
     status: int
@@ -53,14 +53,14 @@ class Outcome:
 ANSWER_STATUS = {"answered": 200, "already": 409, "unknown": 404, "invalid": 400}
 
 
-def answer_outcome(result: Answer) -> Outcome:
+def answer_outcome(result: Answer) -> Result:
     """An answer's result as the center's routes answer it: the status, and the row or why not."""
     if result.answered:
-        return Outcome(200, {"ok": True, "approval": result.row})
+        return Result(200, {"ok": True, "approval": result.row})
     doc: dict[str, Any] = {"error": result.error}
     if result.row is not None:
         doc["approval"] = result.row
-    return Outcome(ANSWER_STATUS[result.result], doc)
+    return Result(ANSWER_STATUS[result.result], doc)
 
 
 def row_dict(cur: sqlite3.Cursor, row: tuple[Any, ...] | None) -> dict[str, Any] | None:
@@ -206,21 +206,21 @@ def _registered(card: dict[str, Any], how: str, at: float) -> dict[str, Any]:
 
 
 def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: float,
-           key: str | None = None) -> Outcome:
+           key: str | None = None) -> Result:
     """``POST /api/hooks/ingest`` inside the caller's transaction: 200, or 404 when the session is
     unknown and cannot be auto-registered. A repeated Idempotency-Key is answered 200 and not applied."""
     if key is not None:
         row = conn.execute("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)).fetchone()
         if row is not None:
-            return Outcome(200, {"ok": True, "duplicate": True, "session": row[0]})
+            return Result(200, {"ok": True, "duplicate": True, "session": row[0]})
     card = find(conn, body.session_id, body.tmux_session, host)
-    out = Outcome(200, {})
+    out = Result(200, {})
     if card is None and host == THIS_HOST:
         card = _adopt_local(conn, body.session_id, body.tmux_session, at)
     if card is None:
         how = contract.auto_registration(body)
         if how is None:
-            return Outcome(404, {"error": "session not found (and not auto-registerable: only a start, or any"
+            return Result(404, {"error": "session not found (and not auto-registerable: only a start, or any"
                                           f" event from a tmux session named {contract.AUTO_PREFIX}*, registers one)"})
         card = create(conn, host=host, at=at, session_id=body.session_id, tmux=body.tmux_session,
                       agent_type=body.agent_type, state=contract.RUNNING if how == "agent" else contract.IDLE)
@@ -240,46 +240,46 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     return out
 
 
-def register(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float) -> Outcome:
+def register(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float) -> Result:
     """``POST /api/hooks/sessions``: the existing card for a known tmux name (or id), else a new idle one."""
     card = find(conn, reg.session_id, reg.tmux_session, host)
     if card is None and host == THIS_HOST:
         card = _adopt_local(conn, reg.session_id, reg.tmux_session, at)
     if card is not None:
-        return Outcome(200, {"created": False, "session": card})
+        return Result(200, {"created": False, "session": card})
     card = create(conn, host=host, at=at, session_id=reg.session_id, tmux=reg.tmux_session,
                   agent_type=reg.agent_type, label=reg.label, prompt=reg.prompt, task_id=reg.task_id,
                   depends_on=reg.depends_on)
-    return Outcome(201, {"created": True, "session": card}, [_registered(card, "register", at)], {card["id"]})
+    return Result(201, {"created": True, "session": card}, [_registered(card, "register", at)], {card["id"]})
 
 
-def patch(conn: sqlite3.Connection, card_id: str, kind: str, value: str, at: float) -> Outcome:
+def patch(conn: sqlite3.Connection, card_id: str, kind: str, value: str, at: float) -> Result:
     """``PATCH /api/hooks/sessions/:id``: a state (mapped to its event) or an event. 404, 409 or 200."""
     card = get(conn, card_id)
     if card is None:
-        return Outcome(404, {"error": f"no session {card_id!r}"})
+        return Result(404, {"error": f"no session {card_id!r}"})
     if kind == "state":
         if value == card["state"]:
-            return Outcome(200, {"ok": True, "session": card_id, "state": value, "ignored": True})
+            return Result(200, {"ok": True, "session": card_id, "state": value, "ignored": True})
         event = contract.event_for_state(card["state"], value)
         if event is None:
-            return Outcome(409, {"error": f"no event moves a session from {card['state']} to {value}",
+            return Result(409, {"error": f"no event moves a session from {card['state']} to {value}",
                                  "state": card["state"], "allowed": sorted(contract.targets(card["state"]))})
     else:
         event = value
     change = apply(conn, card, event, None, "patch", at)
-    return Outcome(200, {"ok": True, "session": card_id, "event": event, "state": card["state"],
+    return Result(200, {"ok": True, "session": card_id, "event": event, "state": card["state"],
                          "ignored": change["ignored"]}, [change], {card_id})
 
 
-def delete(conn: sqlite3.Connection, card_id: str) -> Outcome:
+def delete(conn: sqlite3.Connection, card_id: str) -> Result:
     """``DELETE /api/hooks/sessions/:id``: the card and its events. A local session's own records
     (tool calls, summary) stay in the store; its card comes back only with new hook activity."""
     if conn.execute("DELETE FROM fleet_sessions WHERE id = ?", (card_id,)).rowcount == 0:
-        return Outcome(404, {"error": f"no session {card_id!r}"})
+        return Result(404, {"error": f"no session {card_id!r}"})
     conn.execute("DELETE FROM fleet_events WHERE fleet_id = ?", (card_id,))
     conn.execute("DELETE FROM fleet_cost_samples WHERE fleet_id = ?", (card_id,))
-    out = Outcome(200, {"ok": True, "deleted": card_id})
+    out = Result(200, {"ok": True, "deleted": card_id})
     out.removed.add(card_id)
     return out
 
@@ -300,14 +300,14 @@ def prune_events(conn: sqlite3.Connection, card_id: str, keep: int) -> None:
 
 # -- this host's sessions: the hook feed ---------------------------------------
 
-def sync_local(conn: sqlite3.Connection, event_map: dict[str, Any], at: float, limit: int = 5000) -> Outcome:
+def sync_local(conn: sqlite3.Connection, event_map: dict[str, Any], at: float, limit: int = 5000) -> Result:
     """Replay new ``local_feed`` rows (hook calls) through the event map onto local cards.
 
     A local session seen for the first time gets a card: idle then moved by its
     ``start``, or running when its first recorded call is anything else (the
     the contract's rule for ``agent-`` sessions: a session we hear from is working).
     """
-    out = Outcome(200, {})
+    out = Result(200, {})
     cursor = int(meta_get(conn, FEED_CURSOR) or 0)
     top = conn.execute("SELECT max(id) FROM local_feed").fetchone()[0] or 0
     if top < cursor:  # the feed was recreated (a restored store): start over

@@ -118,7 +118,7 @@ class Hub:
         return asyncio.wrap_future(fut)
 
     def write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; an Outcome it
+        """Run ``fn(conn, *args)`` on the writer thread inside a write transaction; a fleetdb.Result it
         returns is published (transitions at once, after the commit; cards soon after)."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.jobs.put((True, fn, args, fut))
@@ -318,12 +318,12 @@ class Hub:
                     exc = self.state.watch.failed(exc, "the command center")
                 fut.set_exception(exc)
                 continue
-            if isinstance(result, fleetdb.Outcome):
+            if isinstance(result, fleetdb.Result):
                 self._outcome(result)
             fut.set_result(result)
         done.clear()
 
-    def _outcome(self, out: fleetdb.Outcome) -> None:
+    def _outcome(self, out: fleetdb.Result) -> None:
         self._writes += 1
         if out.body.get("approvals_changed"):
             self._guarded(self._approvals_diff)  # a host's requests came or went: the strip, now

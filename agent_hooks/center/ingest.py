@@ -57,25 +57,25 @@ def origin_host(state: ServerState, request: HTTPConnection, caller: access.Call
 
 
 def _not_its_own(conn: sqlite3.Connection, session_id: str | None, tmux: str | None,
-                 host: str) -> fleetdb.Outcome | None:
+                 host: str) -> fleetdb.Result | None:
     """403 when a paired host's event or registration names a session of another host (by its card or
     session id: the contract looks those up across hosts), else None."""
     card = fleetdb.find(conn, session_id, tmux, host)
     if card is not None and card["host"] != host:
-        return fleetdb.Outcome(403, {"error": f"session {session_id!r} is not host {host!r}'s: a host speaks"
+        return fleetdb.Result(403, {"error": f"session {session_id!r} is not host {host!r}'s: a host speaks"
                                               " only for its own sessions"})
     return None
 
 
 def ingest_for(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: float, key: str | None,
-               paired: bool) -> fleetdb.Outcome:
+               paired: bool) -> fleetdb.Result:
     """:func:`fleetdb.ingest`; for a paired host (``paired``) only on its own sessions."""
     refused = _not_its_own(conn, body.session_id, body.tmux_session, host) if paired else None
     return refused or fleetdb.ingest(conn, body, host, at, key)
 
 
 def register_for(conn: sqlite3.Connection, reg: contract.Registration, host: str, at: float,
-                 paired: bool) -> fleetdb.Outcome:
+                 paired: bool) -> fleetdb.Result:
     """:func:`fleetdb.register`; for a paired host only on its own sessions."""
     refused = _not_its_own(conn, reg.session_id, reg.tmux_session, host) if paired else None
     return refused or fleetdb.register(conn, reg, host, at)
@@ -94,14 +94,14 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _answer_body(out: fleetdb.Outcome, own_host: str) -> dict[str, object]:
+def _answer_body(out: fleetdb.Result, own_host: str) -> dict[str, object]:
     body = dict(out.body)
     if isinstance(body.get("session"), dict):
         body["session"] = fleetdb.public(body["session"], own_host)
     return body
 
 
-def answer(out: fleetdb.Outcome, own_host: str) -> JSONResponse:
+def answer(out: fleetdb.Result, own_host: str) -> JSONResponse:
     return JSONResponse(_answer_body(out, own_host), status_code=out.status)
 
 

@@ -217,28 +217,28 @@ def pending(conn: sqlite3.Connection, own_host: str, now: float) -> list[dict[st
 
 
 def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, where: str,
-          at: float, note: str | None = None) -> fleetdb.Outcome | None:
+          at: float, note: str | None = None) -> fleetdb.Result | None:
     """POST /api/approvals/<ref> for another host's request: a control for that host (202 with its seq),
     or 409 / 400 at once. None for this host's own requests (answered here, as usual)."""
     row = approvals.find(conn, ref)
     if row is None or not row["host"]:
         return None
     if row["state"] != approvals.PENDING:
-        return fleetdb.Outcome(409, {"error": approvals.already(row), "already": True,
+        return fleetdb.Result(409, {"error": approvals.already(row), "already": True,
                                      "approval": approvals.public(row, row["host"])})
     decision = str(body.get("decision") or "")
     try:
         answers = approvals.check_answer(row, decision, body.get("message"), body.get("answers"))
     except approvals.AnswerError as exc:
-        return fleetdb.Outcome(400, {"error": str(exc)})
+        return fleetdb.Result(400, {"error": str(exc)})
     doc = {"id": row["id"], "decision": decision, "message": body.get("message"),
            "interrupt": bool(body.get("interrupt")), "answers": answers, "by": by, "where": where, "note": note}
     seq = fleetdb.add_control(conn, host=row["host"], kind="approval", action="answer", at=at,
                               session_id=row["session_id"], reason=json.dumps(doc))
-    return fleetdb.Outcome(202, {"ok": True, "host": row["host"], "applied": "sent", "seq": seq, "id": row["id"]})
+    return fleetdb.Result(202, {"ok": True, "host": row["host"], "applied": "sent", "seq": seq, "id": row["id"]})
 
 
-async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
+async def finish(hub: Any, routed: fleetdb.Result) -> Any:
     """The answer to POST /api/approvals/<id> for another host's request: that host's word (200, or 409
     "already answered"), or 202 when it said nothing within WAIT_S (the answer is on its way)."""
     from starlette.responses import JSONResponse
@@ -267,7 +267,7 @@ async def finish(hub: Any, routed: fleetdb.Outcome) -> Any:
     return JSONResponse(doc, status_code=status if status in (400, 404, 409) else 502)
 
 
-def settle_from_host(conn: sqlite3.Connection, host: str, row: Any) -> fleetdb.Outcome:
+def settle_from_host(conn: sqlite3.Connection, host: str, row: Any) -> fleetdb.Result:
     """The host's row after it answered (or refused) a routed answer: our copy follows it at once."""
     changed = store_remote(conn, host, [row], time.time(), full=False) if isinstance(row, dict) else False
-    return fleetdb.Outcome(200, {"approvals_changed": changed})
+    return fleetdb.Result(200, {"approvals_changed": changed})

@@ -100,10 +100,10 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 # -- the command center's side ------------------------------------------------------------
 
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
-                 requests: list[Any] | None = None, requests_full: bool = True) -> fleetdb.Outcome:
+                 requests: list[Any] | None = None, requests_full: bool = True) -> fleetdb.Result:
     """Keep each reported session as its card's details (a session without a card gets one, running),
     and the host's approval requests (agent_hooks.center.relay) when the report has them."""
-    out = fleetdb.Outcome(200, {"ok": True, "cards": 0})
+    out = fleetdb.Result(200, {"ok": True, "cards": 0})
     if requests is not None:
         from agent_hooks.center import relay
 

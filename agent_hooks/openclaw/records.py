@@ -37,7 +37,7 @@ def _details(conn: sqlite3.Connection, cid: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _card(conn: sqlite3.Connection, out: fleetdb.Outcome, host: str, key: str, at: float) -> dict[str, Any] | None:
+def _card(conn: sqlite3.Connection, out: fleetdb.Result, host: str, key: str, at: float) -> dict[str, Any] | None:
     cid = card_id(host, key)
     card = fleetdb.get(conn, cid)
     if card is None:
@@ -55,14 +55,14 @@ def _seen(conn: sqlite3.Connection, key: str | None) -> bool:
         is not None
 
 
-def _event(conn: sqlite3.Connection, out: fleetdb.Outcome, card: dict[str, Any], event: str, metadata: str | None,
+def _event(conn: sqlite3.Connection, out: fleetdb.Result, card: dict[str, Any], event: str, metadata: str | None,
            at: float, key: str | None = None) -> None:
     out.transitions.append(fleetdb.apply(conn, card, event, metadata, "openclaw", at, key))
 
 
-def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at: float) -> fleetdb.Outcome:
+def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at: float) -> fleetdb.Result:
     """Apply a batch of actions (from :class:`Mapper`) for the gateway on ``host``; what changed."""
-    out = fleetdb.Outcome(200, {"ok": True, "applied": 0})
+    out = fleetdb.Result(200, {"ok": True, "applied": 0})
     for act in actions:
         if act["kind"] == "resolved":
             if _resolved(conn, act, host, at, out):
@@ -138,7 +138,7 @@ def apply(conn: sqlite3.Connection, actions: list[dict[str, Any]], host: str, at
     return out
 
 
-def _rebooted(conn: sqlite3.Connection, boot: str, host: str, at: float, out: fleetdb.Outcome) -> None:
+def _rebooted(conn: sqlite3.Connection, boot: str, host: str, at: float, out: fleetdb.Result) -> None:
     """The gateway's boot after a (re)connect: a run still open on a card from another boot died with the
     gateway's restart, and will never send its end. Its card fails saying so, rather than run forever."""
     rows = conn.execute("SELECT id, details FROM fleet_sessions WHERE host = ? AND agent_type = ? AND state IN (?, ?)",
@@ -162,7 +162,7 @@ def _rebooted(conn: sqlite3.Connection, boot: str, host: str, at: float, out: fl
         out.changed.add(cid)
 
 
-def _under_way(conn: sqlite3.Connection, out: fleetdb.Outcome, card: dict[str, Any], details: dict[str, Any],
+def _under_way(conn: sqlite3.Connection, out: fleetdb.Result, card: dict[str, Any], details: dict[str, Any],
                run_id: str | None, at: float) -> None:
     """Start the card for a run whose start it never heard (the server connected in the middle of it): a
     tool call or an end must not be lost on a card that is idle, or still finished from an earlier run."""
@@ -203,7 +203,7 @@ def _requested(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: flo
     return True
 
 
-def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: float, out: fleetdb.Outcome) -> bool:
+def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: float, out: fleetdb.Result) -> bool:
     """The gateway says a request was answered (by us, another operator or its own CLI): our row follows."""
     row = approvals.get(conn, act["id"], raw=True)
     raced = row is not None and row["state"] == approvals.WITHDRAWN and (row["note"] or "").startswith(REFUSED_NOTE)
@@ -221,7 +221,7 @@ def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: floa
     return changed
 
 
-def _sync(conn: sqlite3.Connection, still: set[str], host: str, at: float, out: fleetdb.Outcome) -> bool:
+def _sync(conn: sqlite3.Connection, still: set[str], host: str, at: float, out: fleetdb.Result) -> bool:
     """Our pending copies the gateway no longer lists: answered or expired while we were away."""
     gone = [(aid, sid) for aid, sid in conn.execute(
         "SELECT id, session_id FROM approvals WHERE host = ? AND state = 'pending' AND id LIKE 'oc-%'", (host,))
@@ -233,7 +233,7 @@ def _sync(conn: sqlite3.Connection, still: set[str], host: str, at: float, out: 
     return bool(gone)
 
 
-def resumed(conn: sqlite3.Connection, session_key: str, host: str, at: float, out: fleetdb.Outcome,
+def resumed(conn: sqlite3.Connection, session_key: str, host: str, at: float, out: fleetdb.Result,
             force: bool = False) -> None:
     """An approval of this session was answered: its card works again (unless another one is pending;
     ``force``: the run itself said it goes on)."""

@@ -98,7 +98,7 @@ def _ours(row: dict[str, Any], host: str) -> bool:
     return bool(row["id"].startswith(ID_PREFIX) and row["host"] == host)
 
 
-def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where: str) -> fleetdb.Outcome | None:
+def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where: str) -> fleetdb.Result | None:
     """The first answer wins here: the row's conditional UPDATE (None: not an OpenClaw request)."""
     row = approvals.find(conn, ref)
     if row is None or not _ours(row, host):
@@ -110,14 +110,14 @@ def _claim(conn: Any, ref: str, host: str, body: dict[str, Any], by: str, where:
         offered = None
     if row["state"] == approvals.PENDING and isinstance(offered, list) and decision in approvals.DECISIONS \
             and decision not in offered:
-        return fleetdb.Outcome(400, {"error": f"the OpenClaw gateway does not offer {decision} for this request"
+        return fleetdb.Result(400, {"error": f"the OpenClaw gateway does not offer {decision} for this request"
                                               f" (it offers {', '.join(offered)})"})
     via = "board" if body.get("via") == "board" else "api"
     return fleetdb.answer_outcome(approvals.answer(conn, row["id"], decision, message=body.get("message"), by=by,
                                                    via=via, where=where))
 
 
-def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str) -> fleetdb.Outcome:
+def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str) -> fleetdb.Result:
     """After the gateway's word: back to pending (it was not reached) or withdrawn (it refused)."""
     if state == approvals.PENDING:
         conn.execute("UPDATE approvals SET state = 'pending', decision = NULL, message = NULL, answered_by = NULL,"
@@ -126,13 +126,13 @@ def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str
     else:
         conn.execute("UPDATE approvals SET state = ?, note = ? WHERE id = ? AND answered_at = ?",
                      (state, note[:500], approval_id, answered_at))
-    return fleetdb.Outcome(200, {"approvals_changed": True})
+    return fleetdb.Result(200, {"approvals_changed": True})
 
 
-def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Outcome:
+def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Result:
     from agent_hooks.openclaw import records
 
-    out = fleetdb.Outcome(200, {"approvals_changed": True})
+    out = fleetdb.Result(200, {"approvals_changed": True})
     row = approvals.get(conn, approval_id, raw=True)
     if row is not None:
         records.resumed(conn, row["session_id"], host, at, out)
@@ -207,10 +207,10 @@ def _cards(conn: Any, ref: str, host: str) -> list[dict[str, Any]] | None:
     return ours
 
 
-def _mark(conn: Any, card_id: str, reason: str | None, at: float) -> fleetdb.Outcome:
+def _mark(conn: Any, card_id: str, reason: str | None, at: float) -> fleetdb.Result:
     conn.execute("UPDATE fleet_sessions SET cancelled_at = ?, cancel_reason = ?, cancel_seq = NULL WHERE id = ?",
                  (at, reason, card_id))
-    out = fleetdb.Outcome(200, {})
+    out = fleetdb.Result(200, {})
     out.changed.add(card_id)
     return out
 
