@@ -412,6 +412,8 @@ DEFAULTS: dict[str, Any] = {
         "max_cards_per_host": 500,
         "max_requests_per_host": 100,
         "max_rows": 20000,
+        # How long a pairing code (`agent-hook fleet pair`) works, in minutes (1 to 1440).
+        "pairing_code_minutes": 10,
     },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).

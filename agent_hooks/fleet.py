@@ -1,19 +1,29 @@
-"""This host on a fleet: its name, the fleet token, the headers it sends a command center (stdlib only).
+"""This host on a fleet: its name, its credential, the headers it sends a command center (stdlib only).
 
-The drainer, the server's subscription and ``agent-hook cancel --server`` all
-send the same two headers: ``X-Agent-Hooks-Host`` (so a command center keeps
-each session with the host it came from, even when several hosts share an
-address) and ``Authorization: Bearer <fleet token>`` when a token is set.
-The token is a secret: it lives in a 0600 file (or ``$AGENT_HOOKS_FLEET_TOKEN``),
-never in config.toml, which is often readable by others.
+A host paired with a command center (``agent-hook fleet join``) keeps its own
+credential in ``<config dir>/fleet-credential`` (0600): the center's URL, the
+name it was paired as, and the credential. Everything that talks to that
+center (the drainer, the server's subscription and reporter, ``agent-hook
+cancel --server``, ``approvals --server``) sends ``Authorization: Bearer
+<credential>``, and the center takes the host's name from it. The credential
+goes only to the center that issued it.
+
+A host not paired (or talking to another center) sends the shared fleet token
+when one is set, ``Authorization: Bearer <fleet token>``: the command center
+owner's key. With it the caller acts as the owner, and names its host in the
+``X-Agent-Hooks-Host`` header (doctor says to pair such a host). Both secrets
+live in 0600 files (the token also in ``$AGENT_HOOKS_FLEET_TOKEN``), never in
+config.toml, which is often readable by others.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
 import socket
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 from agent_hooks.paths import Paths, ensure_dir
@@ -27,6 +37,7 @@ if TYPE_CHECKING:
 HOST_HEADER = "X-Agent-Hooks-Host"
 TOKEN_ENV = "AGENT_HOOKS_FLEET_TOKEN"
 TOKEN_NAME = "fleet-token"
+CREDENTIAL_NAME = "fleet-credential"
 INGEST_PATH = "/api/hooks/ingest"
 _HOST_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,62}")
 
@@ -76,18 +87,109 @@ def token_problem(paths: Paths, config: dict[str, Any]) -> str | None:
 def write_token(paths: Paths, config: dict[str, Any], value: str | None = None) -> str:
     """Write a fleet token (a new random one unless given) to the token file, 0600; return it."""
     value = value or secrets.token_urlsafe(32)
-    path = token_path(paths, config)
+    _write_private(token_path(paths, config), value + "\n")
+    return value
+
+
+def _write_private(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` as a new 0600 file, replacing any old one at once."""
     ensure_dir(os.path.dirname(path))
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(value + "\n")
+        f.write(text)
     os.replace(tmp, path)
-    return value
 
 
-def client_headers(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Headers for every request this host makes to a command center."""
+def credential_path(paths: Paths) -> str:
+    return os.path.join(paths.config_dir, CREDENTIAL_NAME)
+
+
+def read_credential(paths: Paths) -> dict[str, Any] | None:
+    """This host's paired credential ``{"center", "host", "credential", "paired_at"}``, or None (none, or
+    a file that is not one)."""
+    try:
+        with open(credential_path(paths), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) and doc[k]
+                                            for k in ("center", "host", "credential")):
+        return None
+    return doc
+
+
+def write_credential(paths: Paths, center: str, host: str, credential: str) -> str:
+    """Keep the credential a command center gave this host (0600); the file's path."""
+    path = credential_path(paths)
+    doc = {"center": center, "host": host, "credential": credential, "paired_at": time.time()}
+    _write_private(path, json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def credential_problem(paths: Paths) -> str | None:
+    """Why the credential file is unsafe (readable by others), or None."""
+    path = credential_path(paths)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_mode & 0o077:
+        return f"{path} is readable by others (mode {st.st_mode & 0o777:o}); chmod 600 it"
+    return None
+
+
+def credential_stamp(paths: Paths) -> tuple[int, int] | None:
+    """(mtime, inode) of the credential file, None when there is none: a long-lived client looks at it
+    to send a credential written after it started."""
+    try:
+        st = os.stat(credential_path(paths))
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ino)
+
+
+def _origin(url: str) -> tuple[str, str, int, str] | None:
+    """(scheme, host, port, path) of a command center's URL, for comparing two; None when it is none."""
+    base = center_base(url)
+    if base is None:
+        return None
+    parts = urlsplit(base)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return parts.scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/")
+
+
+def same_center(a: str, b: str) -> bool:
+    """True when two URLs name the same command center (scheme, host, port and path; an ingest URL
+    names its center)."""
+    left, right = _origin(a), _origin(b)
+    return left is not None and left == right
+
+
+def credential_for(paths: Paths, url: str | None) -> dict[str, Any] | None:
+    """This host's credential when it was issued by the command center at ``url``, else None."""
+    cred = read_credential(paths)
+    if cred is None or not url or not same_center(cred["center"], url):
+        return None
+    return cred
+
+
+def name_on(paths: Paths, config: dict[str, Any], url: str | None) -> str:
+    """This host's name on the command center at ``url``: the name it was paired as there, else its own."""
+    cred = credential_for(paths, url)
+    return str(cred["host"]) if cred else host_name(config)
+
+
+def client_headers(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None,
+                   url: str | None = None) -> dict[str, str]:
+    """Headers for every request this host makes to the command center at ``url``: its own credential
+    when that center paired it, else the shared fleet token when one is set."""
+    cred = credential_for(paths, url)
+    if cred is not None:
+        return {HOST_HEADER: str(cred["host"]), "Authorization": f"Bearer {cred['credential']}"}
     headers = {HOST_HEADER: host_name(config)}
     value = token(paths, config, env)
     if value:

@@ -624,6 +624,43 @@ def m017_approvals_agent(db: sqlite_utils.Database) -> None:
     db.table("approvals").add_column("agent_id", str)
 
 
+@migration
+def m018_fleet_credentials(db: sqlite_utils.Database) -> None:
+    # A credential per paired host and per paired device (center/credentials.py). Only a hash of each
+    # secret is kept; the credential names its row by id ("ah1.<id>.<secret>"), whose hash is then
+    # compared in constant time. A revoked row stays, so a revoked caller is told so.
+    db.table("fleet_credentials").create(
+        {"id": str, "kind": str, "name": str, "secret_sha256": str, "paired_at": float, "paired_from": str,
+         "last_seen_at": float, "last_address": str, "revoked_at": float},
+        pk="id",
+        not_null=["kind", "name", "secret_sha256", "paired_at"],
+        if_not_exists=True,
+    )
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_credentials_live ON fleet_credentials (kind, name)"
+               " WHERE revoked_at IS NULL")
+    # One-time pairing codes (`agent-hook fleet pair`): their hash, what they pair, until when.
+    db.table("fleet_pairing_codes").create(
+        {"code_sha256": str, "kind": str, "name": str, "created_at": float, "expires_at": float,
+         "used_at": float, "used_from": str},
+        pk="code_sha256",
+        not_null=["kind", "name", "created_at", "expires_at"],
+        if_not_exists=True,
+    )
+    # What people and hosts did through the command center (answers, replies, cancels) and who did it,
+    # as the credential said: never a name the caller wrote in a header or a body.
+    db.table("fleet_actions").create(
+        {"id": int, "at": float, "action": str, "target": str, "card": str, "host": str, "status": int,
+         "by_kind": str, "by_name": str, "by_address": str, "note": str},
+        pk="id",
+        not_null=["at", "action", "by_kind", "by_name"],
+        if_not_exists=True,
+    )
+    db.table("fleet_actions").create_index(["card", "id"], if_not_exists=True)
+    # How each subscribed host last authenticated (a paired credential, or the shared fleet token): doctor
+    # names the hosts still on the shared token.
+    db.table("fleet_hosts").add_column("auth", str)
+
+
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 

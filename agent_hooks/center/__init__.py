@@ -23,6 +23,11 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
   ``foreground.py``: whether what runs in that pane's foreground is the Claude Code client.
 * ``approvals.py``: ``/api/approvals``, list and answer requests for a person.
 * ``relay.py``: requests carried up to the center and answers carried down.
+* ``credentials.py`` and ``pairing.py``: a host or a person's browser paired
+  once with a one-time code (``agent-hook fleet pair``, ``fleet join``,
+  ``/pair``), each with its own revocable credential; server/access.py takes
+  who the caller is from it. ``fleet_actions`` records who answered, replied
+  and cancelled.
 * ``checks.py``: doctor's lines for the board and the subscription.
 
 An answer's path, from the board to the hook that waits on another host::

@@ -1,7 +1,8 @@
 """The board at ``/``: plain files shipped in the package (static/), and the JSON they read.
 
-* ``GET /``: the board (``static/index.html``); ``/?token=T`` keeps a fleet
-  token as a SameSite=Strict cookie, for a browser on another host.
+* ``GET /``: the board (``static/index.html``), for the owner and paired
+  devices (a browser paired at ``/pair``, center/pairing.py); ``/?token=T``
+  keeps the owner's fleet token as a SameSite=Strict cookie.
 * ``GET /static/...``: its CSS and JavaScript. No CDN, no build step.
 * ``GET /api/board``: every card, the states and which drags are allowed.
 * ``GET /api/board/sessions/<id>``: a session's page (agent_hooks.center.cards.detail).
@@ -62,19 +63,17 @@ async def index(request: Request) -> Response:
         response: Response = RedirectResponse("/", status_code=303)
         response.set_cookie(access.COOKIE, token, httponly=True, samesite="strict",
                             secure=request.url.scheme == "https", max_age=30 * 86400)
+        if access.DEVICE_COOKIE in request.cookies:  # the owner's key from here on, not a device's
+            response.delete_cookie(access.DEVICE_COOKIE, httponly=True, samesite="strict")
         return response
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    await access.check(state, request, access.PEOPLE)
     return FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
 
 
 async def board(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    await access.check(state, request, access.PEOPLE)
     return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
                          "cards": cards.ordered(list(hub.cards.values()))})
 
@@ -82,9 +81,7 @@ async def board(request: Request) -> Response:
 async def session_page(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    await access.check(state, request, access.PEOPLE)
     card_id = request.path_params["id"]
     env = dict(state.env)
     data = await state.run_blocking(_detail, state, env, hub.own_host, card_id)
@@ -101,9 +98,10 @@ class StaticBoard:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         conn = HTTPConnection(scope)
-        denied = access.check(state_of(conn), conn)
-        if denied is not None:
-            await denied(scope, receive, send)
+        try:
+            await access.check(state_of(conn), conn, access.PEOPLE)
+        except access.Refused as refused:
+            await refused.response()(scope, receive, send)
             return
         await self.files(scope, receive, send)
 

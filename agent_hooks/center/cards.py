@@ -281,7 +281,7 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
         return None
     limit = int(config["board"]["recent_tool_calls"])
     out: dict[str, Any] = {"card": card, "tool_calls": [], "task": None, "last_message": None, "usage": None,
-                           "summary": None, "events": [], "prompt": None, "transcript": None, "approvals": [],
+                           "summary": None, "events": [], "prompt": None, "transcript": None, "approvals": [], "actions": [],
                            "cost_series": burn.chart(burn.samples(conn, card_id, card["local"]))}
     from agent_hooks.features import approvals
 
@@ -289,6 +289,10 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
     # command center's rows for another host's session show too once they are carried here.
     sid = card.get("session_id") or card_id
     out["approvals"] = [approvals.public(r, own_host) for r in approvals.listing(conn, "all", sid, limit)]
+    # Who answered, replied and cancelled here, as their credentials said (center/credentials.py).
+    from agent_hooks.center import credentials
+
+    out["actions"] = credentials.actions_for(conn, [card_id, sid], limit)
     cur = conn.execute("SELECT event, from_state, to_state, metadata, source, at FROM fleet_events"
                        " WHERE fleet_id = ? ORDER BY id DESC LIMIT ?", (card_id, limit))
     out["events"] = [dict(zip(("event", "from", "to", "metadata", "source", "at"), r, strict=True)) for r in cur.fetchall()]

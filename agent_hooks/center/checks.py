@@ -1,5 +1,7 @@
-"""Doctor's checks of the command center: the board answers, the fleet token is safe, the
-subscription to a command center is connected. Loopback GETs only; nothing is written."""
+"""Doctor's checks of the command center: the board answers, the fleet token and this host's credential
+are safe, the subscription to a command center is connected, and who still uses the shared fleet token
+(this host towards its command center; hosts that poll this one with it). Loopback GETs only; nothing
+is written."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     problem = fleet.token_problem(paths, cfg)
     if problem:
         checks.append(Check("board", FAIL, f"fleet token: {problem}", f"chmod 600 {fleet.token_path(paths, cfg)}"))
+    checks.extend(pairing_checks(paths, cfg))
     listen = str(cfg["fleet"]["listen"] or "")
     if listen and not fleet.token(paths, cfg):
         checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",
@@ -65,6 +68,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
         return checks
     checks.append(Check("board", OK, f"board at {url}: {cards} session(s), as host {fleet.host_name(cfg)!r}"))
     status = _get(port, "/api/fleet/status")
+    doc: Any = {}
     try:
         doc = json.loads(status[1]) if status and status[0] == 200 else {}
         sub, rep, gateway = doc.get("subscription"), doc.get("report"), doc.get("openclaw")
@@ -88,12 +92,57 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
                                 f" {sub.get('last_error') or 'connecting'}; cancellations issued there wait",
                                 "check forward.url and the fleet token on both hosts"))
     checks.extend(openclaw_checks(cfg, gateway if isinstance(gateway, dict) else None))
+    on_token = doc.get("hosts_on_shared_token") if isinstance(doc, dict) else None
+    if on_token:
+        checks.append(Check("board", WARN, f"host(s) {', '.join(map(str, on_token))} still poll this command center"
+                            " with the shared fleet token: each acts as the owner here, and anyone holding the token"
+                            " can speak for them",
+                            "pair each (agent-hook fleet pair --host NAME here, then fleet join on it), then"
+                            " `agent-hook fleet token --new` (docs/command-center.md, Moving a fleet to pairing)"))
     if rep and rep.get("last_error"):
         checks.append(Check("board", WARN, f"reporting sessions and approval requests to {rep['center']} fails:"
                             f" {rep['last_error']}; its board shows this host's cards bare and not its requests",
                             "check forward.url and the fleet token; a command center without /api/fleet/report"
                             " (not agent-hooks) answers 404: set fleet.report = false"))
     return checks
+
+
+def pairing_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
+    """This host's credential: safe (0600), readable, for the command center forward.url names; else,
+    when it still talks to that center with the shared fleet token, a warning that says how to pair it."""
+    import os
+
+    from agent_hooks.checks import FAIL, OK, WARN, Check
+
+    out: list[Any] = []
+    problem = fleet.credential_problem(paths)
+    if problem:
+        out.append(Check("board", FAIL, f"fleet credential: {problem}", f"chmod 600 {fleet.credential_path(paths)}"))
+    cred = fleet.read_credential(paths)
+    if cred is None and os.path.exists(fleet.credential_path(paths)):
+        out.append(Check("board", FAIL, f"fleet credential: {fleet.credential_path(paths)} cannot be read as one:"
+                         " this host sends no credential to its command center",
+                         "pair it again (agent-hook fleet join URL --code CODE)"))
+    fwd = cfg["forward"]
+    url = str(fwd.get("url") or "")
+    base = fleet.center_base(url) if url and fwd.get("enabled") else None
+    if base is None:
+        return out
+    if cred is not None and fleet.same_center(cred["center"], base):
+        out.append(Check("board", OK, f"paired with the command center {base} as host {cred['host']!r}"))
+        return out
+    if cred is not None:
+        out.append(Check("board", WARN, f"the credential in {fleet.credential_path(paths)} is for {cred['center']},"
+                         f" not for the command center forward.url names ({base}): it is not sent there",
+                         f"pair with {base} (agent-hook fleet join {base} --code CODE), or point forward.url"
+                         " back at the center that paired this host"))
+    if fleet.token(paths, cfg):
+        out.append(Check("board", WARN, f"this host talks to the command center {base} with the shared fleet token:"
+                         " there it acts as the owner, and anyone holding the token can speak for it",
+                         f"on the command center: agent-hook fleet pair --host {fleet.host_name(cfg)}; here:"
+                         f" agent-hook fleet join {base} --code CODE (docs/command-center.md, Moving a fleet"
+                         " to pairing)"))
+    return out
 
 
 def openclaw_checks(cfg: dict[str, Any], status: dict[str, Any] | None) -> list[Any]:

@@ -36,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb, limits, numbers, reply
+from agent_hooks.center import contract, credentials, fleetdb, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access
@@ -273,24 +273,75 @@ def cancel_task(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: st
     return out
 
 
-def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float) -> list[dict[str, Any]]:
-    fleetdb.host_seen(conn, host, after, at)
+def poll_controls(conn: sqlite3.Connection, host: str, after: int, at: float,
+                  auth: str | None = None) -> list[dict[str, Any]]:
+    fleetdb.host_seen(conn, host, after, at, auth)
     return fleetdb.controls_after(conn, host, after)
 
 
-async def _action(request: Request) -> Response | tuple[bool, str | None]:
+def _cancel_recorded(conn: sqlite3.Connection, ref: str, host: str | None, cancel: bool, reason: str | None,
+                     own_host: str, at: float, caller: access.Caller) -> fleetdb.Result:
+    """:func:`cancel_sessions`, and who did it (``fleet_actions``), in one transaction."""
+    out = cancel_sessions(conn, ref, host, cancel, reason, own_host, at)
+    if out.status == 200:
+        for entry in out.body["sessions"]:
+            caller.record(conn, at=at, action="cancel" if cancel else "uncancel", target=ref, status=out.status,
+                          card=entry["id"], host=entry["host"], note=reason)
+    return out
+
+
+def _task_recorded(conn: sqlite3.Connection, task_id: str, cancel: bool, reason: str | None, at: float,
+                   caller: access.Caller) -> fleetdb.Result:
+    """:func:`cancel_task`, and who did it, in one transaction."""
+    out = cancel_task(conn, task_id, cancel, reason, at)
+    if out.status == 200:
+        caller.record(conn, at=at, action="cancel task" if cancel else "uncancel task", target=task_id,
+                      status=out.status, note=reason)
+    return out
+
+
+def _reply_recorded(conn: sqlite3.Connection, ref: str, host: str | None, text: str, own_host: str, at: float,
+                    caller: access.Caller) -> fleetdb.Result:
+    """:func:`plan_reply`, and who sent the reply, in one transaction."""
+    out = plan_reply(conn, ref, host, text, own_host, at)
+    if out.status in (200, 202):
+        card = out.replies[0][1].session_id if out.replies else None
+        if card is None:
+            found = resolve(conn, ref, host)
+            card = found[0]["id"] if found else None
+        caller.record(conn, at=at, action="reply", target=ref, status=out.status, card=card,
+                      host=out.body.get("host"), note=text)
+    return out
+
+
+async def _only_own(hub: Hub, caller: access.Caller, ref: str, host: str | None) -> None:
+    """A paired host acts only on its own sessions: 403 when ``ref`` names another host's (or the
+    command center's own). The owner and devices act on any."""
+    if caller.kind != access.HOST:
+        return
+
+    def hosts(conn: sqlite3.Connection) -> list[str]:
+        cards = resolve(conn, ref, host)
+        if not cards and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (ref,)).fetchone():
+            return [fleetdb.THIS_HOST]
+        return [c["host"] for c in cards]
+
+    for named in await hub.submit(hosts):
+        caller.may_act_on(named)
+
+
+async def _action(request: Request, allow: frozenset[access.CallerKind]
+                  ) -> Response | tuple[access.Caller, bool, str | None]:
     """What both control routes check first: the caller, the action, and its reason
-    (required to cancel). An answer to send back, or (cancel?, reason)."""
+    (required to cancel). An answer to send back, or (caller, cancel?, reason)."""
     state = state_of(request)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request, allow)
     if request.path_params["action"] not in ("cancel", "uncancel"):
         return JSONResponse({"error": "not found"}, status_code=404)
     cancel = request.path_params["action"] == "cancel"
     try:
         raw = await read(request.scope, request.receive)
-        return cancel, contract.parse_reason(raw, cancel)
+        return caller, cancel, contract.parse_reason(raw, cancel)
     except contract.BodyError as exc:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
@@ -298,11 +349,14 @@ async def _action(request: Request) -> Response | tuple[bool, str | None]:
 async def session_action(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    parsed = await _action(request)
+    parsed = await _action(request, access.ANYONE)
     if isinstance(parsed, Response):
         return parsed
-    cancel, reason = parsed
+    caller, cancel, reason = parsed
     host = request.query_params.get("host")
+    if caller.kind == access.HOST:
+        host = caller.speaks_for(host)  # ?host= naming another host: 403
+        await _only_own(hub, caller, request.path_params["ref"], host)
     if host is not None:
         host = fleetdb.THIS_HOST if host == hub.own_host else host
     # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
@@ -310,8 +364,8 @@ async def session_action(request: Request) -> Response:
         aborted = await channel.cancel(request.path_params["ref"], cancel, reason)
         if aborted is not None:
             return aborted
-    out = await hub.write(cancel_sessions, request.path_params["ref"], host, cancel, reason, hub.own_host,
-                          time.time())
+    out = await hub.write(_cancel_recorded, request.path_params["ref"], host, cancel, reason, hub.own_host,
+                          time.time(), caller)
     if "seq" in out.body:
         hub.wake_controls()
     return JSONResponse(out.body, status_code=out.status)
@@ -321,9 +375,7 @@ async def reply_action(request: Request) -> Response:
     """POST /api/sessions/<ref>/reply {"text"}: typed into the session's tmux pane by its own host."""
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request)
     try:
         doc = contract.parse_json(await read(request.scope, request.receive))
         text = reply.clean_text(doc.get("text"), int(state.config["fleet"]["reply_max_chars"]))
@@ -332,9 +384,12 @@ async def reply_action(request: Request) -> Response:
     except reply.ReplyError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     host = request.query_params.get("host")
+    if caller.kind == access.HOST:
+        host = caller.speaks_for(host)
+        await _only_own(hub, caller, request.path_params["ref"], host)
     if host is not None:
         host = fleetdb.THIS_HOST if host == hub.own_host else host
-    out = await hub.write(plan_reply, request.path_params["ref"], host, text, hub.own_host, time.time())
+    out = await hub.write(_reply_recorded, request.path_params["ref"], host, text, hub.own_host, time.time(), caller)
     body = dict(out.body)
     if out.replies:
         _, t = out.replies[0]
@@ -358,15 +413,14 @@ async def reply_action(request: Request) -> Response:
 
 
 async def reply_results(request: Request) -> Response:
-    """POST /api/fleet/replies {"results": [{"seq", "error"}]}: a host says what became of replies."""
+    """POST /api/fleet/replies {"results": [{"seq", "error"}]}: a host says what became of replies.
+    A paired host speaks only of the controls sent to it (another host's: 403)."""
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request, access.HOSTS)
+    sender = caller.speaks_for(access.named_host(request))
     try:
         results = contract.parse_json(await read(request.scope, request.receive))["results"]
-        sender = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
         seqs = []
         for i, r in enumerate(results):  # every number checked before any waiter hears a word
             seq = numbers.check(r["seq"], "seq", f"results[{i}].seq")
@@ -375,6 +429,11 @@ async def reply_results(request: Request) -> Response:
             if isinstance(r.get("approval"), dict):
                 numbers.check_fields(r["approval"], numbers.REQUEST_FIELDS, f"results[{i}].approval")
             seqs.append(int(seq))
+        if caller.kind == access.HOST:
+            for seq, host in await hub.submit(_control_hosts, seqs):
+                if host not in (caller.name, "*"):
+                    raise access.Refused(403, f"control {seq} was sent to another host than {caller.name!r}:"
+                                              " a host speaks only of its own")
         for r, seq in zip(results, seqs, strict=True):
             host, waiter = hub.reply_waiters.get(seq, (None, None))
             # Only the host the control went to says what became of it: another host's word would
@@ -388,14 +447,25 @@ async def reply_results(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+def _control_hosts(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[int, str]]:
+    """(seq, host) of each control named (unknown ones left out)."""
+    out = []
+    for seq in seqs[:1000]:
+        row = conn.execute("SELECT host FROM fleet_controls WHERE seq = ?", (seq,)).fetchone()
+        if row is not None:
+            out.append((seq, str(row[0])))
+    return out
+
+
 async def task_action(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    parsed = await _action(request)
+    # A task spans hosts: a person's act (a paired host acts only on its own sessions).
+    parsed = await _action(request, access.PEOPLE)
     if isinstance(parsed, Response):
         return parsed
-    cancel, reason = parsed
-    out = await hub.write(cancel_task, request.path_params["task_id"], cancel, reason, time.time())
+    caller, cancel, reason = parsed
+    out = await hub.write(_task_recorded, request.path_params["task_id"], cancel, reason, time.time(), caller)
     if out.status == 200:
         hub.wake_controls()
     return JSONResponse(out.body, status_code=out.status)
@@ -404,11 +474,13 @@ async def task_action(request: Request) -> Response:
 async def controls(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request, access.HOSTS)
     q = request.query_params
-    host = fleet.clean_host(q.get("host"))
+    if caller.kind == access.HOST:
+        caller.speaks_for(access.named_host(request))  # a header naming another host: 403
+    named = caller.speaks_for(q.get("host"))  # a paired host polls for itself: ?host=another is 403
+    host = fleet.clean_host(named) if caller.kind != access.HOST else named
+    auth = "credential" if caller.kind == access.HOST else ("uid" if caller.loopback_uid else "fleet token")
     if host is None:
         return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
     try:
@@ -436,7 +508,7 @@ async def controls(request: Request) -> Response:
         woken = asyncio.Event()
         hub.control_waiters.add(woken)
         try:
-            found = await hub.write(poll_controls, host, after, time.time())
+            found = await hub.write(poll_controls, host, after, time.time(), auth)
             remaining = deadline - time.monotonic()
             if found or remaining <= 0:
                 return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
@@ -458,12 +530,11 @@ async def controls(request: Request) -> Response:
 async def fleet_status(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    await access.check(state, request)
     sub, rep = state.subscriber, state.reporter
     caps = limits.Limits.of(state.config)
-    return JSONResponse({"host": hub.own_host, "epoch": hub.epoch,
+    on_token = await hub.submit(credentials.shared_token_hosts, time.time())
+    return JSONResponse({"host": hub.own_host, "epoch": hub.epoch, "hosts_on_shared_token": on_token,
                          "subscription": sub.status() if sub is not None else None,
                          "report": rep.status() if rep is not None else None,
                          # What the center's limits kept out of each host (doctor shows it).
@@ -530,8 +601,7 @@ class Subscriber:
         cfg = self.state.config["fleet"]
         wait = float(cfg["subscribe_wait_s"])
         cap = max(0.25, float(cfg["subscribe_backoff_max_s"]))
-        headers = {"User-Agent": f"agent-hooks/{__version__}",
-                   **fleet.client_headers(self.state.paths, self.state.config, self.state.env)}
+        headers = {"User-Agent": f"agent-hooks/{__version__}"}
         raw = await self.hub.submit(lambda conn: fleetdb.meta_get(conn, self.key))
         try:
             cursor = json.loads(raw) if raw else {}
@@ -542,10 +612,12 @@ class Subscriber:
                                      headers=headers) as client:
             while True:
                 # After a (re)connect, one quick poll first: it proves the link and catches up at once.
-                params = {"host": fleet.host_name(self.state.config), "after": str(cursor.get("seq") or 0),
+                params = {"host": fleet.name_on(self.state.paths, self.state.config, self.base),
+                          "after": str(cursor.get("seq") or 0),
                           "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0)}
                 try:
-                    response = await client.get(self.base + "/api/fleet/controls", params=params)
+                    response = await client.get(self.base + "/api/fleet/controls", params=params,
+                                                headers=self.fleet_headers())
                 except httpx.HTTPError as exc:
                     self._failed(f"{type(exc).__name__}: {exc}")
                     await asyncio.sleep(delay)
@@ -581,13 +653,19 @@ class Subscriber:
                             int(cfg["reply_max_chars"]), time.time())
                     if results:
                         try:  # the command center's caller waits for this word (a lost one: it says "sent")
-                            await client.post(self.base + "/api/fleet/replies", json={"results": results})
+                            await client.post(self.base + "/api/fleet/replies", json={"results": results},
+                                              headers=self.fleet_headers())
                         except httpx.HTTPError as exc:
                             log.warning("could not tell %s what became of %d reply(ies) or answer(s): %s",
                                         self.base, len(results), exc)
                     cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
                     self.applied += len(controls)
                     log.info("applied %d control(s) from %s", len(controls), self.base)
+
+    def fleet_headers(self) -> dict[str, str]:
+        """This host's credential for the center (or the fleet token), read for each request: a host
+        paired while its server runs uses its credential from the next poll on."""
+        return fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
 
     def _failed(self, message: str) -> None:
         if self.connected or self.last_error is None:

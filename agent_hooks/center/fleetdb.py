@@ -386,10 +386,12 @@ def controls_after(conn: sqlite3.Connection, host: str, after: int, limit: int =
     return [row_dict(cur, r) for r in cur.fetchall()]  # type: ignore[misc]
 
 
-def host_seen(conn: sqlite3.Connection, host: str, applied: int, at: float) -> None:
-    """A subscribed host asked for controls after ``applied``: it has applied everything up to there."""
+def host_seen(conn: sqlite3.Connection, host: str, applied: int, at: float, auth: str | None = None) -> None:
+    """A subscribed host asked for controls after ``applied``: it has applied everything up to there.
+    ``auth``: how it showed who it is ("credential", "fleet token", "uid"), for doctor."""
     conn.execute(
-        "INSERT INTO fleet_hosts (host, last_seen_at, applied_seq) VALUES (?, ?, ?) ON CONFLICT (host) DO UPDATE"
-        " SET last_seen_at = excluded.last_seen_at, applied_seq = max(coalesce(applied_seq, 0), excluded.applied_seq)",
-        (host, at, applied),
+        "INSERT INTO fleet_hosts (host, last_seen_at, applied_seq, auth) VALUES (?, ?, ?, ?) ON CONFLICT (host)"
+        " DO UPDATE SET last_seen_at = excluded.last_seen_at,"
+        " applied_seq = max(coalesce(applied_seq, 0), excluded.applied_seq), auth = coalesce(excluded.auth, auth)",
+        (host, at, applied, auth),
     )

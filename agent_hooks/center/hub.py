@@ -536,9 +536,10 @@ def hub_of(state: ServerState) -> Hub:
 
 async def live(ws: WebSocket) -> None:
     state: ServerState = ws.app.state.server
-    denied = access.check(state, ws)
-    if denied is not None:
-        await ws.close(code=4401 if denied.status_code == 401 else 4403)
+    try:
+        await access.check(state, ws, access.PEOPLE)
+    except access.Refused as refused:
+        await ws.close(code=4401 if refused.status == 401 else 4403)
         return
     hub = hub_of(state)
     await ws.accept()

@@ -121,7 +121,8 @@ def answer_control(conn: sqlite3.Connection, control: dict[str, Any], center: st
     result = approvals.answer(
         conn, str(doc.get("id") or ""), str(doc.get("decision") or ""), message=doc.get("message"),
         interrupt=bool(doc.get("interrupt")), answers=doc.get("answers"), by=str(doc.get("by") or "command center"),
-        via="remote", where=str(doc.get("where") or center), at=time.time())
+        via="remote", where=str(doc.get("where") or center), at=time.time(),
+        note=str(doc["note"]) if isinstance(doc.get("note"), str) else None)
     # The host's word: the command center answers its own caller with this status.
     return {"seq": seq, "status": fleetdb.ANSWER_STATUS[result.result], "error": result.error,
             "approval": result.row}
@@ -196,6 +197,12 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
             conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
                          [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
             out.changed = settled = True
+        elif row["state"] == approvals.PENDING and _withdrawn_here(mine, host):
+            # Withdrawn here only because a report left it out, and its host says it is pending: the
+            # host's row is the truth, so the copy is listed again (else it stayed hidden until it expired).
+            conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
+                         [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
+            out.changed = True
     if full:
         # A copy pending here that the host no longer reports at all: gone there (answered long ago, or lost).
         for (aid,) in conn.execute("SELECT id FROM approvals WHERE state = 'pending' AND host = ?", (host,)).fetchall():
@@ -212,6 +219,12 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
                      [row[c] for c in cols])
         out.changed = True
     return out
+
+
+def _withdrawn_here(mine: dict[str, Any], host: str) -> bool:
+    """True for a copy the command center withdrew itself (its host's full report left it out)."""
+    return (mine["state"] == approvals.WITHDRAWN and mine.get("answered_via") == "remote"
+            and mine.get("note") == f"no longer pending on {host}")
 
 
 def _within(conn: sqlite3.Connection, host: str, fresh: list[dict[str, Any]], caps: limits.Limits,
@@ -294,7 +307,7 @@ def fair_shares(counts: dict[str, int], room: int) -> dict[str, int]:
 
 
 def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, where: str,
-          at: float) -> fleetdb.Result | None:
+          at: float, note: str | None = None) -> fleetdb.Result | None:
     """POST /api/approvals/<ref> for another host's request: a control for that host (202 with its seq),
     or 409 / 400 at once. None for this host's own requests (answered here, as usual)."""
     row = approvals.find(conn, ref)
@@ -309,7 +322,7 @@ def route(conn: sqlite3.Connection, ref: str, body: dict[str, Any], by: str, whe
     except approvals.AnswerError as exc:
         return fleetdb.Result(400, {"error": str(exc)})
     doc = {"id": row["id"], "decision": decision, "message": body.get("message"),
-           "interrupt": bool(body.get("interrupt")), "answers": answers, "by": by, "where": where}
+           "interrupt": bool(body.get("interrupt")), "answers": answers, "by": by, "where": where, "note": note}
     seq = fleetdb.add_control(conn, host=row["host"], kind="approval", action="answer", at=at,
                               session_id=row["session_id"], reason=json.dumps(doc))
     return fleetdb.Result(202, {"ok": True, "host": row["host"], "applied": "sent", "seq": seq, "id": row["id"]})

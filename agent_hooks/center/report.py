@@ -14,9 +14,10 @@ a change) to ``POST /api/fleet/report``:
 The command center keeps each as the card's ``details`` (JSON) and builds the
 remote card from it (agent_hooks.center.cards). ``full`` is sent after every
 (re)connect, and every ``REFRESH_S`` when nothing changed: the command center
-may have restarted with a new store. The same authorization
-as the rest of the fleet API: the owner on loopback, the fleet token
-otherwise. ``fleet.report = false`` turns it off; ``fleet.report_commands =
+may have restarted with a new store. The reporting host is the caller
+(server/access.py): a paired host reports for itself only (a header or a body
+naming another host is 403); the owner (its uid on loopback, or the shared
+fleet token) names the host in the ``X-Agent-Hooks-Host`` header. ``fleet.report = false`` turns it off; ``fleet.report_commands =
 false`` leaves commands out.
 """
 
@@ -182,9 +183,8 @@ def _keep(conn: sqlite3.Connection, out: fleetdb.Result, card_id: str, item: dic
 async def report(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
-    denied = access.check(state, request)
-    if denied is not None:
-        return denied
+    caller = await access.check(state, request, access.HOSTS)
+    host = caller.speaks_for(access.named_host(request))  # a paired host: its own name; another is 403
     try:
         doc = contract.parse_json(await read(request.scope, request.receive))
     except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
@@ -192,7 +192,11 @@ async def report(request: Request) -> Response:
     items = doc.get("cards")
     if not isinstance(items, list):
         return JSONResponse({"error": 'expected {"cards": [...], "approvals": [...]}'}, status_code=400)
-    host = fleet.clean_host(request.headers.get(fleet.HOST_HEADER))
+    if doc.get("host") is not None:
+        if not isinstance(doc["host"], str):
+            return JSONResponse({"error": '"host" must be the reporting host\'s name (a string)'}, status_code=400)
+        caller.speaks_for(doc["host"])  # a body naming another host than the credential's: 403
+    host = fleet.clean_host(host)
     if not host:
         return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
                             status_code=400)
@@ -300,8 +304,7 @@ class Reporter:
         import httpx  # here, not at import: only a server that has a command center to reach needs it (~25 ms)
 
         cap = max(0.25, float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
-        headers = {"User-Agent": f"agent-hooks/{__version__}", "Content-Type": "application/json",
-                   **fleet.client_headers(self.state.paths, self.state.config, self.state.env)}
+        headers = {"User-Agent": f"agent-hooks/{__version__}", "Content-Type": "application/json"}
         delay = 0.25
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0), trust_env=False,
                                      headers=headers) as client:
@@ -326,8 +329,10 @@ class Reporter:
                          and (everyone or self.hub.cards[i].get("tmux_session"))]
                 ok, problem = True, None
                 try:
+                    # This host's credential for the center (or the fleet token), read for each report.
+                    auth = fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
                     for doc in batches(items[:MAX_CARDS], requests, full):
-                        r = await client.post(self.base + "/api/fleet/report", content=doc)
+                        r = await client.post(self.base + "/api/fleet/report", content=doc, headers=auth)
                         if r.status_code != 200:
                             ok, problem = False, f"HTTP {r.status_code}: {r.text[:200]}"
                             break

@@ -46,7 +46,7 @@ def _request(server: str, method: str, path: str, body: dict[str, Any] | None = 
     base = fleet.center_base(server) or server.rstrip("/")
     try:
         r = httpx.request(method, base + path, json=body, params=params, timeout=10, trust_env=False,
-                          headers=fleet.client_headers(paths(), cfg, os.environ))
+                          headers=fleet.client_headers(paths(), cfg, os.environ, url=base))
     except httpx.HTTPError as exc:
         raise click.ClickException(f"server {base} unreachable: {exc}") from None
     try:

@@ -1,4 +1,4 @@
--- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent
+-- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials
 CREATE TABLE "_sqlite_migrations" (
    "id" INTEGER PRIMARY KEY,
    "migration_set" TEXT,
@@ -326,7 +326,7 @@ CREATE TABLE "fleet_hosts" (
    "host" TEXT PRIMARY KEY,
    "last_seen_at" REAL NOT NULL,
    "applied_seq" INTEGER
-);
+, "auth" TEXT);
 
 CREATE TABLE "local_feed" (
    "id" INTEGER PRIMARY KEY,
@@ -463,3 +463,44 @@ CREATE TABLE "memory_vectors" (
 
 CREATE INDEX "idx_memory_vectors_at"
     ON "memory_vectors" ("at");
+
+CREATE TABLE "fleet_credentials" (
+   "id" TEXT PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "name" TEXT NOT NULL,
+   "secret_sha256" TEXT NOT NULL,
+   "paired_at" REAL NOT NULL,
+   "paired_from" TEXT,
+   "last_seen_at" REAL,
+   "last_address" TEXT,
+   "revoked_at" REAL
+);
+
+CREATE UNIQUE INDEX idx_fleet_credentials_live ON fleet_credentials (kind, name) WHERE revoked_at IS NULL;
+
+CREATE TABLE "fleet_pairing_codes" (
+   "code_sha256" TEXT PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "name" TEXT NOT NULL,
+   "created_at" REAL NOT NULL,
+   "expires_at" REAL NOT NULL,
+   "used_at" REAL,
+   "used_from" TEXT
+);
+
+CREATE TABLE "fleet_actions" (
+   "id" INTEGER PRIMARY KEY,
+   "at" REAL NOT NULL,
+   "action" TEXT NOT NULL,
+   "target" TEXT,
+   "card" TEXT,
+   "host" TEXT,
+   "status" INTEGER,
+   "by_kind" TEXT NOT NULL,
+   "by_name" TEXT NOT NULL,
+   "by_address" TEXT,
+   "note" TEXT
+);
+
+CREATE INDEX "idx_fleet_actions_card_id"
+    ON "fleet_actions" ("card", "id");

@@ -331,9 +331,10 @@ class Answer:
 
 def answer(conn: sqlite3.Connection, ref: str, decision: str, *, message: str | None = None,
            interrupt: bool = False, answers: Any = None, by: str = "", via: str = "api", where: str = "",
-           at: float | None = None) -> Answer:
+           at: float | None = None, note: str | None = None) -> Answer:
     """Answer a pending request, inside the caller's write transaction. The first answer wins: a
-    conditional UPDATE, so a request answered between our read and our write is ``"already"``."""
+    conditional UPDATE, so a request answered between our read and our write is ``"already"``.
+    ``by`` is who answered, as the caller was authenticated; ``note`` a display note kept beside it."""
     at = time.time() if at is None else at
     row = find(conn, ref)
     if row is None:
@@ -349,10 +350,11 @@ def answer(conn: sqlite3.Connection, ref: str, decision: str, *, message: str | 
         message = f"Denied by {by or via}."
     changed = conn.execute(
         "UPDATE approvals SET state = ?, decision = ?, message = ?, interrupt = ?, answers = ?, answered_by = ?,"
-        " answered_via = ?, answered_where = ?, answered_at = ?, waited_ms = ? WHERE id = ? AND state = 'pending'",
+        " answered_via = ?, answered_where = ?, answered_at = ?, waited_ms = ?, note = ? WHERE id = ?"
+        " AND state = 'pending'",
         (state, decision, (message or None) and message[:MAX_MESSAGE_CHARS], int(bool(interrupt)), _dumps(stored),
          by[:200], via if via in VIAS else "api", where[:200], at, max(0, int((at - row["created_at"]) * 1000)),
-         row["id"]),
+         (note or None) and note[:200], row["id"]),
     ).rowcount
     fresh = get(conn, row["id"]) or row
     if not changed:  # another writer got there between our read and our write

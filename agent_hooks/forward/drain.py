@@ -166,6 +166,17 @@ class Drainer:
         self.store: Store | None = None
         self.lock: FileLock | None = None
         self._woken_at = _wake_stamp(paths)
+        self._credential_stamp = fleet.credential_stamp(paths)
+
+    def _follow_credential(self, url: str) -> None:
+        """A host paired (``agent-hook fleet join``) while this drainer runs sends its new credential from
+        the next pass on, not from the next drainer (one stat per pass)."""
+        stamp = fleet.credential_stamp(self.paths)
+        if stamp == self._credential_stamp or self.client is None:
+            return
+        self._credential_stamp = stamp
+        self.client.headers.pop("Authorization", None)
+        self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
 
     # -- store ---------------------------------------------------------------
 
@@ -450,9 +461,10 @@ class Drainer:
             self._pause_hooks(float(fwd["give_up_after_s"]))
             return 0
         if self.client is None:
-            # Our host's name and the fleet token (agent_hooks.fleet): a command center keeps
-            # each session with its host, and answers other addresses only with the token.
-            self.client = make_client(self.config, headers=fleet.client_headers(self.paths, self.config))
+            # This host's credential for that command center, else the fleet token (agent_hooks.fleet):
+            # the center keeps each session with the host the credential names.
+            self.client = make_client(self.config, headers=fleet.client_headers(self.paths, self.config, url=url))
+            self._credential_stamp = fleet.credential_stamp(self.paths)
         self._clear_pause()
         self._prune_sessions()
         poll = max(0.005, float(fwd["poll_interval_s"]))
@@ -463,6 +475,7 @@ class Drainer:
             if not os.path.exists(self.paths.store):
                 return 0  # the store went away (a test's temp dir): nothing left to deliver
             delivered = self.delivered
+            self._follow_credential(url)
             try:
                 answered, outage = self._pass(url)
             except SendFailed as exc:

@@ -15,16 +15,30 @@ WebSocket and static files alike) keeps browsers out:
   to our address (DNS rebinding: ``127.0.0.1.evil.example``, ``127.evil.example``) is
   same-origin to the browser, but it cannot choose ``Host``, and it has no token.
 
-Then each route asks who the caller is. The command center's routes
-(ingest, sessions, board, live, control) use :func:`check`:
+Then each route asks who the caller is, once: :func:`check` returns a
+:class:`Caller` (kind, name) or refuses, and the route acts from it. Nothing a
+caller writes in a header or a body says who it is:
 
-* The server's own user on loopback: no authentication, as the ingest contract says.
-  "Own user" is the uid the kernel shows for the caller's socket
-  (:mod:`agent_hooks.server.peer`), so another local user on the same loopback
-  is not waved through: it is treated like a remote caller.
-* Anyone else (another address, another local uid) must send the fleet token,
-  ``Authorization: Bearer <token>``, else 401. Browsers on other hosts get
-  the token once through ``/?token=...``, kept as a SameSite=Strict cookie.
+* **A paired host** (``host``): ``Authorization: Bearer ah1.<id>.<secret>``, the
+  credential ``agent-hook fleet join`` got for it (agent_hooks.center.credentials).
+  It speaks only for itself: its name is the credential's, and naming another
+  host (the ``X-Agent-Hooks-Host`` header, ``?host=``, a report's body) is 403.
+* **A paired device** (``device``): a person's browser, holding its credential
+  in the ``agent_hooks_device`` cookie (set by ``/pair``). It may do what the
+  person does on the board (answer, reply, cancel), and every such act is
+  recorded under the device's name.
+* **The owner** (``owner``): the server's own user on loopback with no
+  credential shown ("own user" is the uid the kernel shows for the caller's
+  socket, :mod:`agent_hooks.server.peer`, so another local user on the same
+  loopback is not waved through), or anyone showing the shared fleet token
+  (``Authorization: Bearer <token>``, or the cookie ``/?token=`` sets). The
+  owner may do everything, and may still name the host it speaks for: a host
+  not yet paired keeps working with the shared token (doctor says so).
+
+A paired credential, once shown, decides: a revoked or unknown one is 401 even
+from the owner's uid on loopback. Anyone else without a credential: 401. Each
+route says which kinds it takes (:data:`PEOPLE`, :data:`HOSTS`, :data:`ANYONE`);
+another kind gets 403.
 
 The hook routes and ``/status`` answer only the server's own uid; ``/health``
 tells anyone that it is up.
@@ -35,12 +49,16 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-from typing import TYPE_CHECKING, Any
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from starlette.requests import HTTPConnection
 
 from agent_hooks import fleet
+from agent_hooks.center import credentials
 from agent_hooks.server import peer
 from agent_hooks.server.jsonout import JSONResponse
 
@@ -48,6 +66,7 @@ if TYPE_CHECKING:  # annotations only: app.py imports this module to build the f
     from agent_hooks.server.app import ServerState
 
 COOKIE = "agent_hooks_fleet"
+DEVICE_COOKIE = "agent_hooks_device"
 # The loopback literals a Host header may name (with the server's own port): never a name that merely
 # starts like one (``127.0.0.1.evil.example``, ``localhost.evil.example``).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -201,16 +220,154 @@ async def refuse(scope: Any, receive: Any, send: Any, problem: str) -> None:
     await fastpath.send_json(send, 403, {"error": problem})
 
 
-def check(state: ServerState, conn: HTTPConnection) -> JSONResponse | None:
-    """None when the caller may go on; else the answer (401). Origin and Host were checked
-    at the front door (:func:`front_door`), before any route."""
+CallerKind = Literal["owner", "host", "device"]
+OWNER: CallerKind = "owner"
+HOST: CallerKind = "host"
+DEVICE: CallerKind = "device"
+# Who each route takes: the board and a person's acts; the hosts' own traffic; both.
+PEOPLE: frozenset[CallerKind] = frozenset({OWNER, DEVICE})
+HOSTS: frozenset[CallerKind] = frozenset({OWNER, HOST})
+ANYONE: frozenset[CallerKind] = frozenset({OWNER, HOST, DEVICE})
+
+
+class Refused(Exception):
+    """The answer to a caller who may not do this: 401 (who are you?) or 403 (not you), with why.
+    Route handlers let it rise (the app answers it); raw ASGI routes send :meth:`response`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def response(self) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse({"error": self.message}, status_code=self.status, headers=headers)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from, as its credential (or the kernel, for the owner on loopback) shows it."""
+
+    kind: CallerKind
+    # A paired host's or device's name; the owner's is how it showed itself: "uid 1000 (alice)", "fleet token".
+    name: str
+    address: str  # the client's address ("?" when unknown)
+    loopback_uid: bool = False  # the owner, known by its uid on loopback (not by the token)
+
+    @property
+    def label(self) -> str:
+        """Who acted, for the record (an approval's ``answered_by``, the center's ``fleet_actions``)."""
+        return f"host {self.name}" if self.kind == HOST else self.name
+
+    def speaks_for(self, named: str | None) -> str | None:
+        """The host this caller's traffic is about. A paired host is its own name, and naming another
+        (``named``: a header, ``?host=``, a body) is refused; the owner may name any host (None when it
+        names none); a device speaks for no host."""
+        if self.kind == HOST:
+            if named is not None and named != self.name:
+                raise Refused(403, f"this is host {self.name!r}'s credential: it speaks only for {self.name!r},"
+                                   f" not for {named[:100]!r}")
+            return self.name
+        if self.kind == DEVICE:
+            raise Refused(403, f"device {self.name!r} is a person's browser: it speaks for no host")
+        return named
+
+    def record(self, conn: sqlite3.Connection, *, at: float, action: str, target: str, status: int,
+               card: str | None = None, host: str | None = None, note: str | None = None) -> None:
+        """Record what this caller did through the command center (``fleet_actions``), in the caller's
+        transaction: who is this caller, never a name from the request."""
+        credentials.record_action(conn, at=at, action=action, target=target, status=status, card=card, host=host,
+                                  by_kind=self.kind, by_name=self.label, by_address=self.address, note=note)
+
+    def may_act_on(self, host: str) -> None:
+        """Refuse (403) unless this caller may act on ``host``'s sessions and requests: a paired host
+        only on its own; the owner and devices on every host's."""
+        if self.kind == HOST and host != self.name:
+            raise Refused(403, f"host {self.name!r} may act only on its own sessions and requests,"
+                               f" not on {host or 'the command center'}'s")
+
+
+def named_host(conn: HTTPConnection) -> str | None:
+    """The host a request's ``X-Agent-Hooks-Host`` header names (None: no header). Only the owner's
+    naming is taken (:meth:`Caller.speaks_for`); a value that is not a plain name is kept as given
+    (clipped), so that a paired host's credential refuses it rather than taking it for no header."""
+    raw = conn.headers.get(fleet.HOST_HEADER)
+    if not raw:
+        return None
+    return fleet.clean_host(raw) or raw[:100]
+
+
+def _uid_label(uid: int | None) -> str:
+    try:
+        import pwd
+
+        name = pwd.getpwuid(uid if uid is not None else os.geteuid()).pw_name
+    except (KeyError, ImportError):
+        name = "?"
+    return f"uid {uid} ({name})"
+
+
+def _bearer(conn: HTTPConnection) -> str | None:
+    auth = conn.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return None
+
+
+def _verify(state: ServerState, presented: str, address: str) -> credentials.Found | None:
+    """A paired credential's row (on a pool thread: it reads the store); its last-seen time noted."""
+    store = state.store()
+    found = credentials.verify(store.conn, presented)
+    now = time.time()
+    if found is not None and found.refused is None and found.seen_due(now):
+        try:
+            with store.write() as conn:
+                credentials.seen(conn, found.credential_id, now, address)
+        except sqlite3.Error:  # when it was last seen is a nicety: never refuse a caller for it
+            pass
+    return found
+
+
+async def identify(state: ServerState, conn: HTTPConnection) -> Caller:
+    """Who the caller is (see the module docstring), or :class:`Refused` (401)."""
     client = conn.scope.get("client")
+    address = str(client[0]) if client else "?"
     loopback = client is not None and is_loopback(client[0])
+    bearer = _bearer(conn)
+    device = conn.cookies.get(DEVICE_COOKIE) or None
+    paired = bearer if credentials.is_paired_credential(bearer) else None
+    if bearer is None and credentials.is_paired_credential(device):
+        paired = device
+    if paired is not None:
+        try:
+            found = await state.run_blocking(_verify, state, paired, address)
+        except sqlite3.Error as exc:
+            state.stats.count("credential_check_failed")
+            raise Refused(503, f"the credential cannot be checked now ({exc}): try again") from None
+        if found is None or found.refused is not None:
+            state.stats.count("unauthorized")
+            raise Refused(401, found.refused if found is not None and found.refused else
+                          "unknown credential: pair again (agent-hook fleet pair on the command center)")
+        return Caller(HOST if found.kind == credentials.HOST else DEVICE, found.name, address)
+    presented = bearer or conn.cookies.get(COOKIE)
+    if presented and token_ok(state, presented):  # the token file is read only when something was shown
+        return Caller(OWNER, "fleet token", address)
     if loopback and same_user(state, conn):
-        return None
-    if token_ok(state, presented_token(conn)):
-        return None
+        return Caller(OWNER, _uid_label(peer.scope_uid(conn.scope)), address, loopback_uid=True)
     state.stats.count("unauthorized")
-    why = ("another user's process on loopback" if loopback else "not on loopback")
-    return JSONResponse({"error": f"a fleet token is required ({why}): Authorization: Bearer <token>"},
-                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    why = "another user's process on loopback" if loopback else "not on loopback"
+    raise Refused(401, f"a credential is required ({why}): a paired host's (agent-hook fleet join), a paired"
+                       " device's (/pair), or the owner's fleet token (Authorization: Bearer <token>)")
+
+
+async def check(state: ServerState, conn: HTTPConnection, allow: frozenset[CallerKind] = ANYONE) -> Caller:
+    """The caller, when its kind is in ``allow``; else :class:`Refused`: 401 for no (or a revoked)
+    credential, 403 for a kind this route does not take. Origin and Host were checked at the front
+    door (:func:`front_door`), before any route."""
+    caller = await identify(state, conn)
+    if caller.kind not in allow:
+        if caller.kind == HOST:
+            raise Refused(403, f"host {caller.name!r}'s credential is for its own traffic (its sessions, reports"
+                               " and controls): a person's browser needs its own (agent-hook fleet pair --device NAME)")
+        raise Refused(403, f"device {caller.name!r} is a person's browser: this route is for a host's own traffic")
+    return caller

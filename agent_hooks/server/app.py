@@ -59,6 +59,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.center.ingest",
     "agent_hooks.center.control",
     "agent_hooks.center.approvals",
+    # Pairing a host or a device: a one-time code for its own credential (center/credentials.py).
+    "agent_hooks.center.pairing",
     # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.
     "agent_hooks.openclaw.service",
     # After control: a host subscribed to a command center reports its sessions to it.
@@ -493,7 +495,13 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
         # The watch said it once (recovery.py); a sender keeps what it sent and tries again.
         return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "1"})
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StoreUnavailable: store_unavailable})
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        # A caller who may not do this (access.check): 401 or 403 with why, nothing done.
+        assert isinstance(exc, access.Refused)
+        return exc.response()
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={StoreUnavailable: store_unavailable, access.Refused: refused})
     app.state.server = state
 
     def door(scope: fastpath.Scope) -> str | None:

@@ -66,6 +66,8 @@ CHANGE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("queue", "drain"): [],
     ("hooks", "enable"): ["command-logger"],
     ("hooks", "disable"): ["command-logger"],
+    ("fleet", "pair"): ["--host", "tier-host"],
+    ("fleet", "revoke"): ["tier-host"],
     ("approve",): [APPROVAL_ALLOW],
     ("deny",): [APPROVAL_DENY, "--message", "not on a Friday"],
 }

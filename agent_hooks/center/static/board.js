@@ -474,6 +474,29 @@ async function loadPanel(id) {
           ["cache write / read", `${u.cache_creation_input_tokens.toLocaleString()} / ${u.cache_read_input_tokens.toLocaleString()}`],
           ["turns", u.turns], ["model", u.model]]));
   } else usage.append(el("span", {class: "none"}, d.card.local ? "no usage in the transcript yet" : "not known for another host's session"));
+  // Each request and who answered it: a paired device's name, "host NAME", or the owner (never a name the
+  // answer's body gave: that is its note).
+  const asked = document.getElementById("p-approvals");
+  asked.textContent = "";
+  if ((d.approvals || []).length) {
+    asked.append(el("table", {}, el("tr", {}, el("th", {}, "asked"), el("th", {}, "kind"), el("th", {}, "request"),
+        el("th", {}, "state"), el("th", {}, "answered by"), el("th", {}, "via"), el("th", {}, "note")),
+      d.approvals.map((a) => {
+        const ans = a.answer || {};
+        const what = a.tool_input && (a.tool_input.command || a.tool_input.file_path) || "";
+        return el("tr", {class: "approval-row", data: {id: a.id}}, el("td", {}, clock(a.created_at)), el("td", {}, a.kind),
+          el("td", {class: "cmd", title: String(what)}, clip(`${a.tool_name}${what ? ": " + what : ""}`, 120)),
+          el("td", {}, a.state), el("td", {class: "answered-by"}, ans.by || "-"), el("td", {}, ans.via || ""),
+          el("td", {}, ans.note || ""));
+      })));
+  } else asked.append(el("span", {class: "none"}, "no requests"));
+  const acted = document.getElementById("p-actions");
+  acted.textContent = "";
+  if ((d.actions || []).length) {
+    acted.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "what"), el("th", {}, "who"), el("th", {}, "note")),
+      d.actions.map((x) => el("tr", {}, el("td", {}, clock(x.at)), el("td", {}, x.action),
+        el("td", {}, x.by_name), el("td", {}, clip(x.note || "", 120))))));
+  } else acted.append(el("span", {class: "none"}, "no answers, replies or cancels yet"));
   const calls = document.getElementById("p-calls");
   calls.textContent = "";
   if (d.tool_calls.length) {
