@@ -176,6 +176,9 @@ API_BODIES: dict[str, list[dict[str, Any]]] = {
                                           "expires_at": 2.0, "waited_ms": 5, "interrupt": 0}]}],
     "/api/fleet/replies": [{"results": [{"seq": 1, "error": None}]}],
     "/api/approvals/{id}": [{"decision": "allow"}, {"decision": "deny", "message": "m", "interrupt": True}],
+    # Pairing: a code that was never issued (a real one would pair the fuzzer).
+    "/api/fleet/pair": [{"code": "FZFZ-FZFZ-FZFZ"}],
+    "/pair": [{"code": "FZFZ-FZFZ-FZFZ"}],
 }
 # Wrong for every route that takes a body: not an object, not text, a number JSON cannot hold, a
 # reason (which every other route ignores or refuses) that is not a string.
@@ -204,6 +207,10 @@ WRONG_HERE = [
       for created, waited in ((b"1e999", b"1"), (b"1", b"1" + b"0" * 30), (b"-1e999", b"-1"))),
     *(("/api/fleet/replies", b'{"results": [{"seq": %s}]}' % raw) for raw in (b"1e999", b"1" + b"0" * 30, b"-1")),
     ("/api/hooks/ingest", b'{"tmux_session": "agent-fz", "event": "start", "cost_usd": 1e999}'),
+    ("/api/fleet/pair", b'{"code": 12345678}'),
+    ("/api/fleet/pair", b'{"code": ["FZFZ"]}'),
+    ("/pair", b'{"code": {"a": 1}}'),
+    ("/pair", b"code=%FF%FE&code=x"),
 ]
 # Query parameters the routes read, and values for them (a long poll's wait stays short: a wait of 30 s
 # is a long poll doing its job, not a finding).
