@@ -28,6 +28,10 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
   ``/pair``), each with its own revocable credential; server/access.py takes
   who the caller is from it. ``fleet_actions`` records who answered, replied
   and cancelled.
+* ``limits.py``: what the center keeps of other hosts (hosts, cards and
+  requests per host, rows in all), and what it left out.
+* ``channels.py``: agents reached through a client of their own (the OpenClaw
+  gateway registers one): the center asks each first about an answer or a cancel.
 * ``checks.py``: doctor's lines for the board and the subscription.
 
 An answer's path, from the board to the hook that waits on another host::
@@ -40,7 +44,7 @@ An answer's path, from the board to the hook that waits on another host::
          moves its cursor; the first answer wins there           (relay.answer_control,
                                                                   features/approvals.answer)
       -> the held http hook wakes, or the command hook's poll sees the row, and
-         the client gets its answer                               (server's held requests)
+         the client gets its answer                               (server/held.py)
       -> POST /api/fleet/replies: what became of it               (control.py)
     the center's caller gets the host's word: 200, 409 already answered, or 202.
 

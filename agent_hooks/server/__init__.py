@@ -21,7 +21,8 @@ A request, in the order it meets them:
 * ``app.py``: the one Starlette app, built from the route modules
   (:data:`app.ROUTE_MODULES`), and :class:`app.ServerState`, what they share.
 * ``hooks.py``: ``POST /hooks/<Event>``, the http transport over
-  agent_hooks.dispatch; a request for a person is held there until answered.
+  agent_hooks.dispatch; ``held.py``: a call that asked for a person's answer
+  is held there, on an event, until the answer is written.
 * ``body.py``: the API routes' one bounded body reader; ``jsonout.py``: the JSON
   every answer (REST and WebSocket) is written as, strict: never ``Infinity``.
 * ``meta.py``: ``/health`` and ``/status``.
