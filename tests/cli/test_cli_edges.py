@@ -107,3 +107,14 @@ def test_since_in_the_future_or_unknown_words(hooks_home: Path) -> None:
     assert json.loads(agent_hook("cost", "--since", "2999-01-01", "--json").stdout)["usd"] == 0
     proc = agent_hook("cost", "--since", "last week", check=False)
     assert proc.returncode == 2 and "today, yesterday or Nd" in proc.stderr
+
+
+def test_the_help_names_the_board_and_where_it_is() -> None:
+    from agent_hooks.config import defaults
+
+    url = f"http://127.0.0.1:{defaults()['serve']['port']}/"
+    top = agent_hook("--help").stdout
+    server_line = top[top.index("  server "):top.index("  session ")]
+    assert "board" in server_line and url in " ".join(server_line.split())
+    start = " ".join(agent_hook("server", "start", "--help").stdout.split())
+    assert "board" in start and url in start and "[serve] port" in start
