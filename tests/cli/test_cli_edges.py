@@ -118,3 +118,13 @@ def test_the_help_names_the_board_and_where_it_is() -> None:
     assert "board" in server_line and url in " ".join(server_line.split())
     start = " ".join(agent_hook("server", "start", "--help").stdout.split())
     assert "board" in start and url in start and "[serve] port" in start
+
+
+def test_the_readme_names_the_board_where_the_server_serves_it() -> None:
+    from agent_hooks.config import defaults
+
+    from support.repo import ROOT
+
+    first = (ROOT / "README.md").read_text().split("## The first five minutes", 1)[1].split("\n## ", 1)[0]
+    assert "board" in first and f"http://127.0.0.1:{defaults()['serve']['port']}/" in first
+    assert "agent-hook server start" in first
