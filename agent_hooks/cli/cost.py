@@ -14,6 +14,12 @@ from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.cli.table import cell, rcell
 
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+USD_DIGITS = 12
+
+
+def rounded_usd(usd: float) -> float:
+    """Dollars to :data:`USD_DIGITS` significant digits: a sum without its binary noise."""
+    return float(f"{usd:.{USD_DIGITS}g}")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
@@ -25,16 +31,28 @@ def usd_text(usd: float | None, unpriced: int | bool = 0) -> str:
     return text + (" + unpriced" if unpriced else "")
 
 
+SINCE_HELP = "From this local day on: YYYY-MM-DD, today, yesterday, or Nd (N days ago, e.g. 7d)."
+
+
 def _since(value: str | None) -> float | None:
-    """Local midnight of YYYY-MM-DD (or ccusage's YYYYMMDD)."""
+    """Local midnight of the day ``value`` names: YYYY-MM-DD (or ccusage's YYYYMMDD), today,
+    yesterday, or Nd (N days before today: 0d is today, 7d a week ago)."""
     if not value:
         return None
+    word = value.strip().lower()
+    days = {"today": 0, "yesterday": 1}.get(word)
+    if days is None and word.endswith("d") and word[:-1].isdigit():
+        days = int(word[:-1])
+    if days is not None:
+        day = dt.date.today() - dt.timedelta(days=min(days, 36500))
+        return time.mktime(day.timetuple())
     for fmt in ("%Y-%m-%d", "%Y%m%d"):
         try:
             return time.mktime(dt.datetime.strptime(value, fmt).timetuple())
         except ValueError:
             continue
-    raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)", param_hint="--since")
+    raise click.BadParameter(f"{value!r} is not a day: give YYYY-MM-DD, today, yesterday or Nd (as in 7d)",
+                             param_hint="--since")
 
 
 def _where(conn: sqlite3.Connection, session: str | None, task: str | None, agent: str | None,
@@ -77,6 +95,12 @@ def summarize(rows: list[sqlite3.Row | tuple[Any, ...]]) -> dict[str, Any]:
         if usd is not None:
             out["usd"] += usd
     out["unpriced_models"] = sorted(name for name, m in out["by_model"].items() if m["usd"] is None)
+    # Sums of float prices carry binary noise in their last digits (0.0006999999999999999): twelve
+    # significant digits keep every digit a price has and drop the noise (0.0007).
+    out["usd"] = rounded_usd(out["usd"])
+    for m in out["by_model"].values():
+        if m["usd"] is not None:
+            m["usd"] = rounded_usd(m["usd"])
     return out
 
 
@@ -99,7 +123,7 @@ def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
 @click.option("--session", "session", default=None, help="One session (an id or a unique prefix).")
 @click.option("--task", "task", default=None, help="The sessions of one task.")
 @click.option("--agent", "agent", default=None, help="The sessions of one agent.")
-@click.option("--since", default=None, help="Only usage from this local day on (YYYY-MM-DD).")
+@click.option("--since", default=None, help=SINCE_HELP)
 @JSON_OPTION
 @click.pass_context
 def cost(ctx: click.Context, session: str | None, task: str | None, agent: str | None, since: str | None,
@@ -156,7 +180,7 @@ def _grouped(key_sql: str, since: str | None, agent: str | None, order: str) -> 
 
 
 @cost.command(name="daily")
-@click.option("--since", default=None, help="From this local day on (YYYY-MM-DD).")
+@click.option("--since", default=None, help=SINCE_HELP)
 @click.option("--agent", default=None, help="One agent's sessions.")
 @JSON_OPTION
 def daily(since: str | None, agent: str | None, as_json: bool) -> None:
@@ -170,7 +194,7 @@ def daily(since: str | None, agent: str | None, as_json: bool) -> None:
 
 
 @cost.command(name="sessions")
-@click.option("--since", default=None, help="From this local day on (YYYY-MM-DD).")
+@click.option("--since", default=None, help=SINCE_HELP)
 @click.option("--agent", default=None, help="One agent's sessions.")
 @JSON_OPTION
 def sessions_cmd(since: str | None, agent: str | None, as_json: bool) -> None:
@@ -181,7 +205,29 @@ def sessions_cmd(since: str | None, agent: str | None, as_json: bool) -> None:
                     "last_activity": iso(r["last"]),
                     **{k: r[k] for k in ("usd", *TOKEN_KEYS, "models", "unpriced_models")}} for r in rows])
         return
-    _table([(r["key"], r) for r in rows], "session")
+    if not rows:
+        click.echo("no priced messages" + (" match" if since or agent else " recorded"))
+        return
+    # Full session ids (they are what `session show` and `cost --session` take), who ran each and for
+    # which task, every token and the dollars; and the total over the sessions listed.
+    click.echo(f"{'SESSION':36}  {'AGENT':12} {'TASK':16} {rcell('input', 11)} {rcell('output', 11)}"
+               f" {rcell('cache write', 12)} {rcell('cache read', 13)} {rcell('total tokens', 14)} {rcell('USD', 16)}")
+    total = summarize([])
+    for r in rows:
+        click.echo(_session_line(r["key"], r["agent"], r["task_id"], r))
+        for key in TOKEN_KEYS:
+            total[key] += r[key]
+        total["usd"] += r["usd"]
+        total["unpriced_models"] += r["unpriced_models"]
+    click.echo(_session_line(f"total ({len(rows)} sessions)", "", "", total))
+
+
+def _session_line(name: str, agent: str | None, task: str | None, s: dict[str, Any]) -> str:
+    counts = [rcell(f"{s[key]:,}", width) for key, width in zip(TOKEN_KEYS, (11, 11, 12, 13), strict=True)]
+    tokens = sum(int(s[key]) for key in TOKEN_KEYS)
+    usd = usd_text(s["usd"], bool(s.get("unpriced_models")))
+    return (f"{cell(name, 36, limit=200)}  {cell(agent, 12, empty='')} {cell(task, 16, empty='')} {' '.join(counts)}"
+            f" {rcell(f'{tokens:,}', 14)} {rcell(usd, 16)}")
 
 
 @cost.command(name="refresh-prices")

@@ -34,13 +34,22 @@ def memory() -> None:
 @click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (OR, NEAR, prefix*), not plain words; words only.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bool, as_json: bool) -> None:
-    """Hits for QUERY, best first: files with every word of it (SQLite FTS5) fused with
-    files that mean the same (embeddings) by reciprocal rank fusion; exact words rank first.
+    """Memory files and session summaries that match QUERY, best first.
+
+    A text matches in two ways, and each hit says which: "every word" (it
+    contains every word of the query, in any form: deploy finds deploys) and
+    "meaning N%" (how close what it says is to what the query says, even in
+    other words, from 0% to 100%).
+    Texts with every word come first; then the closest in meaning. A text
+    found by meaning alone is shown only when it clears the relevance floor:
+    memory.min_similarity (15%), and memory.relative_similarity (60%) of the
+    best hit's. So a query nothing is about gives no hits, not the least bad.
 
     Memory files (kind "memory") and the summaries of past sessions (kind
-    "session", see `agent-hook summary`) are searched together. --json shows
-    each hit's fts_rank, vector_rank, similarity and fused score. Without the
-    embedding model, hits are ranked by words alone, with a notice on stderr.
+    "session", see `agent-hook summary`) are searched and ranked alike. --json
+    adds each hit's fts_rank, vector_rank, similarity and score (the order).
+    Without the embedding model, hits are found by words alone, with a notice
+    on stderr.
     """
     cfg = load_config()
     text = " ".join(query)
@@ -70,13 +79,18 @@ def search(query: tuple[str, ...], agent: str | None, limit: int | None, raw: bo
     if not hits:
         click.echo("no hits")
     for h in hits:
-        ranks = " ".join(f"{label}#{h[key]}" for label, key in (("words", "fts_rank"), ("meaning", "vector_rank"))
-                         if h[key] is not None)
+        why = ", ".join(([] if h["fts_rank"] is None else ["every word"])
+                        + ([] if h["similarity"] is None else [f"meaning {_percent(h['similarity'])}"]))
         if h["kind"] == "session":
-            click.echo(f"{h['score']:>8.4f}  {cell(h['name'])}  [session summary, {h['at']}]  {ranks}")
+            click.echo(f"{cell(h['name'])}  [session summary, {h['at']}]  ({why})")
         else:
-            click.echo(f"{h['score']:>8.4f}  {cell(h['path'])}  [{cell(h['scope'])}, {cell(h['agent'])}]  {ranks}")
-        click.echo(f"          {cell(' '.join(h['snippet'].split()), limit=300)}")
+            click.echo(f"{cell(h['path'])}  [{cell(h['scope'])}, {cell(h['agent'])}]  ({why})")
+        click.echo(f"    {cell(' '.join(h['snippet'].split()), limit=300)}")
+
+
+def _percent(similarity: float) -> str:
+    """A cosine similarity as people read a closeness: 0.4213 -> '42%' (below zero: 0%)."""
+    return f"{max(0, round(similarity * 100))}%"
 
 
 def _workspaces(conn: sqlite3.Connection, cfg: dict[str, Any], extra: tuple[str, ...]) -> dict[str, str]:

@@ -25,7 +25,12 @@ def _board(cfg: dict[str, Any], port: int) -> str:
 
 @click.group()
 def server() -> None:
-    """The resident server that answers Claude Code's http hooks (127.0.0.1, [serve] port)."""
+    """The command center's board (http://127.0.0.1:24817/ by default) and the server behind Claude Code's http hooks.
+
+    One resident process per store, on 127.0.0.1 and the [serve] port: the
+    live board of every session (answer permission prompts and questions,
+    cancel, reply), its API, and the http transport's hooks.
+    """
 
 
 @server.command()
@@ -43,9 +48,13 @@ def run() -> None:
 @server.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the server's /health as JSON.")
 def start(as_json: bool) -> None:
-    """Start the server in the background and return once it answers.
+    """Start the server and its board in the background; return once it answers.
 
-    Does nothing when the current build already serves this store; replaces a stale one.
+    It prints the board's address: open it in a browser, by default
+    http://127.0.0.1:24817/ (the port is [serve] port in the configuration,
+    or AGENT_HOOKS__SERVE__PORT; [fleet] listen serves it to other hosts).
+    Does nothing when the current build already serves this store; replaces
+    a stale one.
     """
     process = _process()
     cfg = load_config()

@@ -12,7 +12,7 @@ import click
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, paths, writing
 from agent_hooks.cli.guards import guard_fields
 from agent_hooks.cli.ids import SESSIONS, resolve
-from agent_hooks.cli.status import collect
+from agent_hooks.cli.status import collect, waiting_text
 from agent_hooks.cli.table import STATE_WIDTH, cell
 from agent_hooks.features import persist as persist_mod
 
@@ -121,7 +121,7 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
     click.echo(f"{'cancelled':14} {cancelled}")
     click.echo(f"{'tool calls':14} {data['tool_calls']}  warned {data['warned']}  denied {data['denied']}")
     if data.get("waiting_on"):
-        click.echo(f"{'waiting on':14} {cell(data['waiting_on'])}: {cell(data.get('waiting_detail'))}"
+        click.echo(f"{'waiting on':14} {waiting_text(data['waiting_on'], data.get('waiting_detail'))}"
                    f" (since {data.get('waiting_since') or '-'})")
     if data.get("persist_last"):
         click.echo(f"{'persistence':14} {cell(persist_mod.for_person(data['persist_last']), limit=240)}"

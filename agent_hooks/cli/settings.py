@@ -78,6 +78,8 @@ def _say(report: dict[str, Any], as_json: bool) -> None:
         line = f"{path}: wired {report['added']} hooks to {report['bin_dir']}"
         if report["removed"]:
             line += f" (replaced {report['removed']} older entries of ours)"
+    elif report.get("removed_file"):
+        line = f"{path}: removed the file (install had created it, and nothing else was in it)"
     else:
         line = f"{path}: removed {report['removed']} hooks of ours; everything else kept"
     click.echo(line)

@@ -88,8 +88,9 @@ def status(as_json: bool) -> None:
     """Show sessions with their state, tool calls and last activity, and the error count.
 
     State is live, needs_input (a permission dialog is open: the tool is shown),
-    error (the turn ended on an API error: its kind is shown), awaiting (stopped,
-    waiting for a prompt), ended, or stalled: live but without any hook call for
+    error (the turn ended on an API error: its kind is shown), awaiting (at its
+    prompt: a new session waiting for its first one, a turn that ended, or a
+    prompt that was blocked because its task was cancelled), ended, or stalled: live but without any hook call for
     heartbeat.stalled_after_s seconds (a session waiting on a person never is).
     """
     data = collect()
@@ -129,9 +130,8 @@ def status(as_json: bool) -> None:
 def _notes(s: dict[str, Any]) -> list[str]:
     """Lines under a session: what it waits on, its persistence, its subagents."""
     notes = []
-    if s.get("waiting_on") in ("needs_input", "error"):
-        what = "needs input" if s["waiting_on"] == "needs_input" else "error"
-        notes.append(f"{what}: {cell(s.get('waiting_detail'))} (since {s.get('waiting_since') or '-'})")
+    if s.get("waiting_on") in ("needs_input", "error") or (s.get("waiting_on") == "awaiting" and s.get("waiting_detail")):
+        notes.append(f"{waiting_text(s['waiting_on'], s.get('waiting_detail'))} (since {s.get('waiting_since') or '-'})")
     if s.get("persist"):
         notes.append(f"persistence: {cell(persist_mod.for_person(s['persist']), limit=240)}"
                      f" (task {cell(s.get('task_id'))}: {s.get('task_state') or '-'},"
@@ -143,6 +143,13 @@ def _notes(s: dict[str, Any]) -> list[str]:
     if s.get("subagents_running") or s.get("subagents_finished"):
         notes.append(f"subagents: {s['subagents_running']} running, {s['subagents_finished']} finished")
     return notes
+
+
+def waiting_text(waiting_on: str, detail: str | None) -> str:
+    """What a session waits on, as status, session show and the board all say it: "needs input: Bash:
+    ls", "error: rate_limit", "awaiting: its first prompt", "awaiting: its prompt was blocked (...)"."""
+    what = "needs input" if waiting_on == "needs_input" else waiting_on
+    return f"{what}: {cell(detail)}" if detail else what
 
 
 def _guards(s: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ After a compaction: the goal reminder again, verbatim. For a lead: the other liv
 
 from __future__ import annotations
 
-from agent_hooks.features import identity, lead_context, lineage, reminders, sessions
+from agent_hooks.features import identity, lead_context, lineage, reminders, sessions, waiting
 from agent_hooks.features.isolate import isolated
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
@@ -23,6 +23,10 @@ def handle(ctx: Context) -> Outcome:
     tmux_name = sessions.resolve_tmux_name(ctx.env)
     with ctx.store.write() as conn:
         sessions.touch(conn, p, ctx.env, ctx.config, ctx.started, state=sessions.LIVE, tmux_name=tmux_name)
+        if p.get("source") != "compact":
+            # A new, resumed or cleared session sits at its prompt until the person types one (a
+            # compaction happens inside a turn: that session is working).
+            waiting.mark(conn, p.session_id, waiting.AWAITING, waiting.FIRST_PROMPT, ctx.started)
         sessions.log_event(conn, p, ctx.started, p.get("source"))
         lineage.record(conn, p, parent, ctx.started)
         isolated(conn, ctx, "identity", identity.session_start, conn, ctx, out)

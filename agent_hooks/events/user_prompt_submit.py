@@ -6,7 +6,7 @@ resume it, not the instructions the agent reads at PreToolUse.
 
 from __future__ import annotations
 
-from agent_hooks.features import cancellation, sessions
+from agent_hooks.features import cancellation, sessions, waiting
 from agent_hooks.forward import forward
 from agent_hooks.handlers import hook as user_handlers
 from agent_hooks.output import Outcome
@@ -26,6 +26,10 @@ def handle(ctx: Context) -> Outcome:
         if verdict is None:
             sessions.note_prompt(conn, p)
         sessions.log_event(conn, p, ctx.started, verdict.rule if verdict else None)
+        if verdict is not None:
+            # The client sits at its prompt again (no Stop follows a blocked prompt): not working.
+            why = "task cancelled" if snapshot.task_state == "cancelled" else "session cancelled"
+            waiting.mark(conn, p.session_id, waiting.AWAITING, f"{waiting.PROMPT_BLOCKED} ({why})", ctx.started)
         forward(conn, ctx)
     if verdict is not None:  # cancellation wins: user handlers do not run
         out.block(cancellation.for_person(snapshot, p.session_id) or verdict.message or "cancelled")

@@ -472,19 +472,38 @@ def conclude(conn: sqlite3.Connection, hold: Hold, gone: str | None = None, at: 
         if out.deny_reason is not None and row.get("tool_use_id"):
             # On the call's row too: it was denied, not run (the loop history skips it).
             with _writing(conn, write):
-                conn.execute("UPDATE tool_calls SET outcome = 'denied', decision = 'deny', rule = ?, reason = ?"
-                             " WHERE session_id = ? AND tool_use_id = ?",
-                             (f"gate:{row.get('gate')}", out.deny_reason[:2000], row["session_id"],
-                              row["tool_use_id"]))
+                _call_denied(conn, row, f"gate:{row.get('gate')}", out.deny_reason,
+                             "tool_use_id = ?", (row["tool_use_id"],))
         return out
     if gone is not None:
         return None
     permission = permission_decision(row)
     if permission is None:
         return None
+    if permission["behavior"] == "deny":
+        # The dialog's call never runs and no later hook says so: its row says denied (not "allow
+        # pending"), and the session's denied count includes it. PermissionRequest carries no
+        # tool_use_id: the asking thread's newest open call of that tool is the one asked about.
+        with _writing(conn, write):
+            _call_denied(conn, row, "person", permission["message"],
+                         "id = (SELECT max(id) FROM tool_calls WHERE session_id = ? AND tool_name = ?"
+                         " AND agent_id IS (SELECT agent_id FROM approvals WHERE id = ?) AND outcome = 'pending')",
+                         (row["session_id"], row["tool_name"], hold.approval_id))
     out = Outcome()
     out.permission = permission
     return out
+
+
+def _call_denied(conn: sqlite3.Connection, row: dict[str, Any], rule: str, reason: str, where: str,
+                 args: tuple[Any, ...]) -> None:
+    """Mark the tool call a person denied (``where``/``args`` find its row in the session) as denied,
+    once, and count it in the session's denied total."""
+    done = conn.execute(f"UPDATE tool_calls SET outcome = 'denied', decision = 'deny', rule = ?, reason = ?"
+                        f" WHERE session_id = ? AND outcome != 'denied' AND {where}",
+                        (rule, (reason or "denied")[:2000], row["session_id"], *args)).rowcount
+    if done:
+        conn.execute("UPDATE sessions SET guard_denied = guard_denied + ? WHERE session_id = ?",
+                     (done, row["session_id"]))
 
 
 def _writing(conn: sqlite3.Connection, write: Any) -> Any:

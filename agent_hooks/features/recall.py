@@ -210,9 +210,15 @@ def search(conn: sqlite3.Connection, config: dict[str, Any], query: str, agent: 
     for rank, h in enumerate(words, 1):
         h.update(fts_rank=rank, vector_rank=None, similarity=None, score=w_fts / (k + rank))
         hits[(h["kind"], h["key"])] = h
+    # The relevance floor for hits found by meaning alone: close enough to the query (min_similarity,
+    # applied in _by_meaning) and to the best hit of this search. Memory files and session summaries
+    # alike: a summary is ranked, and left out, like any other text.
+    relative = float(m.get("relative_similarity") or 0.0) * (meaning[0][2] if meaning else 0.0)
     for rank, (kind, key, sim) in enumerate(meaning, 1):
         hit = hits.get((kind, key))
         if hit is None:
+            if sim < relative:
+                continue
             hit = _hit_for(conn, kind, key)
             if hit is None:
                 continue

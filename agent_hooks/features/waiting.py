@@ -3,7 +3,8 @@
 Stored on the session row next to its state: ``state`` becomes ``needs_input``
 (a permission dialog is open: Notification ``permission_prompt`` or
 PermissionRequest; or an MCP server asks the person a question: Elicitation), ``error`` (StopFailure: the turn ended on an API error) or
-``awaiting`` (Notification ``idle_prompt``, as after Stop), with
+``awaiting`` (Notification ``idle_prompt``, as after Stop; SessionStart, for its first prompt;
+a UserPromptSubmit that was blocked), with
 ``waiting_on`` (the same word), ``waiting_detail`` (the tool asked about, or
 the error's kind) and ``waiting_since``. The next tool call or prompt makes
 the session ``live`` again and clears them (sessions.touch). A session that is
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from agent_hooks.payload import Payload
 
 NEEDS_INPUT, ERROR, AWAITING = "needs_input", "error", "awaiting"
+# What an ``awaiting`` session waits at, when more than "its next prompt": a new session that has
+# had no prompt yet, and a session whose prompt a hook blocked (a cancelled task): it sits at its
+# prompt, not working, though no Stop came.
+FIRST_PROMPT = "its first prompt"
+PROMPT_BLOCKED = "its prompt was blocked"
 WAITING_STATES = (NEEDS_INPUT, ERROR)
 # "Claude needs your permission to use Bash" (the permission_prompt message).
 _TOOL_IN_MESSAGE = re.compile(r"permission to use ([\w.:-]+)")

@@ -120,6 +120,18 @@ def _lock(path: str, timeout_s: float = 10.0) -> Any:
     return FlockFile(_state_file("lock", path, ".lock"), timeout_s, SettingsError)
 
 
+# In the install record: install created the settings file itself (there was none before it).
+CREATED_FILE = "(file)"
+
+
+def _holds_nothing(text: str) -> bool:
+    """Is this settings text an empty object (whitespace around it)? Anything else is the user's."""
+    try:
+        return json.loads(text.removeprefix(BOM)) == {}
+    except ValueError:
+        return False
+
+
 def read_created(path: str) -> list[str] | None:
     """What install created in the settings file ``path`` (None: no record, e.g. an older version)."""
     try:
@@ -199,6 +211,8 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
             if not body.strip():
                 text, change = render({"hooks": {e: [g] for e, g in groups.items()}}), Change(added=len(groups))
                 change.created = ["hooks", *(f"hooks.{e}" for e in groups)]
+                if original is None:
+                    change.created.insert(0, CREATED_FILE)
             else:
                 text, change = merge.install(body, real, groups, read_created(real))
         else:
@@ -212,6 +226,22 @@ def apply(path: str, action: str, bin_dir: str, cfg: dict[str, Any], dry_run: bo
                                   "transport": transport}
         text = bom + text
         if text == original or (original is None and action == "uninstall"):
+            return report
+        if action == "uninstall" and CREATED_FILE in (created or ()) and _holds_nothing(text):
+            # Install created the file and nothing of the user's came into it since: remove it, with
+            # no backup, as if we had never been there (an empty {} and a backup of our own entries
+            # would be all that was left).
+            report.update(changed=True, removed_file=True)
+            if dry_run:
+                report["diff"] = f"--- {path}\n+++ /dev/null (uninstall: the file install created goes)\n"
+                return report
+            try:
+                os.unlink(real)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise SettingsError(f"cannot remove {path}: {exc.strerror}; it was left as it was") from None
+            write_created(real, None)
             return report
         if dry_run:
             import difflib

@@ -128,7 +128,8 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         run_hook(payload("Stop", "no-tmux", cwd, stop_hook_active=False), {**env, **NO_TMUX})
         pane = tmux.new("agent-here")
         run_hook(payload("SessionStart", "in-tmux", cwd, source="startup"), {**env, **tmux.env(pane)})
-        center.wait_card(lambda c: c["id"] == "in-tmux", what="the local card")
+        run_hook(bash("in-tmux", cwd, 1, "make"), {**env, **tmux.env(pane)})  # working: not at its prompt
+        center.wait_card(lambda c: c["id"] == "in-tmux" and c["own_state"] == "live", what="the local card")
         r = center.http.post("/api/sessions/no-tmux/reply", json={"text": "x"})
         assert r.status_code == 409 and "does not run in tmux" in r.json()["error"], r.text
         r = center.http.post("/api/sessions/in-tmux/reply", json={"text": "x"})
@@ -152,6 +153,31 @@ def test_reply_refusals_here(tmp_path: Path, tmux: Tmux) -> None:
         assert r.status_code == 409 and "not Claude Code" in r.json()["error"], r.text
         time.sleep(0.5)
         assert not marker.exists()
+    finally:
+        center.stop()
+
+
+def test_a_card_says_a_session_awaits_its_first_prompt_or_sits_at_a_blocked_one(tmp_path: Path) -> None:
+    """What status and session show say (tests/features/test_prompt_states.py), the card says: awaiting,
+    in the awaiting-review column, with what it waits at."""
+    center = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
+    try:
+        env = {"AGENT_HOOKS_HOME": str(center.home), "HOME": center.env["HOME"], "AGENT_HOOKS_TASK_ID": "T-3",
+               **NO_TMUX}
+        cwd = str(tmp_path)
+        run_hook(payload("SessionStart", "fresh-1", cwd, source="startup"), env)
+        card = center.wait_card(lambda c: c["id"] == "fresh-1", what="the new session's card")
+        assert card["own_state"] == "awaiting" and card["column"] == "awaiting_review"
+        assert card["waiting_on"] == "awaiting" and card["waiting_detail"] == "its first prompt"
+        run_hook(payload("UserPromptSubmit", "fresh-1", cwd, prompt="build it"), env)
+        card = center.wait_card(lambda c: c["id"] == "fresh-1" and c["own_state"] == "live", what="the working card")
+        assert card["waiting_on"] is None
+        agent_hook("cancel", "--task", "T-3", "--reason", "done elsewhere", env=env)
+        run_hook(payload("UserPromptSubmit", "fresh-1", cwd, prompt="go on"), env)
+        card = center.wait_card(lambda c: c["id"] == "fresh-1" and c["own_state"] == "awaiting",
+                                what="the blocked card")
+        assert card["column"] == "awaiting_review"
+        assert card["waiting_detail"] == "its prompt was blocked (task cancelled)"
     finally:
         center.stop()
 

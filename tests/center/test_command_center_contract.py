@@ -199,7 +199,9 @@ def test_local_hook_calls_reach_the_board_live(center: Center, tmp_path: Path) -
         got = messages(ws, lambda m: any(x["type"] == "card" and x["card"]["id"] == sid for x in m))
         seen = time.time() - t0
         card = next(m["card"] for m in got if m["type"] == "card" and m["card"]["id"] == sid)
-        assert card["local"] is True and card["state"] == "running" and card["own_state"] == "live"
+        # Started, no prompt yet: the contract says running, our own state says it awaits its first prompt.
+        assert card["local"] is True and card["state"] == "running" and card["own_state"] == "awaiting"
+        assert card["waiting_detail"] == "its first prompt" and card["column"] == "awaiting_review"
         assert (card["agent"], card["task_id"], card["host"]) == ("builder", "T-local", "center-host")
         assert seen < 1.5, seen  # (the hook process itself takes part of this)
         pre = payload("PreToolUse", sid, str(tmp_path), tool_name="Bash", tool_use_id="toolu_1",

@@ -657,3 +657,24 @@ def test_doctor_reads_the_real_pinned_client(tmp_path: Path) -> None:
     _, report, _ = env.doctor("--no-run")
     (line,) = [c for c in report["checks"] if c["area"] == "client"]
     assert line["status"] == "ok" and line["data"]["version"] == claude_code.PINNED
+
+
+def test_doctor_notes_a_default_mode_that_rarely_asks_a_person(healthy: Env) -> None:
+    _, report, _ = healthy.doctor("--no-run")
+    [line] = [c for c in report["checks"] if c["area"] == "permissions"]
+    assert line["status"] == "ok" and "not set" in line["summary"]
+    doc = json.loads(healthy.settings.read_text())
+    doc["permissions"] = {"defaultMode": "auto"}
+    healthy.settings.write_text(json.dumps(doc))
+    code, report, text = healthy.doctor("--no-run", text=True)
+    [line] = [c for c in report["checks"] if c["area"] == "permissions"]
+    assert line["status"] == "warn" and "auto mode" in line["summary"] and str(healthy.settings) in line["summary"]
+    assert "permissions.defaultMode" in line["fix"] and "docs/approvals.md" in line["fix"]
+    assert code == 0  # a note, not a break
+    # The project's local settings win over the user's, as the client reads them.
+    local = healthy.project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"defaultMode": "acceptEdits"}}))
+    _, report, _ = healthy.doctor("--no-run")
+    [line] = [c for c in report["checks"] if c["area"] == "permissions"]
+    assert line["status"] == "ok" and "acceptEdits mode" in line["summary"]

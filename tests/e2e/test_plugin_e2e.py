@@ -9,6 +9,8 @@ nothing is recorded. One test (two real builds with pip, about 80 s): marked slo
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -146,3 +148,49 @@ def test_plugin_install_records_sessions_and_uninstall_stops_them(e2e: E2E, tmp_
     assert third.ok, e2e.describe()
     assert e2e.query("SELECT * FROM sessions WHERE session_id = ?", third.session_id) == []
     assert e2e.store_path.exists(), "the store stays"
+
+
+def _readme_plugin_lines() -> list[str]:
+    """The README's plugin install lines, as a person copies them (comments and all)."""
+    install = (REPO / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```sh\n(.*?)```", install, re.S)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_readmes_plugin_lines_work_in_a_fresh_home(e2e: E2E, tmp_path: Path) -> None:
+    """Literally: `claude` on PATH and nothing else prepared (no ~/.local/bin), each line succeeds;
+    once the first session has built the environment, `agent-hook doctor` through the link reports
+    the plugin, and memory search by meaning."""
+    claude = _plugin_client()
+    e2e.claude = claude
+    market = tmp_path / "market"
+    _copy_checkout(market)
+    pip_env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    env = e2e.env(pip_env)
+    env["PATH"] = f"{claude.parent}:{env['PATH']}"
+    assert not (e2e.home / ".local").exists() and not (e2e.home / ".claude").exists()
+    lines = _readme_plugin_lines()
+    assert len(lines) == 3 and "mkdir -p ~/.local/bin" in lines[2]
+    for line in lines:
+        line = line.replace("<this repository's URL or a clone's path>", shlex.quote(str(market)))
+        proc = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env, cwd=e2e.workspace,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, (line, proc.stdout, proc.stderr)
+    link = e2e.home / ".local" / "bin" / "agent-hook"
+    assert link.is_symlink()
+
+    # The first session starts the build; the link works once it is ready.
+    e2e.server.set_script([[text("Hello.")]])
+    first = e2e.run("Say hello.", settings_flag=False, env_extra=pip_env)
+    assert first.ok, e2e.describe()
+    found = plugin.installed(env)
+    assert found is not None
+    _wait_ready(found)
+    proc = subprocess.run([str(link), "doctor", "--no-run"], capture_output=True, text=True, env=env,
+                          cwd=e2e.workspace, timeout=180)
+    out = proc.stdout
+    assert "search ranks by words and meaning" in out, out + proc.stderr
+    assert "\n0 broken," in out and proc.returncode == 0, out + proc.stderr
+    assert f"agent-hook, version {__version__}" in subprocess.run(
+        [str(link), "--version"], capture_output=True, text=True, env=env, timeout=60).stdout

@@ -54,8 +54,10 @@ def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E, left_at_
         subprocess.run(tmux + ["send-keys", "-t", "reply-me", "-l", "do the first thing"], check=True)
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "reply-me", "Enter"], check=True)
+        # Its first turn ended (at its first prompt it was awaiting too, with that said).
         [row] = on_screen(lambda: e2e.query("SELECT session_id, tmux_session, tmux_pane FROM sessions"
-                                            " WHERE state = 'awaiting'"), "the session to await its prompt")
+                                            " WHERE state = 'awaiting' AND waiting_detail IS NULL"),
+                          "the session to await its prompt")
         assert row["tmux_session"] == "reply-me" and row["tmux_pane"].startswith("%"), row
         card = on_screen(lambda: next((c for c in http.get("/api/board").json()["cards"]
                                        if c["id"] == row["session_id"] and c["reply"]), None),

@@ -19,6 +19,8 @@ from harness import BIN_DIR, E2E, free_port
 from model_server import last_user_text, text
 
 REPLIES = ("-x run the tests; then stop;", "and one more;")
+# A session whose turn ended: awaiting its next prompt, not its first one (which is awaiting too).
+AFTER_A_TURN = "SELECT session_id FROM sessions WHERE state = 'awaiting' AND waiting_detail IS NULL"
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is needed to drive the interactive client")
@@ -59,11 +61,11 @@ def test_replies_reach_the_client_verbatim_and_a_shell_after_it_is_refused(e2e: 
         subprocess.run(tmux + ["send-keys", "-t", "verbatim", "-l", "do the first thing"], check=True)
         time.sleep(0.5)
         subprocess.run(tmux + ["send-keys", "-t", "verbatim", "Enter"], check=True)
-        [row] = wait_for(lambda: e2e.query("SELECT session_id FROM sessions WHERE state = 'awaiting'"),
+        [row] = wait_for(lambda: e2e.query(AFTER_A_TURN),
                          "the session never awaited its prompt")
         sid = row["session_id"]
         for n, reply in enumerate(REPLIES, start=2):
-            wait_for(lambda: e2e.query("SELECT 1 FROM sessions WHERE state = 'awaiting'"), "not awaiting")
+            wait_for(lambda: e2e.query(AFTER_A_TURN), "not awaiting")
             r = http.post(f"/api/sessions/{sid}/reply", json={"text": reply})
             assert r.status_code == 200 and r.json()["applied"] == "here", r.text
             wait_for(lambda n=n: len(e2e.server.messages("main")) >= n, f"reply {reply!r} never reached the model")
@@ -72,7 +74,7 @@ def test_replies_reach_the_client_verbatim_and_a_shell_after_it_is_refused(e2e: 
                      "the model's answer never showed")
 
         # The client is killed (no SessionEnd): the session still awaits, and the pane is the shell's now.
-        wait_for(lambda: e2e.query("SELECT 1 FROM sessions WHERE state = 'awaiting'"), "not awaiting")
+        wait_for(lambda: e2e.query(AFTER_A_TURN), "not awaiting")
         pid = subprocess.run(tmux + ["display-message", "-p", "-t", "verbatim", "#{pane_pid}"], capture_output=True,
                              text=True, check=True).stdout.strip()
         with open(f"/proc/{pid}/task/{pid}/children") as f:

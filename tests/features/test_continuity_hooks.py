@@ -223,6 +223,8 @@ def test_one_cleanup_at_a_time_per_session(env: dict[str, str], tmp_path: Path) 
 
 def test_status_shows_stalled_sessions(env: dict[str, str], tmp_path: Path) -> None:
     start(env, "busy", tmp_path)
+    # Working: it took its prompt (a session that has had none is awaiting it, never stalled).
+    hook("agent-hook-user-prompt-submit", fixture_payload("UserPromptSubmit.json", session_id="busy"), env)
     start(env, "waiting", tmp_path)
     hook("agent-hook-stop", fixture_payload("Stop.json", session_id="waiting"), env)
     start(env, "gone", tmp_path)

@@ -207,7 +207,7 @@ def test_cost_with_an_unknown_session_is_not_found(hooks_home: Path):
     post_tool("C3", hooks_home)
     proc = agent_hook("cost", "--session", "nope", check=False)
     assert proc.returncode == 3 and "no session 'nope'" in proc.stderr
-    assert agent_hook("cost", "--since", "yesterday", check=False).returncode == 2
+    assert agent_hook("cost", "--since", "last week", check=False).returncode == 2
 
 
 def test_timestamps_are_read_as_datetime_reads_them():

@@ -169,7 +169,48 @@ def test_exact_words_win_and_json_shows_both_ranks(rig: Rig) -> None:
     assert hits[0]["name"] == "cookie.md" and hits[0]["fts_rank"] == 1 and hits[0]["vector_rank"] is not None
     assert all(h["fts_rank"] is None for h in hits[1:])
     text = rig.cli("memory", "search", "kicked", "out", "asked", "to", "authenticate").stdout
-    assert "cookie.md" in text and "meaning#1" in text
+    line = next(x for x in text.splitlines() if "cookie.md" in x)
+    assert re.search(r"\(meaning \d+%\)$", line) and "#" not in line
+    line = next(x for x in rig.cli("memory", "search", "session", "cookie").stdout.splitlines() if "cookie.md" in x)
+    assert re.search(r"\(every word, meaning \d+%\)$", line)
+
+
+UNRELATED = ("Listed the files in the repository and printed the tree.",
+             "Ran the unit tests of the parser; all 212 passed.",
+             "Created denied.txt with touch, then stopped when the task was cancelled.",
+             "Renamed the build script and updated the Makefile targets.",
+             "Bumped the version to 1.4.2 and wrote the changelog entry.",
+             "Answered a question about which database to use: Postgres.")
+
+
+def test_search_shows_only_what_matches_summaries_alike(rig: Rig) -> None:
+    """A query the summaries are not about finds none of them; one that is about a summary finds it,
+    ranked among the files by the same measure."""
+    mem = rig.ws / "memory"
+    mem.mkdir()
+    (mem / "login.md").write_text("The login page fails when the session cookie expires; users sign in again.\n")
+    for i, text in enumerate(UNRELATED):
+        rig.hook("SessionStart", session=f"s-unrelated-{i}")
+        rig.hook("Stop", session=f"s-unrelated-{i}", last_assistant_message=text)
+    rig.hook("SessionStart", session="s-cookie")
+    rig.hook("Stop", session="s-cookie", last_assistant_message="Made the auth cookie last a whole day.")
+    rig.cli("memory", "reindex", "-w", str(rig.ws))
+    hits = search(rig, "cookie")
+    found = {h.get("session_id") or h["name"] for h in hits}
+    assert found == {"login.md", "s-cookie"}, hits
+    # By meaning alone, in other words: the note and the summary about staying signed in, nothing else.
+    hits = search(rig, "why do users have to sign in again")
+    assert hits[0]["name"] == "login.md"
+    assert not {h.get("session_id") for h in hits} & {f"s-unrelated-{i}" for i in range(len(UNRELATED))}, hits
+    # Nothing is about it: no hits, not the least bad ones.
+    assert search(rig, "volcano eruption forecast") == []
+    assert rig.cli("memory", "search", "volcano", "eruption", "forecast").stdout.strip() == "no hits"
+
+
+def test_search_help_explains_the_score_in_plain_words(rig: Rig) -> None:
+    text = " ".join(rig.cli("memory", "search", "--help").stdout.split())
+    assert "every word" in text and "meaning N%" in text and "relevance floor" in text
+    assert "reciprocal" not in text.lower() and "fusion" not in text.lower() and "#" not in text
 
 
 def test_without_the_model_search_falls_back_to_words_with_a_notice(rig: Rig, tmp_path: Path) -> None:

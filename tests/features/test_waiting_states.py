@@ -70,6 +70,7 @@ def test_a_session_needing_input_is_never_stalled(hooks_home: Path):
     _start("W3")
     run_hook(fixture("permission_request_bash.json", "W3"))
     _start("W4")  # a working session, silent as long: its stall shows the threshold is really in force
+    run_hook({"session_id": "W4", "hook_event_name": "UserPromptSubmit", "prompt": "build it"})
     time.sleep(1.2)  # one silence for both, longer than the threshold (1 s, the least it takes)
     env = {"AGENT_HOOKS__HEARTBEAT__STALLED_AFTER_S": "1"}
     s = status_of("W3", env)

