@@ -72,9 +72,8 @@ def token(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = 
     return value or None
 
 
-def token_problem(paths: Paths, config: dict[str, Any]) -> str | None:
-    """Why the token file is unsafe (readable by others), or None."""
-    path = token_path(paths, config)
+def _readable_by_others(path: str) -> str | None:
+    """Why a secret's file is unsafe (its group or others may read it), or None (safe, or no file)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -82,6 +81,11 @@ def token_problem(paths: Paths, config: dict[str, Any]) -> str | None:
     if st.st_mode & 0o077:
         return f"{path} is readable by others (mode {st.st_mode & 0o777:o}); chmod 600 it"
     return None
+
+
+def token_problem(paths: Paths, config: dict[str, Any]) -> str | None:
+    """Why the token file is unsafe (readable by others), or None."""
+    return _readable_by_others(token_path(paths, config))
 
 
 def write_token(paths: Paths, config: dict[str, Any], value: str | None = None) -> str:
@@ -129,14 +133,7 @@ def write_credential(paths: Paths, center: str, host: str, credential: str) -> s
 
 def credential_problem(paths: Paths) -> str | None:
     """Why the credential file is unsafe (readable by others), or None."""
-    path = credential_path(paths)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if st.st_mode & 0o077:
-        return f"{path} is readable by others (mode {st.st_mode & 0o777:o}); chmod 600 it"
-    return None
+    return _readable_by_others(credential_path(paths))
 
 
 def credential_stamp(paths: Paths) -> tuple[int, int] | None:

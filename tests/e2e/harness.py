@@ -124,6 +124,14 @@ class E2E:
         # What `settings install --transport T` wrote; tests may add their own hooks after ours (add_hook).
         self.settings = install_settings(self.settings_path, self.env(), transport=transport)
 
+    def skip_first_run_screens(self) -> None:
+        """Write the client's own state as after a person's first run (onboarded, the test key approved,
+        this workspace trusted): an interactive client under tmux would otherwise stop at those screens."""
+        (self.home / ".claude.json").write_text(json.dumps({
+            "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
+            "customApiKeyResponses": {"approved": ["test"], "rejected": []},
+            "projects": {str(self.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+
     def close(self) -> None:
         """Stop this test's resident server, if the http transport started one."""
         if self.port:

@@ -47,11 +47,7 @@ class Terminal:
     def __init__(self, e2e: E2E, claude: Path) -> None:
         self.e2e = e2e
         self.tmux = ["tmux", "-L", f"ah-appr-{os.getpid()}-{id(self)}"]
-        (e2e.home / ".claude.json").write_text(json.dumps({
-            "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
-            "customApiKeyResponses": {"approved": ["test"], "rejected": []},
-            "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True,
-                                              "hasCompletedProjectOnboarding": True}}}))
+        e2e.skip_first_run_screens()
         e2e.settings_path.write_text(json.dumps(e2e.settings))
         env = [f"{k}={v}" for k, v in e2e.env({"TERM": "xterm-256color"}).items()]
         subprocess.run(self.tmux + ["new-session", "-d", "-s", "c", "-x", "200", "-y", "50", "-c",

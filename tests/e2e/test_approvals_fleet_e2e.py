@@ -3,7 +3,6 @@ listed on host A, the command center, and allowed from A's API; the tool runs on
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -22,10 +21,7 @@ from support.waiting import wait_for
 def test_a_dialog_on_b_is_allowed_from_a_and_the_tool_runs(e2e: E2E) -> None:
     e2e.server.set_script([[tool_use("Bash", {"command": "touch allowed-from-a.txt", "description": "touch"})],
                            [text("Touched it.")]])
-    (e2e.home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
-        "customApiKeyResponses": {"approved": ["test"], "rejected": []},
-        "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    e2e.skip_first_run_screens()
     port_a, port_b = free_port(), free_port()
     env_a = {**e2e.env(), "AGENT_HOOKS_HOME": str(e2e.root / "host-a"), "AGENT_HOOKS__SERVE__PORT": str(port_a),
              "AGENT_HOOKS__FLEET__HOST": "host-a", "AGENT_HOOKS__FORWARD__ENABLED": "false"}

@@ -119,10 +119,7 @@ def test_interrupt_no_block(e2e: E2E) -> None:
     cli(e2e, "task", "create", "T-1", "--description", "Some work", "--persist")
     e2e.server.set_script([[tool_use("Bash", {"command": "touch asked.txt", "description": "ask"})],
                            [text("should never be asked for")]])
-    (e2e.home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
-        "customApiKeyResponses": {"approved": ["test"], "rejected": []},
-        "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    e2e.skip_first_run_screens()
     e2e.settings_path.write_text(json.dumps(e2e.settings))
     socket = f"ah-e2e-{os.getpid()}"
     tmux = ["tmux", "-L", socket]

@@ -4,7 +4,6 @@ reply posted to the host's server is typed into its pane; the model receives it 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -25,10 +24,7 @@ from support.waiting import wait_for
 @pytest.mark.parametrize("left_at_terminal", ["", "!rm -rf nothing"])
 def test_reply_reaches_an_awaiting_session_as_its_next_prompt(e2e: E2E, left_at_terminal: str) -> None:
     e2e.server.set_script([[text("First turn done.")], [text("Got your reply.")]])
-    (e2e.home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
-        "customApiKeyResponses": {"approved": ["test"], "rejected": []},
-        "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    e2e.skip_first_run_screens()
     port = free_port()
     env = e2e.env({"TERM": "xterm-256color", "AGENT_HOOKS__SERVE__PORT": str(port),
                    "AGENT_HOOKS__FORWARD__ENABLED": "false"})

@@ -6,7 +6,6 @@ client has exited is refused and nothing is typed there."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -18,6 +17,8 @@ import pytest
 from harness import BIN_DIR, E2E, free_port
 from model_server import last_user_text, text
 
+from support import waiting
+
 REPLIES = ("-x run the tests; then stop;", "and one more;")
 # A session whose turn ended: awaiting its next prompt, not its first one (which is awaiting too).
 AFTER_A_TURN = "SELECT session_id FROM sessions WHERE state = 'awaiting' AND waiting_detail IS NULL"
@@ -27,10 +28,7 @@ AFTER_A_TURN = "SELECT session_id FROM sessions WHERE state = 'awaiting' AND wai
 def test_replies_reach_the_client_verbatim_and_a_shell_after_it_is_refused(e2e: E2E) -> None:
     e2e.server.set_script([[text("First turn done.")], [text("Got the first reply.")],
                            [text("Got the second reply.")]])
-    (e2e.home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "numStartups": 3, "theme": "dark",
-        "customApiKeyResponses": {"approved": ["test"], "rejected": []},
-        "projects": {str(e2e.workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    e2e.skip_first_run_screens()
     port = free_port()
     env = e2e.env({"TERM": "xterm-256color", "AGENT_HOOKS__SERVE__PORT": str(port),
                    "AGENT_HOOKS__FORWARD__ENABLED": "false"})
@@ -51,11 +49,7 @@ def test_replies_reach_the_client_verbatim_and_a_shell_after_it_is_refused(e2e: 
                                   text=True).stdout
 
         def wait_for(check, what: str, timeout: float = 30):  # type: ignore[no-untyped-def]
-            end = time.monotonic() + timeout
-            while not (got := check()):
-                assert time.monotonic() < end, f"{what}:\n{screen()}\n{e2e.describe()}"
-                time.sleep(0.3)
-            return got
+            return waiting.wait_for(check, timeout, what, show=lambda: f"\n{screen()}\n{e2e.describe()}", step=0.3)
 
         wait_for(lambda: "❯" in screen(), "the prompt never showed")
         subprocess.run(tmux + ["send-keys", "-t", "verbatim", "-l", "do the first thing"], check=True)
