@@ -449,9 +449,12 @@ DEFAULTS: dict[str, Any] = {
         # A connection must send a whole request within this many seconds of being accepted, or of
         # its last answer (keep-alive), else it is closed (server/conns.py; a client just reconnects).
         "request_timeout_s": 5.0,
-        # Open connections per caller other than the server's own user (another local uid, or another
-        # host's address); one more is closed at once, so nobody else can use up the server's descriptors.
+        # Open connections per local user other than the server's own (as the kernel tells on loopback); one
+        # more is closed at once, so nobody else can use up the server's descriptors.
         "connections_per_uid": 64,
+        # The same for each other host's address. Hosts behind one NAT share an address, and each keeps two
+        # or three open (its long poll, its reports, its events): this many fit about 700 of them.
+        "connections_per_address": 2048,
     },
     # OpenClaw agents on the board (docs/openclaw.md): the server as an operator client of an OpenClaw gateway.
     "openclaw": {
@@ -703,7 +706,8 @@ def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tu
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
 _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
-            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1, ("fleet", "max_hosts"): 1,
+            ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
+            ("serve", "connections_per_address"): 1, ("fleet", "max_hosts"): 1,
             ("fleet", "max_cards_per_host"): 1, ("fleet", "max_requests_per_host"): 1, ("fleet", "max_rows"): 1,
             ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1}
 

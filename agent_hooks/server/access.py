@@ -51,6 +51,7 @@ import ipaddress
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -59,6 +60,7 @@ from starlette.requests import HTTPConnection
 
 from agent_hooks import fleet
 from agent_hooks.center import credentials
+from agent_hooks.paths import Paths
 from agent_hooks.server import peer
 from agent_hooks.server.jsonout import JSONResponse
 
@@ -70,6 +72,8 @@ DEVICE_COOKIE = "agent_hooks_device"
 # The loopback literals a Host header may name (with the server's own port): never a name that merely
 # starts like one (``127.0.0.1.evil.example``, ``localhost.evil.example``).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# How the front door's problem starts when it could not check the caller (answered 503, not 403).
+CANNOT_CHECK = "cannot check the caller now"
 
 
 def is_loopback(address: str | None) -> bool:
@@ -144,9 +148,83 @@ def presented_token(conn: HTTPConnection) -> str | None:
     return conn.cookies.get(COOKIE) or None
 
 
+class TokenFile:
+    """The fleet token as the server knows it: read once, and again only when its file changes.
+
+    Each request that shows a token used to open and read the file: at hundreds of hosts a good share
+    of the event loop, and once the process ran out of file descriptors the read failed and every
+    token-holding caller was told 401, which a sender takes as final and drops what it sent. Now the
+    file is looked at (a stat) at most every :data:`RECHECK_S`, read again only when the stat differs,
+    and a file that cannot be read is never taken for "no token": the last value read stays in use,
+    and with none yet the caller is told 503, to try again (:class:`TokenUnreadable`).
+    ``$AGENT_HOOKS_FLEET_TOKEN``, when set, wins, as it does for :func:`agent_hooks.fleet.token`.
+    """
+
+    RECHECK_S = 1.0
+
+    def __init__(self, env: Mapping[str, str], clock: Callable[[], float] = time.monotonic) -> None:
+        self._from_env = (env.get(fleet.TOKEN_ENV) or "").strip() or None
+        self._clock = clock
+        self._path: str | None = None
+        self._stamp: tuple[int, int, int] | None = None
+        self._value: str | None = None
+        self._next_look = 0.0
+
+    def value(self, paths: Paths, config: dict[str, Any]) -> str | None:
+        """The token, or None when none is set; :class:`TokenUnreadable` when its file cannot be read
+        and no earlier value is known."""
+        if self._from_env is not None:
+            return self._from_env
+        path = fleet.token_path(paths, config)
+        now = self._clock()
+        if path == self._path and now < self._next_look:
+            return self._value
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._remember(path, None, None, now)
+            return None
+        except OSError as exc:
+            return self._unreadable(path, exc)
+        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if path != self._path or stamp != self._stamp:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read().strip()
+            except FileNotFoundError:
+                text, stamp = "", None  # gone since the stat
+            except (OSError, UnicodeDecodeError) as exc:
+                return self._unreadable(path, exc)
+            self._remember(path, stamp, text or None, now)
+        else:
+            self._next_look = now + self.RECHECK_S
+        return self._value
+
+    def _remember(self, path: str, stamp: tuple[int, int, int] | None, value: str | None, now: float) -> None:
+        self._path, self._stamp, self._value = path, stamp, value
+        self._next_look = now + self.RECHECK_S
+
+    def _unreadable(self, path: str, exc: Exception) -> str | None:
+        if path == self._path and self._value is not None:
+            return self._value  # the last value read: a passing failure (no descriptor left) changes nothing
+        raise TokenUnreadable(f"the fleet token file {path} cannot be read now ({exc}): try again")
+
+
+class TokenUnreadable(OSError):
+    """The fleet token's file exists but cannot be read, and no earlier value is known: the caller is
+    told 503 (try again), never 401."""
+
+
 def token_ok(state: ServerState, presented: str | None) -> bool:
-    expected = fleet.token(state.paths, state.config, state.env)
-    return bool(expected and presented and hmac.compare_digest(expected.encode(), presented.encode()))
+    """Whether ``presented`` is the fleet token; :class:`Refused` (503) when the token cannot be read now."""
+    if not presented:
+        return False
+    try:
+        expected = state.token_file.value(state.paths, state.config)
+    except TokenUnreadable as exc:
+        state.stats.count("token_unreadable")
+        raise Refused(503, str(exc)) from None
+    return bool(expected and hmac.compare_digest(expected.encode(), presented.encode()))
 
 
 def _origin_problem(origin: bytes, host: bytes | None) -> str | None:
@@ -203,21 +281,27 @@ def _other_host(state: ServerState, scope: Any, host: bytes | None) -> str | Non
     if peer.scope_uid(scope) not in (os.geteuid(), 0):
         return None  # anyone else needs the token on every route that does anything anyway
     conn = HTTPConnection(scope)
-    if token_ok(state, presented_token(conn) or conn.query_params.get("token")):
-        return None
+    try:
+        if token_ok(state, presented_token(conn) or conn.query_params.get("token")):
+            return None
+    except Refused as exc:  # the token file cannot be read now: not a refusal, a "try again"
+        return f"{CANNOT_CHECK}: {exc.message}"
     return (f"Host {text[:100]!r} is a name for other hosts ([fleet] names): send the fleet token"
             f" (Authorization: Bearer <token>), or call 127.0.0.1:{state.port}")
 
 
 async def refuse(scope: Any, receive: Any, send: Any, problem: str) -> None:
-    """The front door's answer: 403 with the reason (a WebSocket is closed before it is accepted)."""
+    """The front door's answer: 403 with the reason, or 503 when it could not check (the token could not
+    be read now, :data:`CANNOT_CHECK`). A WebSocket is closed before it is accepted."""
     from agent_hooks.server import fastpath
 
+    status = 503 if problem.startswith(CANNOT_CHECK) else 403
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
-        await send({"type": "websocket.close", "code": 4403, "reason": problem[:120]})
+        await send({"type": "websocket.close", "code": 4000 + status, "reason": problem[:120]})
         return
-    await fastpath.send_json(send, 403, {"error": problem})
+    headers = [(b"retry-after", b"1")] if status == 503 else None
+    await fastpath.send_json(send, status, {"error": problem}, headers)
 
 
 CallerKind = Literal["owner", "host", "device"]
@@ -240,7 +324,8 @@ class Refused(Exception):
         self.message = message
 
     def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else \
+            {"Retry-After": "1"} if self.status == 503 else None
         return JSONResponse({"error": self.message}, status_code=self.status, headers=headers)
 
 
@@ -350,9 +435,14 @@ async def identify(state: ServerState, conn: HTTPConnection) -> Caller:
                           "unknown credential: pair again (agent-hook fleet pair on the command center)")
         return Caller(HOST if found.kind == credentials.HOST else DEVICE, found.name, address)
     presented = bearer or conn.cookies.get(COOKIE)
-    if presented and token_ok(state, presented):  # the token file is read only when something was shown
-        return Caller(OWNER, "fleet token", address)
-    if loopback and same_user(state, conn):
+    own_user = loopback and same_user(state, conn)
+    try:
+        if presented and token_ok(state, presented):  # the token is looked at only when something was shown
+            return Caller(OWNER, "fleet token", address)
+    except Refused:
+        if not own_user:
+            raise  # 503: the token cannot be read now, try again (never 401, which a sender takes as final)
+    if own_user:
         return Caller(OWNER, _uid_label(peer.scope_uid(conn.scope)), address, loopback_uid=True)
     state.stats.count("unauthorized")
     why = "another user's process on loopback" if loopback else "not on loopback"

@@ -263,6 +263,8 @@ class ServerState:
         self.port = port if port is not None else int(config["serve"]["port"])
         # The Host values that name this server on loopback (the front door's one set lookup, access.py).
         self.door_hosts = access.door_hosts(self.port)
+        # The fleet token, read again only when its file changes (access.TokenFile).
+        self.token_file = access.TokenFile(self.env)
         self.version = __version__
         self.build = local.build_id()
         self.started = time.time()

@@ -12,11 +12,13 @@ accepts a connection (its protocol, :func:`protocol_class`):
   request must arrive whole (headers and body) within that time, else the
   connection is closed. A request being answered (a long poll) is not timed;
   a WebSocket, once upgraded, is not either.
-* **At most ``serve.connections_per_uid`` open connections per caller** other
-  than the server's own user: the uid the kernel shows for the caller's socket
-  (:mod:`agent_hooks.server.peer`), or for callers from other hosts, their
-  address. One over is closed as soon as it is accepted. The server's own
-  user is not capped: its hook calls must never be the ones turned away.
+* **At most ``serve.connections_per_uid`` open connections per local caller**
+  other than the server's own user (the uid the kernel shows for the caller's
+  socket, :mod:`agent_hooks.server.peer`), and at most
+  ``serve.connections_per_address`` per address for callers from other hosts:
+  many hosts behind one NAT share an address, so its cap is much higher. One
+  over is closed as soon as it is accepted. The server's own user is not
+  capped: its hook calls must never be the ones turned away.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from typing import Any
 class ConnectionGuard:
     """The open-connection counts per caller, and the two limits (see module docstring)."""
 
-    def __init__(self, request_timeout_s: float, per_uid: int,
+    def __init__(self, request_timeout_s: float, per_uid: int, per_address: int | None = None,
                  count: Callable[[str], None] | None = None, own_uid: int | None = None) -> None:
         self.request_timeout_s = max(0.1, float(request_timeout_s))
         self.per_uid = max(1, int(per_uid))
+        self.per_address = max(1, int(per_address)) if per_address is not None else self.per_uid
         self.own_uid = os.geteuid() if own_uid is None else own_uid
         self.open: dict[Hashable, int] = {}
         self._count = count or (lambda what: None)
@@ -50,7 +53,7 @@ class ConnectionGuard:
         if key is None:
             return True
         held = self.open.get(key, 0)
-        if held >= self.per_uid:
+        if held >= (self.per_address if isinstance(key, tuple) else self.per_uid):
             self._count("connections_refused")
             return False
         self.open[key] = held + 1

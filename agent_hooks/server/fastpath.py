@@ -92,9 +92,9 @@ async def send_bytes(send: Send, status: int, body: bytes,
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_json(send: Send, status: int, content: Any) -> None:
-    """A JSON answer, as ``JSONResponse(content, status_code=status)`` would send it."""
-    await send_bytes(send, status, json_bytes(content))
+async def send_json(send: Send, status: int, content: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A JSON answer, as ``JSONResponse(content, status_code=status, headers=headers)`` would send it."""
+    await send_bytes(send, status, json_bytes(content), headers)
 
 
 def header(scope: Scope, name: bytes) -> str | None:

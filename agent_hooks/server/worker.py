@@ -30,7 +30,8 @@ def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], s
     state = app.state.server
     state.supervisor_pid = supervisor_pid
     guard = conns.ConnectionGuard(float(config["serve"]["request_timeout_s"]),
-                                  int(config["serve"]["connections_per_uid"]), count=state.stats.count)
+                                  int(config["serve"]["connections_per_uid"]),
+                                  int(config["serve"]["connections_per_address"]), count=state.stats.count)
     logging.getLogger("agent_hooks.server").info(
         "serving %s on %s:%s (pid %s, worker %s, build %s); board at %s", paths.store, sock.getsockname()[0], port,
         supervisor_pid, os.getpid(), state.build, f"http://127.0.0.1:{port}/")

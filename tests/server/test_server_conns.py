@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_hooks.server import conns
+
 from support.repo import fixture_payload
-from support.servers import Server, start_server
+from support.servers import Server, as_nobody, start_server
 
 # serve.request_timeout_s for the tests that wait it out: the least the setting takes (the default is 5 s),
 # so that what must be closed is closed in about a second; every wait below is a multiple of it.
@@ -140,15 +140,6 @@ print(opened, len([s for s in held if not gone(s)]), flush=True)
 """
 
 
-def as_nobody() -> list[str]:
-    if os.geteuid() != 0:
-        pytest.skip("running a caller as another uid needs root (setpriv)")
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is not installed")
-    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
-
-
 def test_another_user_is_capped_and_the_owners_calls_still_answer(hooks_home: Path) -> None:
     prefix = as_nobody()
     server = start_server(hooks_home, {"AGENT_HOOKS__SERVE__CONNECTIONS_PER_UID": "20",
@@ -201,3 +192,16 @@ def test_an_upgraded_websocket_is_not_timed(hooks_home: Path) -> None:
         assert server.status()["requests"].get("connections_timed_out", 0) == 0
     finally:
         server.stop()
+
+
+def test_hosts_behind_one_address_share_the_larger_address_cap() -> None:
+    # Many hosts behind one NAT arrive from one address, each with a long poll and its reports open:
+    # the address cap is separate from (and far above) the cap on another local user.
+    guard = conns.ConnectionGuard(5, per_uid=2, per_address=5, own_uid=1000)
+    behind_nat = guard.key(None, ("203.0.113.7", 40000))
+    assert [guard.admit(behind_nat) for _ in range(6)] == [True] * 5 + [False]
+    other_user = guard.key(1001, ("127.0.0.1", 40001))
+    assert [guard.admit(other_user) for _ in range(3)] == [True, True, False]
+    assert guard.key(1000, ("127.0.0.1", 40002)) is None  # the owner: never capped
+    guard.release(behind_nat)
+    assert guard.admit(behind_nat)

@@ -125,6 +125,16 @@ def mode_binding_prefix(tmp: Path) -> list[str]:
     return NO_DAC
 
 
+def as_nobody() -> list[str]:
+    """The command prefix that runs a caller as another user (nobody): skips unless run as root."""
+    if os.geteuid() != 0:
+        pytest.skip("running a caller as another uid needs root (setpriv)")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+
+
 def start_with_prefix(server: Server, prefix: list[str]) -> None:
     """`agent-hook server start` run under ``prefix`` (mode_binding_prefix's), kept on the server for
     the test's later commands."""
