@@ -307,3 +307,33 @@ def test_the_forecast_says_when_a_scripted_burn_reaches_the_window_limit(tmp_pat
         assert board["hosts"]["center"]["total_usd"] == pytest.approx(spent, rel=1e-6)
     finally:
         c.stop()
+
+
+def test_the_boards_header_shows_the_fleets_spend_window_forecast_and_each_host(tmp_path: Path) -> None:
+    """Another host's messages reach the ledger: the header's today, window and forecast are the fleet's,
+    with a column per host, in the one format (dollars, or cents under a dollar)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from support.browser import chromium_page
+
+    now = time.time()
+    c = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "here", "AGENT_HOOKS__BUDGETS__WINDOW_USD": "3"}).start()
+    try:
+        with chromium_page(sync_api, 1400, 800) as page:
+            page.goto(c.base + "/")
+            page.wait_for_selector("#conn[data-state=live]", timeout=15000)
+            spend(host_env(c), "here-1", [usage(1, "claude-haiku-4-5", now - 120)])
+            mine = expected_usd([usage(1, "claude-haiku-4-5", now - 120)])
+            row = ["k-1", "far-1", None, "claude-opus-4-5", now - 60, 1000, 500, 0, 0, 0, 1.25]
+            r = c.http.post("/api/fleet/cost", json={"rows": [row], "sessions": {"far-1": {"agent": "bob"}}},
+                            headers={"X-Agent-Hooks-Host": "web-1"})
+            assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+            total = 1.25 + mine
+            want = f"${total:.2f}"
+            page.wait_for_function(f"document.getElementById('spend-today').textContent === '{want}'", timeout=10000)
+            hosts = page.inner_text("#spend-hosts")
+            assert "web-1" in hosts and "$1.25" in hosts and "here" in hosts and f"{mine * 100:.1f}¢" in hosts, hosts
+            assert page.inner_text("#spend-window").startswith(f"window {want}")
+            # $1.25+ in the last hour against a $3 window: the limit is reached within the window, at a time.
+            assert page.inner_text("#spend-forecast").startswith("limit $3.00 at ")
+    finally:
+        c.stop()
