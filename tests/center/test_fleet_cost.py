@@ -139,6 +139,10 @@ def test_the_centers_fleet_totals_equal_ccusage_on_each_host(tmp_path: Path) -> 
             for mine, theirs_block in zip(ours, blocks, strict=True):
                 assert mine["usd"] == pytest.approx(theirs_block["costUSD"], rel=0.01)
                 assert mine["active"] == theirs_block["isActive"]
+            weeks = {w["week"]: float(w["totalCost"]) for w in ccusage(env, "weekly")["weekly"]}
+            mine_weeks = windows["hosts"][host]["weeks"]
+            assert set(mine_weeks) == set(weeks) and all(mine_weeks[w]["usd"] == pytest.approx(v, rel=0.01)
+                                                         for w, v in weeks.items()), (mine_weeks, weeks)
         assert sum(bl["usd"] for bl in windows["fleet"]["blocks"]) == pytest.approx(got["total_usd"], rel=1e-9)
 
         # By task, agent, day: the same total split differently; a batch sent again adds nothing.
