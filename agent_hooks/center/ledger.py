@@ -354,8 +354,9 @@ def summary(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now
 
 
 def board_view(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: float) -> dict[str, Any]:
-    """What the board's header shows: today, the window and its forecast, and each host's spend."""
-    s = summary(conn, config, own_host, now, since=None)
+    """What the board's header shows: today, the window and its forecast, and each host's spend (its
+    ``total_usd`` over the last :data:`HISTORY_S`: recounted every second while spend comes, never all history)."""
+    s = summary(conn, config, own_host, now, since=now - HISTORY_S)
     return {"today_usd": s["today_usd"], "window": s["window"], "week": s["week"], "burn_usd_h": s["burn_usd_h"],
             "forecast": s["forecast"],
             "hosts": {h: {"today_usd": v["today_usd"], "total_usd": v["total_usd"], "burn_usd_h": v["burn_usd_h"],
