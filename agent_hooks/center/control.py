@@ -743,6 +743,7 @@ def subscription_target(state: ServerState) -> str | None:
 
 async def startup(state: ServerState) -> None:
     base = subscription_target(state)
+    hub_of(state).set_center(base is None)  # a command center counts the fleet's budgets (center/ledger.py)
     if base is None:
         return
     sub = Subscriber(state, hub_of(state), base)

@@ -412,14 +412,11 @@ class Hub:
             self._diff(cards.build(self.conn, self.state.config, self.own_host, now), partial=False)
             self._approvals_diff()
 
-    def _is_center(self) -> bool:
-        """Whether this server is a command center (it subscribes to none): only then are the fleet's
-        budgets its to count; a subscribed host takes them from its center."""
-        if self._center is None and self.state.port:
-            from agent_hooks.center.control import subscription_target
-
-            self._center = subscription_target(self.state) is None
-        return bool(self._center)
+    def set_center(self, is_center: bool) -> None:
+        """Said by center/control.py at startup: whether this server is a command center (it subscribes to
+        none). Only then are the fleet's budgets its to count; a subscribed host takes them from its center."""
+        self._center = is_center
+        self._cost_dirty = True
 
     def _cost(self) -> None:
         """Count the fleet's budgets again; when they changed, write this host's copy and wake the hosts'
@@ -428,9 +425,11 @@ class Hub:
 
         from agent_hooks.center import ledger
 
-        self._cost_dirty = False
         self._last_cost = time.monotonic()
-        if not self._is_center():
+        if self._center is None:
+            return  # not known before control's startup: counted once it is (set_center)
+        self._cost_dirty = False
+        if not self._center:
             return
         now = time.time()
         cfg = self.state.config
