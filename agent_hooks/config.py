@@ -503,6 +503,8 @@ DEFAULTS: dict[str, Any] = {
         "prices": {},
         # Bytes of a transcript read per hook call at most; a larger backlog is caught up over calls.
         "max_read_bytes": 8 * 1024 * 1024,
+        # On a command center: days of other hosts' priced messages its ledger keeps (center/ledger.py).
+        "fleet_keep_days": 90.0,
     },
     "budgets": {
         # Spending guards (features/budget.py): 0 means none. A task's budget is set by
@@ -514,6 +516,18 @@ DEFAULTS: dict[str, Any] = {
         "agents": {},
         # At this share of a budget the agent is told, once per budget, what is left.
         "notice_pct": 80.0,
+        # On a command center, fleet-wide: per host {"name" = {daily_usd = X}} (the host's spend today);
+        # budgets.agents and a task's budget set there count every host's spend (center/ledger.py).
+        "hosts": {},
+        # The fleet's limits per 5-hour window and per week (as ccusage counts them): a forecast says
+        # when the burn of the last hour reaches them; 0: none.
+        "window_usd": 0.0,
+        "week_usd": 0.0,
+        # The first day of a week (ccusage's --start-of-week): sunday, monday, ...
+        "week_start": "sunday",
+        # A host whose command center has not answered for this long applies the fleet-wide budgets
+        # as last known, and its reasons say so.
+        "offline_after_s": 90.0,
     },
     "handlers": {
         # User handlers (HOOK.md directories; docs/handlers.md). Off: no handler runs, nothing is read.
@@ -910,10 +924,16 @@ def money_problems(config: dict[str, Any]) -> list[str]:
                 problems.append(f"unknown setting cost.prices.{model}.{key}{did_you_mean(key, _PRICE_KEYS)}")
             elif not _usd_ok(value):
                 problems.append(f"cost.prices.{model}.{key} must be a number >= 0, got {value!r}")
-    agents = (config.get("budgets") or {}).get("agents") if isinstance(config.get("budgets"), dict) else None
-    for name, table in (agents or {}).items() if isinstance(agents, dict) else ():
-        if not isinstance(table, dict) or set(table) - {"daily_usd"}:
-            problems.append(f"budgets.agents.{name} must be a table with daily_usd only")
-        elif not _usd_ok(table.get("daily_usd", 0)):
-            problems.append(f"budgets.agents.{name}.daily_usd must be a number >= 0, got {table['daily_usd']!r}")
+    budgets: dict[str, Any] = config["budgets"] if isinstance(config.get("budgets"), dict) else {}
+    for section in ("agents", "hosts"):
+        tables = budgets.get(section)
+        for name, table in (tables or {}).items() if isinstance(tables, dict) else ():
+            if not isinstance(table, dict) or set(table) - {"daily_usd"}:
+                problems.append(f"budgets.{section}.{name} must be a table with daily_usd only")
+            elif not _usd_ok(table.get("daily_usd", 0)):
+                problems.append(f"budgets.{section}.{name}.daily_usd must be a number >= 0, got {table['daily_usd']!r}")
+    start = budgets.get("week_start", "sunday")
+    days = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+    if start not in days:
+        problems.append(f"budgets.week_start must be one of {', '.join(days)}, got {start!r}")
     return problems

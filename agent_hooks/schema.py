@@ -661,6 +661,49 @@ def m018_fleet_credentials(db: sqlite_utils.Database) -> None:
     db.table("fleet_hosts").add_column("auth", str)
 
 
+@migration
+def m019_fleet_cost(db: sqlite_utils.Database) -> None:
+    # The command center's ledger of every other host's priced messages (center/ledger.py), keyed
+    # as the host keyed them (message id + request id), per host: a report sent again adds nothing.
+    # agent and task_id are the session's as its host last said (a session assigned to a task later
+    # moves its spend with it). This host's own messages stay in cost_messages.
+    db.table("fleet_cost_messages").create(
+        {"host": str, "key": str, "session_id": str, "agent_id": str, "agent": str, "task_id": str, "model": str,
+         "at": float, "input_tokens": int, "output_tokens": int, "cache_creation_input_tokens": int,
+         "cache_1h_input_tokens": int, "cache_read_input_tokens": int, "usd": float, "received_at": float},
+        pk=("host", "key"),
+        not_null=["session_id", "model", "at"],
+        if_not_exists=True,
+    )
+    db.table("fleet_cost_messages").create_index(["host", "session_id"], if_not_exists=True)
+    db.table("fleet_cost_messages").create_index(["at"], if_not_exists=True)
+    db.table("fleet_cost_messages").create_index(["task_id"], if_not_exists=True)
+    db.table("fleet_cost_messages").create_index(["agent", "at"], if_not_exists=True)
+    # Budgets that hold fleet-wide, as this host last learned them from its command center (or, on the
+    # command center, as it computed them): the budget guard reads them beside its own. elsewhere_usd
+    # is what the rest of the fleet spent against the budget (this host's own spend it counts itself).
+    db.table("fleet_budgets").create(
+        {"kind": str, "key": str, "name": str, "limit_usd": float, "elsewhere_usd": float, "day": str,
+         "center": str, "updated_at": float},
+        pk=("kind", "key"),
+        not_null=["name", "limit_usd", "elsewhere_usd", "updated_at"],
+        if_not_exists=True,
+    )
+    # A budget reached, or a forecast that crosses its limit, once each (per limit and period): what a
+    # notifier picks up (notified_at NULL until it has).
+    db.table("fleet_cost_alerts").create(
+        {"id": int, "kind": str, "subject": str, "limit_usd": float, "spent_usd": float, "period": str,
+         "at": float, "due_at": float, "message": str, "notified_at": float},
+        pk="id",
+        not_null=["kind", "subject", "limit_usd", "period", "at", "message"],
+        if_not_exists=True,
+    )
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_cost_alerts_once"
+               " ON fleet_cost_alerts (kind, subject, limit_usd, period)")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_fleet_cost_alerts_pending ON fleet_cost_alerts (at)"
+               " WHERE notified_at IS NULL")
+
+
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 

@@ -15,6 +15,9 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
 * ``report.py``: a host sends the center its own cards (agent, task, state,
   tool) and its pending requests; the center keeps them as each card's details.
 * ``cards.py`` and ``burn.py``: what a card shows, its spend over time.
+* ``ledger.py``, ``spend.py`` and ``windows.py``: the fleet's cost: every host's priced messages in
+  one ledger (``/api/fleet/cost``), its totals, 5-hour windows, weeks and forecasts, budgets that
+  hold on every host (carried down the control long poll), and alerts when one is crossed.
 * ``board.py`` and ``static/``: the board at ``/`` (plain files, no build).
 * ``control.py``: cancel, uncancel and reply across hosts: a control row per
   host, the hosts' long poll (``/api/fleet/controls``), and the host side of it,

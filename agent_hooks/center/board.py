@@ -75,7 +75,7 @@ async def board(request: Request) -> Response:
     hub = hub_of(state)
     await access.check(state, request, access.PEOPLE)
     return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
-                         "cards": cards.ordered(list(hub.cards.values()))})
+                         "cards": cards.ordered(list(hub.cards.values())), "cost": hub.cost_view})
 
 
 async def session_page(request: Request) -> Response:

@@ -51,6 +51,8 @@ MAX_WAIT_S = 30.0
 REPLY_WAIT_S = 5.0
 # How often a long poll looks whether the server is stopping (it then answers with no controls).
 STOP_CHECK_S = 0.25
+# While the center answers, the store hears so at least this often (the budget guard's "last known").
+SYNC_EVERY_S = 10.0
 
 # -- the store side: the same marks `agent-hook cancel` writes ---------------------
 
@@ -495,6 +497,8 @@ async def controls(request: Request) -> Response:
         return JSONResponse({"error": f"wait must be a finite number of seconds, got {q.get('wait', '')[:60]!r}"},
                             status_code=400)
     wait = min(MAX_WAIT_S, max(0.0, wait_s))  # at most MAX_WAIT_S, as documented
+    # The fleet's budgets (center/ledger.py): the version the host holds; absent, a host that takes none.
+    held = q.get("budgets")
     if q.get("epoch") != hub.epoch:
         after = 0  # another command center (or a new store): everything it has is new
     # A host's subscription holds a place among the hosts this center keeps (agent_hooks.center.limits).
@@ -510,8 +514,12 @@ async def controls(request: Request) -> Response:
         try:
             found = await hub.write(poll_controls, host, after, time.time(), auth)
             remaining = deadline - time.monotonic()
-            if found or remaining <= 0:
-                return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": found})
+            budgets = hub.budget_doc(host) if held is not None else None
+            if found or remaining <= 0 or (budgets is not None and budgets["version"] != held):
+                body: dict[str, Any] = {"center": hub.own_host, "epoch": hub.epoch, "controls": found}
+                if budgets is not None:
+                    body["budgets"] = budgets
+                return JSONResponse(body)
             # In slices, so a server asked to stop answers now rather than at its grace's end.
             while remaining > 0 and not state.stopping():
                 try:
@@ -575,6 +583,12 @@ class Subscriber:
         self.last_ok_at: float | None = None
         self.last_error: str | None = None
         self.applied = 0
+        # The fleet's budgets as last received (center/ledger.py), and whether the store says the
+        # center is reachable (the budget guard tells the agent when it is not).
+        self.budget_version = ""
+        self.synced: bool | None = None
+        self.synced_at = 0.0
+        self._notes: set[asyncio.Future[Any]] = set()
 
     def status(self) -> dict[str, Any]:
         return {"center": self.base, "connected": self.connected, "last_ok_at": self.last_ok_at,
@@ -614,7 +628,8 @@ class Subscriber:
                 # After a (re)connect, one quick poll first: it proves the link and catches up at once.
                 params = {"host": fleet.name_on(self.state.paths, self.state.config, self.base),
                           "after": str(cursor.get("seq") or 0),
-                          "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0)}
+                          "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0),
+                          "budgets": self.budget_version}
                 try:
                     response = await client.get(self.base + "/api/fleet/controls", params=params,
                                                 headers=self.fleet_headers())
@@ -638,6 +653,7 @@ class Subscriber:
                     await asyncio.sleep(cap)
                     continue
                 self.connected, self.last_ok_at, self.last_error, delay = True, time.time(), None, 0.25
+                await self._budgets(doc)
                 if epoch != cursor.get("epoch"):
                     cursor = {"epoch": epoch, "seq": 0}
                 if controls:
@@ -667,11 +683,41 @@ class Subscriber:
         paired while its server runs uses its credential from the next poll on."""
         return fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
 
+    async def _budgets(self, doc: dict[str, Any]) -> None:
+        """Write the fleet's budgets when they changed, and that the center answered (now and then)."""
+        from agent_hooks.center import ledger
+
+        now = time.time()
+        budgets = doc.get("budgets")
+        center = str(doc.get("center") or self.base)
+        if isinstance(budgets, dict) and str(budgets.get("version") or "") != self.budget_version:
+            await self.hub.write(ledger.apply_budgets, budgets, center, now)
+            self.budget_version = str(budgets.get("version") or "")
+        elif self.synced is not True or now - self.synced_at >= SYNC_EVERY_S:
+            await self.hub.write(ledger.note_sync, center, True, now)
+        else:
+            return
+        self.synced, self.synced_at = True, now
+
     def _failed(self, message: str) -> None:
         if self.connected or self.last_error is None:
             log.warning("command center %s: %s", self.base, message)
         self.connected = False
         self.last_error = message
+        if self.synced is not False:
+            # Said in the store once: the budget guard applies the budgets last known, and says so.
+            from agent_hooks.center import ledger
+
+            self.synced = False
+            self.budget_version = ""  # the next answer is written whatever it holds
+            task = asyncio.ensure_future(self.hub.write(ledger.note_sync, self.base, False, time.time(), message))
+            self._notes.add(task)
+            task.add_done_callback(self._noted)
+
+    def _noted(self, task: asyncio.Future[Any]) -> None:
+        self._notes.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # a store that cannot be written: said there
+            log.debug("could not note the lost command center: %s", task.exception())
 
 
 def subscription_target(state: ServerState) -> str | None:
@@ -697,6 +743,7 @@ def subscription_target(state: ServerState) -> str | None:
 
 async def startup(state: ServerState) -> None:
     base = subscription_target(state)
+    hub_of(state).set_center(base is None)  # a command center counts the fleet's budgets (center/ledger.py)
     if base is None:
         return
     sub = Subscriber(state, hub_of(state), base)

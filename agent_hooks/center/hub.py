@@ -50,6 +50,11 @@ CHECKPOINT_EVERY_S = 1.0
 PRUNE_EVERY = 1000
 # Requests of one host left out by the center's limits, counted by id up to this many.
 LEFT_OUT_TRACKED = 5000
+# The fleet's budgets are recounted at most this often after spend changed (center/ledger.py), the
+# board's cost header at most this often, and the ledger pruned this often.
+COST_EVERY_S = 0.05
+COST_VIEW_EVERY_S = 1.0
+COST_PRUNE_EVERY_S = 3600.0
 
 
 class Client:
@@ -102,6 +107,14 @@ class Hub:
         # Called on the loop with the id of every local card published (agent_hooks.center.report).
         self.local_listeners: list[Callable[[str], None]] = []
         self.epoch = ""
+        # The fleet's budgets with each host's spend (center/ledger.py), as last counted: each host's long
+        # poll carries its share of them. Worker-side: when to count again; loop-side: the board's header.
+        self.budget_state: list[dict[str, Any]] = []
+        self.cost_view: dict[str, Any] | None = None
+        self._cost_dirty = True
+        self._last_cost = self._last_cost_view = self._last_prune = 0.0
+        self._budget_text = self._own_budgets = self._cost_view_text = ""
+        self._center: bool | None = None
 
     # -- lifecycle (loop side) -------------------------------------------------
 
@@ -205,6 +218,8 @@ class Hub:
                     last_checkpoint = time.monotonic()
                 interval = max(0.01, float(self.state.config["board"]["poll_interval_s"]))
                 next_tick = time.monotonic() + interval
+            if self._cost_dirty and not self.paused and time.monotonic() - self._last_cost >= COST_EVERY_S:
+                self._guarded(self._cost)
         if self.store is not None:
             self.store.close()
 
@@ -334,6 +349,8 @@ class Hub:
 
     def _outcome(self, out: fleetdb.Result) -> None:
         self._writes += 1
+        if out.extra.get("cost"):
+            self._cost_dirty = True  # a host's spend came: budgets, alerts and the header again
         if out.body.get("approvals_changed"):
             self._guarded(self._approvals_diff)  # a host's requests came or went: the strip, now
         if out.transitions and self.clients:
@@ -381,6 +398,8 @@ class Hub:
         self._data_version = version
         if changed and self.change_listeners and self.loop is not None:
             self.loop.call_soon_threadsafe(self._changed)
+        if changed or now - self._last_full >= FULL_REBUILD_S:
+            self._cost_dirty = True  # this host spent, or a budget was set (a hook, the CLI); or a new day
         if changed:
             event_map = self.state.config["forward"].get("event_map")
             with self.store.write() as conn:  # type: ignore[union-attr]
@@ -392,6 +411,69 @@ class Hub:
             self._last_full = now
             self._diff(cards.build(self.conn, self.state.config, self.own_host, now), partial=False)
             self._approvals_diff()
+
+    def set_center(self, is_center: bool) -> None:
+        """Said by center/control.py at startup: whether this server is a command center (it subscribes to
+        none). Only then are the fleet's budgets its to count; a subscribed host takes them from its center."""
+        self._center = is_center
+        self._cost_dirty = True
+
+    def _cost(self) -> None:
+        """Count the fleet's budgets again; when they changed, write this host's copy and wake the hosts'
+        long polls (each takes its share); record alerts; refresh the board's cost header."""
+        import sqlite3
+
+        from agent_hooks.center import ledger
+
+        self._last_cost = time.monotonic()
+        if self._center is None:
+            return  # not known before control's startup: counted once it is (set_center)
+        self._cost_dirty = False
+        if not self._center:
+            return
+        now = time.time()
+        cfg = self.state.config
+        try:
+            state = ledger.budget_state(self.conn, cfg, self.own_host, now)
+            view = None
+            if time.monotonic() - self._last_cost_view >= COST_VIEW_EVERY_S:
+                view = ledger.board_view(self.conn, cfg, self.own_host, now)
+                self._last_cost_view = time.monotonic()
+            else:
+                self._cost_dirty = True  # the header a moment later
+        except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
+            return
+        text = json.dumps(state, sort_keys=True)
+        own = ledger.doc_for(state, self.own_host)
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            if own["version"] != self._own_budgets:
+                ledger.apply_budgets(conn, own, self.own_host, now, local=True)
+                self._own_budgets = own["version"]
+            added = ledger.record_alerts(conn, state, view, cfg, now) if (text != self._budget_text or view) else []
+            if time.time() - self._last_prune >= COST_PRUNE_EVERY_S:
+                ledger.prune(conn, now, float(cfg["cost"].get("fleet_keep_days") or 90.0))
+                self._last_prune = time.time()
+        for alert in added:
+            log.info("cost alert (%s %s): %s", alert["kind"], alert["subject"], alert["message"])
+        if text != self._budget_text:
+            self._budget_text = text
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(self._budgets_changed, state)
+        if view is not None:
+            view_text = json.dumps(view, sort_keys=True, default=str)
+            if view_text != self._cost_view_text:
+                self._cost_view_text = view_text
+                self._publish([{"type": "cost", "cost": view}])
+
+    def _budgets_changed(self, state: list[dict[str, Any]]) -> None:
+        self.budget_state = state
+        self.wake_controls()
+
+    def budget_doc(self, host: str) -> dict[str, Any]:
+        """On the loop: the budgets as ``host`` receives them (center/ledger.doc_for)."""
+        from agent_hooks.center import ledger
+
+        return ledger.doc_for(self.budget_state, host)
 
     def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
         messages = []
@@ -424,6 +506,8 @@ class Hub:
                         listener(msg["card"]["id"])
             elif msg["type"] == "removed":
                 self.cards.pop(msg["id"], None)
+            elif msg["type"] == "cost":
+                self.cost_view = msg["cost"]
             elif msg["type"] == "approvals":
                 self.approvals = msg["approvals"]
                 self.approvals_left_out = msg["left_out"]
@@ -469,7 +553,7 @@ class Hub:
     def hello(self) -> dict[str, Any]:
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
                 "approvals": self.approvals, "approvals_left_out": self.left_out_of(self.approvals_left_out),
-                **self.state.channel_status()}
+                "cost": self.cost_view, **self.state.channel_status()}
 
     # -- what the limits kept out (loop side) --------------------------------------------
 

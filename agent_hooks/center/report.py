@@ -164,6 +164,11 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
         out.transitions.append({"id": card["id"], "event": "register", "from": None, "to": card["state"],
                                 "ignored": False, "source": "report", "at": at})
         _keep(conn, out, card["id"], item, at)
+    from agent_hooks.center import ledger
+
+    # A session's agent and task as its card now says: its spend in the ledger moves with them.
+    if sum(ledger.attribute(conn, host, i["session_id"], i.get("agent"), i.get("task_id")) for i in items):
+        out.extra["cost"] = True
     if refused and caps is not None:
         out.status = 429
         out.body["ok"] = False
@@ -262,11 +267,14 @@ class Reporter:
         self.last_error: str | None = None
         self.poked = False
         self.sent_requests = ""
+        from agent_hooks.center.ledger import Sender
+
+        self.cost = Sender(hub, base)  # this host's priced messages, for the center's ledger
 
     def status(self) -> dict[str, Any]:
         """For /api/fleet/status and doctor: where it reports, and the last failure (None once it worked)."""
         return {"center": self.base, "ok": self.last_error is None and not self.full, "sent": self.sent,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "cost": self.cost.status()}
 
     def changed(self, card_id: str) -> None:
         """Called on the loop for every local card the hub publishes."""
@@ -319,6 +327,10 @@ class Reporter:
                 ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
                 self.dirty, self.poked = set(), False
                 requests, text = await self._requests()
+                # The priced messages the center has not acknowledged yet, on every wake-up (a hook's
+                # commit): a budget spent here reaches the other hosts within one report.
+                await self.cost.send(client, fleet.client_headers(self.state.paths, self.state.config,
+                                                                  self.state.env, url=self.base))
                 if not ids and not full and text == self.sent_requests:
                     continue  # a commit that changed neither a card nor a request
                 with_command = bool(self.state.config["fleet"]["report_commands"])

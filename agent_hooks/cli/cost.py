@@ -9,17 +9,14 @@ from typing import Any
 
 import click
 
-from agent_hooks.cli.common import NotFound, echo_json, iso, open_store
+# The totals are the ledger's (agent_hooks.center.ledger), so `cost` and `cost --fleet` add up alike.
+from agent_hooks.center.ledger import TOKEN_KEYS, rounded_usd, summarize
+from agent_hooks.cli.common import NotFound, echo_json, iso, load_config, open_store
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
 from agent_hooks.cli.table import cell, rcell
 
-TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-USD_DIGITS = 12
+__all__ = ["TOKEN_KEYS", "rounded_usd", "summarize"]
 
-
-def rounded_usd(usd: float) -> float:
-    """Dollars to :data:`USD_DIGITS` significant digits: a sum without its binary noise."""
-    return float(f"{usd:.{USD_DIGITS}g}")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
@@ -79,31 +76,6 @@ def _where(conn: sqlite3.Connection, session: str | None, task: str | None, agen
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def summarize(rows: list[sqlite3.Row | tuple[Any, ...]]) -> dict[str, Any]:
-    """{usd, the four token counts, by_model, unpriced_models} over (model, input, output, write, read, usd) rows."""
-    out: dict[str, Any] = {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "by_model": {}, "unpriced_models": []}
-    for model, inp, outp, write, read, usd in rows:
-        m = out["by_model"].setdefault(model, {"usd": 0.0, **{k: 0 for k in TOKEN_KEYS}, "messages": 0})
-        for key, value in zip(TOKEN_KEYS, (inp, outp, write, read), strict=True):
-            m[key] += int(value or 0)
-            out[key] += int(value or 0)
-        m["messages"] += 1
-        if usd is None:
-            m["usd"] = None  # one unpriced message makes the model unpriced: never a partial $ shown as whole
-        elif m["usd"] is not None:
-            m["usd"] += usd
-        if usd is not None:
-            out["usd"] += usd
-    out["unpriced_models"] = sorted(name for name, m in out["by_model"].items() if m["usd"] is None)
-    # Sums of float prices carry binary noise in their last digits (0.0006999999999999999): twelve
-    # significant digits keep every digit a price has and drop the noise (0.0007).
-    out["usd"] = rounded_usd(out["usd"])
-    for m in out["by_model"].values():
-        if m["usd"] is not None:
-            m["usd"] = rounded_usd(m["usd"])
-    return out
-
-
 def _messages(conn: sqlite3.Connection, where: str, params: list[Any]) -> list[Any]:
     return conn.execute(
         "SELECT m.model, m.input_tokens, m.output_tokens, m.cache_creation_input_tokens, m.cache_read_input_tokens,"
@@ -124,17 +96,32 @@ def _table(title_rows: list[tuple[str, dict[str, Any]]], first: str) -> None:
 @click.option("--task", "task", default=None, help="The sessions of one task.")
 @click.option("--agent", "agent", default=None, help="The sessions of one agent.")
 @click.option("--since", default=None, help=SINCE_HELP)
+@click.option("--fleet", is_flag=True, help="Every host's cost, as this command center's ledger holds it.")
+@click.option("--by", "by", type=click.Choice(["host", "agent", "task", "session", "day", "model"]), default=None,
+              help="With --fleet: totals per host, agent, task, session, local day or model.")
 @JSON_OPTION
 @click.pass_context
 def cost(ctx: click.Context, session: str | None, task: str | None, agent: str | None, since: str | None,
-         as_json: bool) -> None:
+         fleet: bool, by: str | None, as_json: bool) -> None:
     """What sessions cost: tokens and dollars by model, from each transcript's usage.
 
     Priced from the shipped genai-prices data (`cost refresh-prices`), each
     message counted once (message id + request id, as ccusage counts). A
     model without a price is listed as unpriced, never as $0.
+
+    With --fleet, on a command center: every host's cost (each host sends its
+    priced messages with its reports), per host, with today's spend, the
+    current 5-hour window, the week, the burn rate over the last hour and
+    when [budgets] window_usd / week_usd will be reached at that rate.
     """
     if ctx.invoked_subcommand is not None:
+        return
+    if by and not fleet:
+        raise click.UsageError("--by goes with --fleet (for one host: `cost daily`, `cost sessions`)")
+    if fleet:
+        if session or task or agent:
+            raise click.UsageError("--fleet takes --since and --by; narrow with --by task|agent|session")
+        _fleet(_since(since), by, as_json)
         return
     start = _since(since)
     store = open_store()
@@ -151,6 +138,91 @@ def cost(ctx: click.Context, session: str | None, task: str | None, agent: str |
         return
     rows = [(name, {**m, "unpriced_models": m["usd"] is None}) for name, m in sorted(result["by_model"].items())]
     _table(rows + [("total", result)], "model")
+
+
+def _fleet(since: float | None, by: str | None, as_json: bool) -> None:
+    from agent_hooks import fleet as fleet_mod
+    from agent_hooks.center import ledger
+
+    config = load_config()
+    own = fleet_mod.host_name(config)
+    store = open_store()
+    if store is None:
+        raise click.ClickException("no store yet: nothing has been recorded on this host")
+    try:
+        try:
+            result = ledger.summary(store.conn, config, own, time.time(), since, by)
+        except sqlite3.OperationalError as exc:
+            raise click.ClickException(f"the store predates the fleet's ledger ({exc}): run any hook or"
+                                       " `agent-hook doctor` to bring it up to date") from None
+    finally:
+        store.close()
+    if as_json:
+        echo_json(result)
+        return
+    rows = [(h, {**v, "usd": v["total_usd"]}) for h, v in result["hosts"].items()]
+    if by and by != "host":
+        rows = [(k or "(none)", {**v, "usd": v["total_usd"]}) for k, v in result["groups"].items()]
+    _table(rows + [("fleet", {**result, "usd": result["total_usd"]})], by or "host")
+    click.echo("")
+    click.echo(f"today {usd_text(result['today_usd'])} · burn {usd_text(result['burn_usd_h'])}/h over the last hour")
+    w = result["window"]
+    if w:
+        click.echo(f"5-hour window {iso(w['start'])} to {iso(w['end'])}: {usd_text(w['usd'])}")
+    else:
+        click.echo("5-hour window: none active")
+    click.echo(f"week from {result['week']['start']}: {usd_text(result['week']['usd'])}")
+    for which, f in result["forecast"].items():
+        if f["reached"]:
+            when = "reached"
+        elif f["reach_at"] is None:
+            when = "not at the current burn"
+        else:
+            when = f"at {iso(f['reach_at'])}" + ("" if f["within"] else f" (after this {which} ends)")
+        click.echo(f"budgets.{which}_usd {usd_text(f['limit_usd'])}: {when}")
+
+
+@cost.command(name="windows")
+@click.option("--fleet", is_flag=True, help="Every host's messages together (on a command center), and per host.")
+@click.option("--since", default=None, help=SINCE_HELP)
+@JSON_OPTION
+def windows_cmd(fleet: bool, since: str | None, as_json: bool) -> None:
+    """Spend per 5-hour window (ccusage's blocks) and per week (ccusage's weekly), oldest first."""
+    from agent_hooks import fleet as fleet_mod
+    from agent_hooks.center import ledger, windows
+
+    config = load_config()
+    own = fleet_mod.host_name(config)
+    start = _since(since)
+    store = open_store()
+    rows = []
+    if store is not None:
+        try:
+            rows = [r for r in ledger.entries(store.conn, own, start) if fleet or r[0] == own]
+        except sqlite3.OperationalError:
+            rows = []
+        finally:
+            store.close()
+    now = time.time()
+    start_day = str(config["budgets"].get("week_start") or "sunday")
+
+    def view(part: list[Any]) -> dict[str, Any]:
+        ents = [(float(r[5]), r[10], sum(int(v or 0) for v in r[6:10])) for r in part]
+        return {"blocks": [b for b in windows.blocks(ents, now) if not b["gap"]], "weeks": windows.weeks(ents, start_day)}
+
+    result = {"fleet": view(rows), "hosts": {h: view([r for r in rows if r[0] == h])
+                                              for h in sorted({r[0] for r in rows})}}
+    if as_json:
+        echo_json(result)
+        return
+    for name, part in [("fleet" if fleet else own, result["fleet"])] + (
+            [(h, v) for h, v in result["hosts"].items()] if fleet else []):
+        click.echo(f"{name}:")
+        for b in part["blocks"]:
+            mark = " (active)" if b["active"] else ""
+            click.echo(f"  {iso(b['start'])}  {rcell(usd_text(b['usd']), 12)}  {b['messages']} messages{mark}")
+        for week, w in part["weeks"].items():
+            click.echo(f"  week of {week}  {rcell(usd_text(w['usd']), 12)}")
 
 
 def _grouped(key_sql: str, since: str | None, agent: str | None, order: str) -> list[dict[str, Any]]:

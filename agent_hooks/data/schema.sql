@@ -1,4 +1,4 @@
--- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials
+-- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost
 CREATE TABLE "_sqlite_migrations" (
    "id" INTEGER PRIMARY KEY,
    "migration_set" TEXT,
@@ -504,3 +504,63 @@ CREATE TABLE "fleet_actions" (
 
 CREATE INDEX "idx_fleet_actions_card_id"
     ON "fleet_actions" ("card", "id");
+
+CREATE TABLE "fleet_cost_messages" (
+   "host" TEXT,
+   "key" TEXT,
+   "session_id" TEXT NOT NULL,
+   "agent_id" TEXT,
+   "agent" TEXT,
+   "task_id" TEXT,
+   "model" TEXT NOT NULL,
+   "at" REAL NOT NULL,
+   "input_tokens" INTEGER,
+   "output_tokens" INTEGER,
+   "cache_creation_input_tokens" INTEGER,
+   "cache_1h_input_tokens" INTEGER,
+   "cache_read_input_tokens" INTEGER,
+   "usd" REAL,
+   "received_at" REAL,
+   PRIMARY KEY ("host", "key")
+);
+
+CREATE INDEX "idx_fleet_cost_messages_host_session_id"
+    ON "fleet_cost_messages" ("host", "session_id");
+
+CREATE INDEX "idx_fleet_cost_messages_at"
+    ON "fleet_cost_messages" ("at");
+
+CREATE INDEX "idx_fleet_cost_messages_task_id"
+    ON "fleet_cost_messages" ("task_id");
+
+CREATE INDEX "idx_fleet_cost_messages_agent_at"
+    ON "fleet_cost_messages" ("agent", "at");
+
+CREATE TABLE "fleet_budgets" (
+   "kind" TEXT,
+   "key" TEXT,
+   "name" TEXT NOT NULL,
+   "limit_usd" REAL NOT NULL,
+   "elsewhere_usd" REAL NOT NULL,
+   "day" TEXT,
+   "center" TEXT,
+   "updated_at" REAL NOT NULL,
+   PRIMARY KEY ("kind", "key")
+);
+
+CREATE TABLE "fleet_cost_alerts" (
+   "id" INTEGER PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "subject" TEXT NOT NULL,
+   "limit_usd" REAL NOT NULL,
+   "spent_usd" REAL,
+   "period" TEXT NOT NULL,
+   "at" REAL NOT NULL,
+   "due_at" REAL,
+   "message" TEXT NOT NULL,
+   "notified_at" REAL
+);
+
+CREATE UNIQUE INDEX idx_fleet_cost_alerts_once ON fleet_cost_alerts (kind, subject, limit_usd, period);
+
+CREATE INDEX idx_fleet_cost_alerts_pending ON fleet_cost_alerts (at) WHERE notified_at IS NULL;

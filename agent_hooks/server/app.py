@@ -65,6 +65,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.openclaw.service",
     # After control: a host subscribed to a command center reports its sessions to it.
     "agent_hooks.center.report",
+    # The fleet's cost: the hosts' priced messages in one ledger, its totals (center/ledger.py).
+    "agent_hooks.center.spend",
     "agent_hooks.center.board",
     # Embeddings of memory files and summaries, computed here while the server runs.
     "agent_hooks.server.embedding",

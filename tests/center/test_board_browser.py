@@ -311,12 +311,12 @@ def test_cost_burn_rate_budget_mark_header_total_and_chart(center: Center, page:
     for usd, event in ((0.0, "start"), (0.3, "tool_use"), (0.6, "tool_use")):
         assert center.ingest({"tmux_session": "agent-spend", "event": event, "cost_usd": usd}, headers=far).status_code == 200
     card = f'.card[data-id="{sid}"]'
-    page.wait_for_function(f"document.querySelector('{card} .cost .usd')?.textContent === '$0.600'", timeout=5000)
+    page.wait_for_function(f"document.querySelector('{card} .cost .usd')?.textContent === '60¢'", timeout=5000)
     # $0.60 in the last 10 minutes: $3.60 an hour. 60 % of the task's $1: not marked yet.
     assert page.inner_text(f"{card} .cost .burn") == "$3.60/h"
-    assert page.inner_text(f"{card} .cost .budget") == "task $0.600 of $1.00 (60%)"
+    assert page.inner_text(f"{card} .cost .budget") == "task 60¢ of $1.00 (60%)"
     assert page.locator(f"{card}.near-budget").count() == 0 and page.locator(f"{card} .near-budget").count() == 0
-    assert page.inner_text("#spend-today") == "$0.600"
+    assert page.inner_text("#spend-today") == "60¢"
 
     # A second session's spend adds to the header's total; the first crosses 80 % of its budget.
     center.ingest({"tmux_session": "agent-other", "event": "start", "cost_usd": 0.0}, headers=far)
@@ -324,7 +324,7 @@ def test_cost_burn_rate_budget_mark_header_total_and_chart(center: Center, page:
     center.ingest({"tmux_session": "agent-spend", "event": "tool_use", "cost_usd": 0.85}, headers=far)
     page.wait_for_selector(f"{card}.near-budget", timeout=5000)
     assert page.inner_text(f"{card} .badge.near-budget") == "≥80% of budget"
-    assert page.inner_text(f"{card} .cost .usd") == "$0.850"
+    assert page.inner_text(f"{card} .cost .usd") == "85¢"
     page.wait_for_function("document.getElementById('spend-today').textContent === '$2.10'", timeout=5000)
 
     # The session page: the figures and a chart with one point per sample (0, 0.3, 0.6, 0.85).
@@ -334,4 +334,4 @@ def test_cost_burn_rate_budget_mark_header_total_and_chart(center: Center, page:
     points = page.get_attribute("#p-cost svg.cost-chart polyline", "points") or ""
     assert len(points.split()) == 4
     text = page.inner_text("#p-cost")
-    assert "$0.850" in text and "$5.10/h" in text and "task: $0.850 of $1.00 (85%)" in text
+    assert "85¢" in text and "$5.10/h" in text and "task: 85¢ of $1.00 (85%)" in text

@@ -130,10 +130,15 @@ function persistText(card) {
   return p.let_go ? `${held} · allowed to stop: ${p.let_go}` : held;
 }
 
-// Dollars as people read them: cents, and a tenth of a cent below a dollar.
+// Dollars as people read them, one format everywhere: dollars with two decimals, or cents under a
+// dollar (a tenth of a cent under ten cents).
 function usd(x) {
   const v = Number(x) || 0;
-  return v < 1 && v > 0 ? `$${v.toFixed(3)}` : `$${v.toFixed(2)}`;
+  if (v > 0 && v < 0.995) {
+    const cents = v * 100;
+    return `${cents < 9.95 ? cents.toFixed(1) : cents.toFixed(0)}¢`;
+  }
+  return `$${v.toFixed(2)}`;
 }
 
 // A card's cost, burn rate ($/h over the last 10 minutes) and budget; marked at 80 % of the budget.
@@ -151,11 +156,39 @@ function costLine(card) {
     c.near ? el("span", {class: "badge near-budget"}, c.budget_pct >= 100 ? "budget spent" : "≥80% of budget") : null);
 }
 
-// The header's total: what the cards on the board spent today.
+// The header's total: the fleet's spend today, in the current 5-hour window and its forecast, and a
+// column per host (the command center's ledger: every host's messages); before it came, the cards' sum.
 function renderSpend() {
-  let today = 0;
-  for (const c of board.cards.values()) today += (c.cost && c.cost.today_usd) || 0;
+  const f = board.cost || {hosts: {}};
+  // A host whose messages are not in the ledger (it only forwards events): its cards' running totals.
+  const others = {};
+  for (const c of board.cards.values()) {
+    if (!(c.host in (f.hosts || {}))) others[c.host] = (others[c.host] || 0) + ((c.cost && c.cost.today_usd) || 0);
+  }
+  const today = (f.today_usd || 0) + Object.values(others).reduce((a, b) => a + b, 0);
   document.getElementById("spend-today").textContent = usd(today);
+  const w = f.window;
+  const fc = (f.forecast || {}).window;
+  const win = document.getElementById("spend-window");
+  win.textContent = w ? `window ${usd(w.usd)} · ${usd(f.burn_usd_h)}/h` : "no active window";
+  win.title = w ? `the 5-hour window ${clock(w.start)}–${clock(w.end)}; burn rate over the last hour` : "";
+  const fore = document.getElementById("spend-forecast");
+  fore.hidden = !fc;
+  if (fc) {
+    fore.textContent = fc.reached ? `limit ${usd(fc.limit_usd)} reached`
+      : fc.reach_at && fc.within ? `limit ${usd(fc.limit_usd)} at ${clock(fc.reach_at)}` : `under ${usd(fc.limit_usd)}`;
+    fore.classList.toggle("near", Boolean(fc.within));
+  }
+  const hosts = document.getElementById("spend-hosts");
+  hosts.textContent = "";
+  for (const [name, h] of Object.entries(f.hosts || {})) {
+    hosts.append(el("span", {class: "spend-host", title: `${name}: today, and ${usd(h.window_usd)} in the current window`},
+      el("span", {class: "chip host"}, name), el("b", {}, usd(h.today_usd))));
+  }
+  for (const [name, today] of Object.entries(others)) {
+    hosts.append(el("span", {class: "spend-host", title: `${name}: today, from its sessions' forwarded totals`},
+      el("span", {class: "chip host"}, name), el("b", {}, usd(today))));
+  }
 }
 
 // The session page's cost over time: an inline SVG (no library), one point per sample.
@@ -360,6 +393,7 @@ function connect() {
       setConn("live", "live");
       if (msg.approvals) setApprovals(msg.approvals, msg.approvals_left_out);
       setGateway(msg.openclaw);
+      if (msg.cost) board.cost = msg.cost;
       render();
     } else if (msg.type === "card") {
       board.cards.set(msg.card.id, msg.card);
@@ -374,6 +408,9 @@ function connect() {
       setApprovals(msg.approvals, msg.left_out);
     } else if (msg.type === "openclaw") {
       setGateway(msg.openclaw);
+    } else if (msg.type === "cost") {
+      board.cost = msg.cost;
+      renderSpend();
     }
   };
   ws.onclose = () => {
@@ -771,6 +808,7 @@ async function main() {
   setGateway(r.doc.openclaw);
   buildColumns();
   board.cards = new Map(r.doc.cards.map((c) => [c.id, c]));
+  if (r.doc.cost) board.cost = r.doc.cost;
   render();
   for (const key of ["host", "agent", "type", "task"]) {
     document.getElementById(`f-${key}`).addEventListener("change", (ev) => { board.filters[key] = ev.target.value; render(); });
