@@ -57,6 +57,7 @@ def apprise_send(url: str, msg: Message, timeout_s: float) -> Sent:
             logging.getLogger("apprise").error("%s: %s", type(exc).__name__, exc)
         said = logs.getvalue() if hasattr(logs, "getvalue") else ""
     lines = [line.split(" - ", 2)[-1] for line in said.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Notifying ")]  # "Notifying 1 service(s).": no answer
     answer = _clean("\n".join(lines), url) or ("sent" if ok else "not sent (Apprise said nothing more)")
     return Sent(ok, answer)
 
