@@ -10,6 +10,7 @@ from pathlib import Path
 from agent_hooks import config as config_mod
 from agent_hooks.notify import outbox, rules, text
 from agent_hooks.notify.text import Message
+
 from support.receiver import Receiver
 from support.scripts import agent_hook
 
