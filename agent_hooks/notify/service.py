@@ -478,7 +478,22 @@ async def startup(state: Any) -> None:
     hub = hub_of(state)
     notifier = Notifier(state, hub.own_host)
     state.notifier = notifier
-    hub.notifier = notifier
+
+    def baseline(conn: sqlite3.Connection) -> None:
+        """Where the cards stand now, on the writer thread, before it tells the notifier of any change."""
+        from agent_hooks.center import cards
+
+        try:
+            built = cards.build(conn, state.config, hub.own_host, time.time())
+        except sqlite3.Error:  # a store the hub could not open yet: the first full build is the baseline
+            built = None
+        notifier._card_kinds = None if built is None else {cid: card_kinds(c) for cid, c in built.items()}
+        hub.notifier = notifier
+
+    try:
+        await hub.submit(baseline)
+    except Exception:  # noqa: BLE001 - a store that cannot be written now (recovery.py): the first full build is
+        hub.notifier = notifier  # the baseline, once it can
     notifier.start()
 
 

@@ -224,3 +224,21 @@ def test_push_routes_take_a_person_not_a_host(tmp_path: Path) -> None:
         assert device.post("/api/push/subscriptions", json=sub).status_code == 200  # known: not new
     finally:
         center.stop()
+
+
+def test_a_session_that_fails_is_told_and_finished_only_where_asked(tmp_path: Path) -> None:
+    with Receiver(path="/needs") as needs, Receiver(path="/done") as done:
+        center, _env = start(tmp_path, [{"url": needs.url}, {"url": done.url, "on": ["finished"]}])
+        try:
+            assert center.ingest({"tmux_session": "work-1", "event": "start"}).status_code == 200
+            assert center.ingest({"tmux_session": "work-1", "event": "failed", "metadata": "error: api"}).status_code == 200
+            [got] = needs.wait(1)
+            assert "stopped on an error" in got["title"] and "/#/session/" in got["message"], got
+            assert center.ingest({"tmux_session": "work-2", "event": "start"}).status_code == 200
+            assert center.ingest({"tmux_session": "work-2", "event": "exit"}).status_code == 200
+            [fin] = done.wait(1)
+            assert "finished" in fin["title"]
+            time.sleep(0.5)
+            assert len(needs.bodies()) == 1 and len(done.bodies()) == 1  # each told where it was asked for
+        finally:
+            center.stop()
