@@ -280,6 +280,16 @@ class Notifier:
             while not self.stopping:
                 wait = IDLE_WAKE_S
                 try:
+                    watch = self.state.watch
+                    if store is not None and (watch.down or store.generation != watch.generation or store.moved()):
+                        # A connection opened while the store could not be written stays read-only in SQLite
+                        # (and keeps its -shm so): let it go, as the hub does (center/hub.py, _follow_store).
+                        store.close()
+                        store = None
+                    if watch.down:
+                        self.wake.wait(1.0)
+                        self.wake.clear()
+                        continue
                     if store is None:
                         store = self.state.open_store()
                     if not warmed and self.config and self.channels:
