@@ -38,7 +38,6 @@ from agent_hooks.notify import outbox, push, rules, text
 from agent_hooks.notify.text import Message
 
 log = logging.getLogger("agent_hooks.notify")
-MAX_BODY_BYTES = 16 * 1024
 SEND_THREADS = 4
 IDLE_WAKE_S = 5.0
 
@@ -435,8 +434,9 @@ async def _body(request: Request) -> Any:
     from agent_hooks.center import contract
     from agent_hooks.server.body import read
 
-    raw = await read(request.scope, request.receive, MAX_BODY_BYTES)
-    return contract.parse_json(raw, MAX_BODY_BYTES) if raw.strip() else {}
+    # The API's one body limit and parser (server/body.py): 413, or 400 saying why (too deep, not JSON).
+    raw = await read(request.scope, request.receive, contract.MAX_BODY_BYTES)
+    return contract.parse_json(raw, contract.MAX_BODY_BYTES) if raw.strip() else {}
 
 
 async def subscriptions(request: Request) -> Response:
