@@ -480,7 +480,9 @@ class Hub:
         return ledger.doc_for(self.budget_state, host)
 
     def _notify_requests(self) -> None:
-        self.notifier.requests(self.store, time.time())
+        now = time.time()
+        self.notifier.requests(self.store, now)
+        self.notifier.cost_alerts(self.store, now)
 
     def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
         if self.notifier is not None:

@@ -169,7 +169,7 @@ class Notifier:
             self._subs = push.subscriptions(conn)
         return self._subs
 
-    def _targets(self, conn: sqlite3.Connection, kind: str, host: str, agent: str | None,
+    def _targets(self, conn: sqlite3.Connection, kind: str, host: str | None, agent: str | None,
                  task: str | None) -> list[tuple[str, str]]:
         config = self.config
         out = [(c.key, c.name) for c in self.channels if c.wants(kind, host, agent, task)]
@@ -229,6 +229,31 @@ class Notifier:
         self._done = {d for d in self._done if d[0] in ids} | {(t[0], t[1]) for t in todo}
         if todo:
             self.wake.set()
+
+    def cost_alerts(self, store: Any, now: float) -> None:
+        """The fleet's cost alerts the ledger recorded (center/ledger.py: a fleet-wide budget reached or
+        near, a forecast past its limit) into the outbox as ``budget``; ``notified_at`` once queued."""
+        conn = store.conn
+        try:
+            rows = conn.execute("SELECT id, kind, subject, message FROM fleet_cost_alerts WHERE notified_at IS NULL"
+                                " ORDER BY id LIMIT 50").fetchall()
+        except sqlite3.OperationalError:  # a store without the ledger's tables
+            return
+        todo = []
+        for aid, kind, subject, message in rows:
+            agent = subject[len("agent:"):] if subject.startswith("agent:") else None
+            task = subject[len("task:"):] if subject.startswith("task:") else None
+            targets = self._targets(conn, rules.BUDGET, None, agent, task)
+            if targets:  # none yet: kept for a channel added later
+                todo.append((aid, text.cost_alert(kind, str(message), rules.board_url(self.config)), targets))
+        if not todo:
+            return
+        with store.write() as wconn:
+            for aid, msg, targets in todo:
+                for key, name in targets:
+                    outbox.enqueue(wconn, f"cost:{aid}", rules.BUDGET, key, name, msg, now)
+                wconn.execute("UPDATE fleet_cost_alerts SET notified_at = ? WHERE id = ?", (now, aid))
+        self.wake.set()
 
     def cards(self, store: Any, built: dict[str, dict[str, Any]], partial: bool, now: float) -> None:
         """A card that turned failed, stalled, over budget or finished since the last look: its rows.

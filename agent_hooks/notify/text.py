@@ -122,6 +122,15 @@ def session(kind: str, card: dict[str, Any], board: str) -> Message:
     return Message(title, body, link, f"{kind}-{card.get('id')}")
 
 
+_COST_WORDS = {"budget": "Budget reached", "budget_notice": "Budget nearly spent", "forecast": "Spend forecast"}
+
+
+def cost_alert(kind: str, message: str, board: str) -> Message:
+    """A fleet cost alert (center/ledger.py): its own words, and the board."""
+    title = _COST_WORDS.get(kind, "Cost alert")
+    return Message(title, f"{one_line(masked(message), 300)}\n{board}/", f"{board}/", f"cost-{kind}")
+
+
 def test(board: str, host: str) -> Message:
     return Message("agent-hooks: a test notification", f"Sent by `agent-hook notify test` on {host}.\n{board}/",
                    f"{board}/", "test")

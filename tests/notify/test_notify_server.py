@@ -242,3 +242,24 @@ def test_a_session_that_fails_is_told_and_finished_only_where_asked(tmp_path: Pa
             assert len(needs.bodies()) == 1 and len(done.bodies()) == 1  # each told where it was asked for
         finally:
             center.stop()
+
+
+def test_the_fleets_cost_alerts_are_told_as_budget_once(tmp_path: Path) -> None:
+    import sqlite3
+
+    with Receiver(path="/money") as money, Receiver(path="/requests") as requests_only:
+        center, _env = start(tmp_path, [{"url": money.url, "on": ["budget"], "task": "T-*"},
+                                        {"url": requests_only.url, "on": ["request"]}])
+        try:
+            with sqlite3.connect(center.home / "store.db") as conn:
+                conn.execute("INSERT INTO fleet_cost_alerts (kind, subject, limit_usd, spent_usd, period, at, message)"
+                             " VALUES ('budget', 'task:T-1', 5, 5.2, '', ?, 'task T-1 of $5.00 is spent ($5.20)')",
+                             (time.time(),))
+            [got] = money.wait(1)
+            assert got["title"] == "Budget reached" and "task T-1 of $5.00 is spent" in got["message"]
+            time.sleep(0.5)
+            with sqlite3.connect(center.home / "store.db") as conn:
+                assert conn.execute("SELECT notified_at FROM fleet_cost_alerts").fetchone()[0] is not None
+            assert len(money.bodies()) == 1 and requests_only.bodies() == []
+        finally:
+            center.stop()
