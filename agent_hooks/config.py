@@ -493,6 +493,30 @@ DEFAULTS: dict[str, Any] = {
         # task / agent / role / host): a matching PreToolUse is held until answered or timed out.
         "gates": [],
     },
+    # Telling a person (agent_hooks/notify, docs/notifications.md): channels through Apprise, and Web Push to
+    # the board's subscribed devices. The resident server sends them, from a durable outbox with retries.
+    "notify": {
+        # [[notify.channels]]: url (an Apprise URL: "ntfy://topic", "slack://...", "json://host/path"), and
+        # optionally name (shown in doctor and on the request), on (kinds: "request", "failed", "stalled",
+        # "budget", "finished"; default all but "finished"), and host / agent / task (a name, a glob, or a list
+        # of them) to narrow it.
+        "channels": [],
+        # The kinds a device subscribed from the board ("Notify me": Web Push) is told about.
+        "push_on": ["request"],
+        # A request still unanswered is sent again this often (0: once). Two reminders within the default
+        # approvals.wait_s of 300 s; never after anyone answered.
+        "renotify_s": 120.0,
+        # The board's address in the links a notification carries ("" = http://127.0.0.1:<serve.port>).
+        # Set it to the name your phone reaches the board by (e.g. "https://cc.example.org").
+        "board_url": "",
+        # A send that fails is retried after backoff_initial_s, doubling up to backoff_max_s, max_attempts
+        # times in all (each renotify starts over); then it is "failed", with the channel's last answer.
+        "max_attempts": 8,
+        "backoff_initial_s": 1.0,
+        "backoff_max_s": 60.0,
+        # How long one send may take.
+        "timeout_s": 10.0,
+    },
     "cost": {
         # What sessions cost (features/cost.py, docs/cost.md): PostToolUse, Stop and SubagentStop
         # price the transcript's new assistant lines from the offset they last reached.
@@ -723,7 +747,9 @@ _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin
             ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
             ("serve", "connections_per_address"): 1, ("fleet", "max_hosts"): 1,
             ("fleet", "max_cards_per_host"): 1, ("fleet", "max_requests_per_host"): 1, ("fleet", "max_rows"): 1,
-            ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1}
+            ("openclaw", "max_events_per_s"): 1, ("openclaw", "max_frame_bytes"): 1024, ("openclaw", "backoff_max_s"): 0.1,
+            ("notify", "renotify_s"): 0, ("notify", "max_attempts"): 1, ("notify", "backoff_initial_s"): 0.01,
+            ("notify", "backoff_max_s"): 0.01, ("notify", "timeout_s"): 0.1}
 
 
 def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:
@@ -846,6 +872,10 @@ def validate(config: dict[str, Any]) -> list[str]:
         from agent_hooks.features import gates
 
         problems.extend(gates.problems(config))
+    if isinstance(config.get("notify"), dict):
+        from agent_hooks.notify import rules
+
+        problems.extend(rules.problems(config))
     return problems
 
 

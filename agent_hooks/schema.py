@@ -704,6 +704,39 @@ def m019_fleet_cost(db: sqlite_utils.Database) -> None:
                " WHERE notified_at IS NULL")
 
 
+@migration
+def m020_notifications(db: sqlite_utils.Database) -> None:
+    # Telling a person (agent_hooks/notify, docs/notifications.md): one row per subject (a request's id, or
+    # a session's "failed/stalled/budget/finished" moment) and channel (an Apprise URL's digest, or a push
+    # subscription's), drained by the resident server with retries; next_at NULL: nothing more to send
+    # (delivered and not to be sent again, given up, or answered first). The channel's URL is never stored.
+    db.table("notify_outbox").create(
+        {"id": int, "subject": str, "kind": str, "channel": str, "channel_name": str, "title": str, "body": str,
+         "link": str, "tag": str, "state": str, "attempts": int, "sends": int, "created_at": float,
+         "next_at": float, "last_at": float, "sent_at": float, "last_error": str, "last_answer": str},
+        pk="id",
+        not_null=["subject", "kind", "channel", "state", "created_at"],
+        defaults={"attempts": 0, "sends": 0},
+        if_not_exists=True,
+    )
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS idx_notify_outbox_subject ON notify_outbox (subject, channel)")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_notify_outbox_due ON notify_outbox (next_at) WHERE next_at IS NOT NULL")
+    db.table("notify_outbox").create_index(["channel", "last_at"], if_not_exists=True)
+    # Devices subscribed from the board ("Notify me"): the browser's PushSubscription, and which paired
+    # device (or the owner) subscribed it.
+    db.table("push_subscriptions").create(
+        {"channel": str, "endpoint": str, "p256dh": str, "auth": str, "device": str, "created_at": float,
+         "last_ok_at": float, "last_error": str},
+        pk="channel",
+        not_null=["endpoint", "p256dh", "auth", "created_at"],
+        if_not_exists=True,
+    )
+    # On a command center's copy of another host's request: whether that host tells its person itself
+    # (then this center does not: one notification per request), and the delivery it reported (JSON).
+    db.table("approvals").add_column("notified_by_host", int)
+    db.table("approvals").add_column("notify_state", str)
+
+
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 

@@ -98,10 +98,15 @@ async def listing(request: Request) -> Response:
             pending = [p for p in pending if p["host"] == caller.name]
             left_out = {h: n for h, n in left_out.items() if h == caller.name}
         return JSONResponse({"host": hub.own_host, "approvals": pending, "left_out": left_out})
-    rows = await hub.submit(lambda conn: approvals.listing(conn, which, session))
-    if caller.kind == access.HOST:
-        rows = [r for r in rows if r["host"] == caller.name]
-    return JSONResponse({"host": hub.own_host, "approvals": [approvals.public(r, hub.own_host) for r in rows]})
+    from agent_hooks.notify.outbox import attach
+
+    def rows_of(conn: Any) -> list[dict[str, Any]]:
+        rows = approvals.listing(conn, which, session)
+        if caller.kind == access.HOST:
+            rows = [r for r in rows if r["host"] == caller.name]
+        return attach(conn, [approvals.public(r, hub.own_host) for r in rows])  # with each one's delivery
+
+    return JSONResponse({"host": hub.own_host, "approvals": await hub.submit(rows_of)})
 
 
 async def answer(request: Request) -> Response:

@@ -293,7 +293,9 @@ def detail(conn: sqlite3.Connection, config: dict[str, Any], env: Any, own_host:
     # Every request held for a person, with its answer (docs/approvals.md); by session id, so a
     # command center's rows for another host's session show too once they are carried here.
     sid = card.get("session_id") or card_id
-    out["approvals"] = [approvals.public(r, own_host) for r in approvals.listing(conn, "all", sid, limit)]
+    from agent_hooks.notify.outbox import attach
+
+    out["approvals"] = attach(conn, [approvals.public(r, own_host) for r in approvals.listing(conn, "all", sid, limit)])
     # Who answered, replied and cancelled here, as their credentials said (center/credentials.py).
     from agent_hooks.center import credentials
 

@@ -115,6 +115,8 @@ class Hub:
         self._last_cost = self._last_cost_view = self._last_prune = 0.0
         self._budget_text = self._own_budgets = self._cost_view_text = ""
         self._center: bool | None = None
+        # Told of every pending request and every card built, on this thread (agent_hooks.notify.service).
+        self.notifier: Any = None
 
     # -- lifecycle (loop side) -------------------------------------------------
 
@@ -380,6 +382,8 @@ class Hub:
         """Publish the fleet's pending requests when they changed (the board's "Needs you" strip)."""
         import sqlite3
 
+        if self.notifier is not None:
+            self._guarded(self._notify_requests)  # first: the strip shows each request's delivery "queued"
         try:
             from agent_hooks.center import relay
 
@@ -475,7 +479,19 @@ class Hub:
 
         return ledger.doc_for(self.budget_state, host)
 
+    def _notify_requests(self) -> None:
+        now = time.time()
+        self.notifier.requests(self.store, now)
+        self.notifier.cost_alerts(self.store, now)
+
     def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
+        if self.notifier is not None:
+            notifier = self.notifier
+
+            def _notify_cards() -> None:
+                notifier.cards(self.store, built, partial, time.time())
+
+            self._guarded(_notify_cards)
         messages = []
         for cid, card in built.items():
             text = json.dumps(card, sort_keys=True, default=str)

@@ -44,6 +44,7 @@ WAIT_S = 5.0
 # (its host, down, could not report its end).
 EXPIRED_GRACE_S = 2.0
 MAX_REPORTED = 500
+NOTIFY_STATE_CHARS = 8 * 1024
 _ID = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
 _TEXT_LIMITS = {"session_id": 200, "kind": 20, "tool_name": 200, "tool_use_id": 200, "gate": 200, "on_timeout": 20,
                 "state": 20, "decision": 20, "message": approvals.MAX_MESSAGE_CHARS, "answered_by": 200,
@@ -151,13 +152,22 @@ def _clean(item: Any, host: str) -> dict[str, Any] | None:
     for key, kind in NUMBER_FIELDS.items():
         out[key] = numbers.clean(item.get(key), kind)  # out of range: None (the routes refused it already)
     out["interrupt"] = out["interrupt"] or 0
+    # Whether its host tells its person itself (then we do not), and the delivery it reported (agent_hooks.notify).
+    out["notified_by_host"] = 1 if item.get("notified_by_host") in (1, True) else 0
+    state = item.get("notify_state")
+    out["notify_state"] = state if isinstance(state, str) and len(state) <= NOTIFY_STATE_CHARS else None
     if out["created_at"] is None or not out["session_id"] or not out["tool_name"]:
         return None
     return out
 
 
 _ANSWER_COLUMNS = ("state", "decision", "message", "interrupt", "answers", "answered_by", "answered_via",
-                   "answered_where", "answered_at", "waited_ms", "note")
+                   "answered_where", "answered_at", "waited_ms", "note", "notify_state")
+
+
+def _notice_of(conn: sqlite3.Connection, approval_id: str) -> tuple[Any, Any]:
+    row = conn.execute("SELECT notified_by_host, notify_state FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+    return (row[0] or 0, row[1]) if row else (0, None)
 
 
 @dataclass
@@ -193,6 +203,12 @@ def store_remote(conn: sqlite3.Connection, host: str, items: list[Any], at: floa
                 fresh.append(row)  # settled before we ever saw it: nothing to show
         elif mine["host"] != host:
             continue  # an id of another host's request (or ours): never overwritten from here
+        elif (row["notified_by_host"], row["notify_state"]) != _notice_of(conn, row["id"]) \
+                and row["state"] == mine["state"] == approvals.PENDING:
+            # The host's word on telling its person (and how that went): no change to the request itself.
+            conn.execute("UPDATE approvals SET notified_by_host = ?, notify_state = ? WHERE id = ?",
+                         (row["notified_by_host"], row["notify_state"], row["id"]))
+            out.changed = True
         elif mine["state"] == approvals.PENDING and row["state"] != approvals.PENDING:
             conn.execute(f"UPDATE approvals SET {', '.join(c + ' = ?' for c in _ANSWER_COLUMNS)} WHERE id = ?",
                          [row[c] for c in _ANSWER_COLUMNS] + [row["id"]])
@@ -287,7 +303,9 @@ def pending(conn: sqlite3.Connection, own_host: str, now: float,
             card = fleetdb.find(conn, row["session_id"], None, row["host"])
             item["card"] = card["id"] if card is not None and card["host"] == row["host"] else None
         out.append(item)
-    return out, left_out
+    from agent_hooks.notify.outbox import attach
+
+    return attach(conn, out), left_out
 
 
 def fair_shares(counts: dict[str, int], room: int) -> dict[str, int]:

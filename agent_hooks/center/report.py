@@ -289,9 +289,10 @@ class Reporter:
     async def _requests(self) -> tuple[list[dict[str, Any]] | None, str]:
         """This host's approval requests to report (None on a store without them), and their JSON."""
         try:
-            from agent_hooks.center import relay
+            # With whether this host tells each itself, so that the center tells it once (agent_hooks.notify).
+            from agent_hooks.notify.service import report_rows
 
-            rows = await self.hub.submit(relay.host_rows, time.time())
+            rows = await self.hub.submit(report_rows, time.time(), self.state.config, self.hub.own_host)
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return None, ""
         return rows, json.dumps(rows, sort_keys=True, default=str)

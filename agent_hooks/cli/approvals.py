@@ -83,6 +83,19 @@ def _add_names(conn: Any, rows: list[dict[str, Any]]) -> None:
         row["agent"], row["tmux_session"] = found if found else (None, None)
 
 
+def delivery_text(notifications: list[dict[str, Any]]) -> str:
+    """'phone sent (2 times); ntfy #2 retrying: HTTP 500' for a request's notifications."""
+    parts = []
+    for n in notifications:
+        said = f"{n.get('channel')} {n.get('state')}"
+        if n.get("sends", 0) > 1:
+            said += f" ({n['sends']} times)"
+        if n.get("error"):
+            said += f": {' '.join(str(n['error']).split())[:120]}"
+        parts.append(said)
+    return "; ".join(parts)
+
+
 def _json_text(value: Any) -> str | None:
     import json
 
@@ -126,7 +139,9 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
         else:
             try:
                 own = fleet.host_name(load_config())
-                rows = [ap.public(r, own) for r in ap.listing(store.conn, which, session_id)]
+                from agent_hooks.notify.outbox import attach
+
+                rows = attach(store.conn, [ap.public(r, own) for r in ap.listing(store.conn, which, session_id)])
                 _add_names(store.conn, rows)
             finally:
                 store.close()
@@ -142,6 +157,8 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
         if row["kind"] == ap.QUESTION and row["state"] == ap.PENDING:
             for text in _questions_text(row):
                 click.echo(text)
+        if row.get("notifications"):
+            click.echo(f"    notified: {delivery_text(row['notifications'])}")
 
 
 def _settle(ref: str, server: str | None, body: dict[str, Any], as_json: bool) -> None:

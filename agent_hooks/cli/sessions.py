@@ -53,7 +53,10 @@ def describe(conn: sqlite3.Connection, session_id: str, limit: int) -> dict[str,
     from agent_hooks.features import approvals
 
     own = fleet.host_name(config_mod.load_lenient(paths(), os.environ)[0])
-    session["approvals"] = [approvals.public(r, own) for r in approvals.listing(conn, "all", session_id, limit)]
+    from agent_hooks.notify.outbox import attach
+
+    session["approvals"] = attach(conn, [approvals.public(r, own) for r in approvals.listing(conn, "all", session_id,
+                                                                                               limit)])
     return session
 
 
@@ -156,6 +159,10 @@ def show(session_id: str, limit: int, as_json: bool) -> None:
                 detail = "; ".join(f"{q} -> {v}" for q, v in ans["answers"].items())
             if detail:
                 click.echo(f"{'':14}{cell(detail, 120)}")
+            if a.get("notifications"):
+                from agent_hooks.cli.approvals import delivery_text
+
+                click.echo(f"{'':14}notified: {cell(delivery_text(a['notifications']), 160)}")
     if data["recent_tool_calls"]:
         click.echo(f"\n{'ID':>6}  {'STARTED':20}  {'TOOL':14} {'DECISION':8} {'OUTCOME':8} {'RULE':16} COMMAND")
         for c in data["recent_tool_calls"]:

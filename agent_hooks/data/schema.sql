@@ -1,4 +1,4 @@
--- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost
+-- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost,m020_notifications
 CREATE TABLE "_sqlite_migrations" (
    "id" INTEGER PRIMARY KEY,
    "migration_set" TEXT,
@@ -393,7 +393,7 @@ CREATE TABLE "approvals" (
    "answered_at" REAL,
    "waited_ms" INTEGER,
    "note" TEXT
-, "agent_id" TEXT);
+, "agent_id" TEXT, "notified_by_host" INTEGER, "notify_state" TEXT);
 
 CREATE INDEX "idx_approvals_session_id_created_at"
     ON "approvals" ("session_id", "created_at");
@@ -564,3 +564,42 @@ CREATE TABLE "fleet_cost_alerts" (
 CREATE UNIQUE INDEX idx_fleet_cost_alerts_once ON fleet_cost_alerts (kind, subject, limit_usd, period);
 
 CREATE INDEX idx_fleet_cost_alerts_pending ON fleet_cost_alerts (at) WHERE notified_at IS NULL;
+
+CREATE TABLE "notify_outbox" (
+   "id" INTEGER PRIMARY KEY,
+   "subject" TEXT NOT NULL,
+   "kind" TEXT NOT NULL,
+   "channel" TEXT NOT NULL,
+   "channel_name" TEXT,
+   "title" TEXT,
+   "body" TEXT,
+   "link" TEXT,
+   "tag" TEXT,
+   "state" TEXT NOT NULL,
+   "attempts" INTEGER DEFAULT 0,
+   "sends" INTEGER DEFAULT 0,
+   "created_at" REAL NOT NULL,
+   "next_at" REAL,
+   "last_at" REAL,
+   "sent_at" REAL,
+   "last_error" TEXT,
+   "last_answer" TEXT
+);
+
+CREATE UNIQUE INDEX idx_notify_outbox_subject ON notify_outbox (subject, channel);
+
+CREATE INDEX idx_notify_outbox_due ON notify_outbox (next_at) WHERE next_at IS NOT NULL;
+
+CREATE INDEX "idx_notify_outbox_channel_last_at"
+    ON "notify_outbox" ("channel", "last_at");
+
+CREATE TABLE "push_subscriptions" (
+   "channel" TEXT PRIMARY KEY,
+   "endpoint" TEXT NOT NULL,
+   "p256dh" TEXT NOT NULL,
+   "auth" TEXT NOT NULL,
+   "device" TEXT,
+   "created_at" REAL NOT NULL,
+   "last_ok_at" REAL,
+   "last_error" TEXT
+);

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from agent_hooks.center.control import Subscriber
     from agent_hooks.center.hub import Hub
     from agent_hooks.center.report import Reporter
+    from agent_hooks.notify.service import Notifier
     from agent_hooks.server.embedding import Embedder
 
 T = TypeVar("T")
@@ -59,6 +60,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.center.ingest",
     "agent_hooks.center.control",
     "agent_hooks.center.approvals",
+    # Telling a person: channels through Apprise and Web Push, from the outbox (after the hub: it is told by it).
+    "agent_hooks.notify.service",
     # Pairing a host or a device: a one-time code for its own credential (center/credentials.py).
     "agent_hooks.center.pairing",
     # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.
@@ -299,6 +302,7 @@ class ServerState:
         self.reporter: Reporter | None = None  # this host's reports to its command center (center/report.py)
         self.channels: list[Channel] = []  # agents reached through a client of their own (center/channels.py)
         self.embedder: Embedder | None = None  # the embedding thread (server/embedding.py)
+        self.notifier: Notifier | None = None  # notifications and Web Push (agent_hooks/notify/service.py)
 
     def stopping(self) -> bool:
         """True once the server was asked to stop."""
