@@ -269,6 +269,8 @@ class ServerState:
         self.door_hosts = access.door_hosts(self.port)
         # The fleet token, read again only when its file changes (access.TokenFile).
         self.token_file = access.TokenFile(self.env)
+        # Paired credentials as last verified, dropped when the credentials table changes (access.CredentialCache).
+        self.credential_cache = access.CredentialCache()
         self.version = __version__
         self.build = local.build_id()
         self.started = time.time()
