@@ -200,6 +200,15 @@ class TokenFile:
             self._next_look = now + self.RECHECK_S
         return self._value
 
+    def recent(self) -> tuple[bool, str | None]:
+        """(True, the token) while the last look is recent enough to answer without one; (False, None)
+        when :meth:`value` must look (which needs the configuration: its file's path)."""
+        if self._from_env is not None:
+            return True, self._from_env
+        if self._path is not None and self._clock() < self._next_look:
+            return True, self._value
+        return False, None
+
     def _remember(self, path: str, stamp: tuple[int, int, int] | None, value: str | None, now: float) -> None:
         self._path, self._stamp, self._value = path, stamp, value
         self._next_look = now + self.RECHECK_S
@@ -220,7 +229,10 @@ def token_ok(state: ServerState, presented: str | None) -> bool:
     if not presented:
         return False
     try:
-        expected = state.token_file.value(state.paths, state.config)
+        # The configuration (a stat of its file) only when the token file is due a look.
+        known, expected = state.token_file.recent()
+        if not known:
+            expected = state.token_file.value(state.paths, state.config)
     except TokenUnreadable as exc:
         state.stats.count("token_unreadable")
         raise Refused(503, str(exc)) from None
