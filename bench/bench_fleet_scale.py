@@ -494,7 +494,7 @@ def fmt(values: list[float | None], unit: str, scale: float = 1.0) -> str:
     def one(v: float) -> str:
         if unit == "ms" and v >= 1000:
             return f"{v / 1000:.1f} s"
-        return f"{v:.0f} {unit}"
+        return f"{v:.1f} {unit}" if v < 10 and unit != "ms" else f"{v:.0f} {unit}"
 
     mid = one(statistics.median(got))
     if len(got) == 1:
@@ -554,6 +554,10 @@ def main() -> int:
               f" unseen markers {statistics.median(x['unseen'] for x in r):.0f},"
               f" removed/s {statistics.median(x['removed_per_s'] for x in r):.1f},"
               f" load average {statistics.median(x['load'] for x in r):.1f}")
+        per_host = [x["server"] * 10 / n for x in r]  # ms of server CPU per host per second
+        print(f"  server CPU per host {fmt(per_host, 'ms/s', 1.0).replace(' ms/s', '')} ms a second: one free core"
+              f" would hold ~{1000 / statistics.median(per_host):,.0f} such hosts (CPU is what a busy machine"
+              " distorts least; the latencies above depend on what else runs)")
     return 0
 
 
