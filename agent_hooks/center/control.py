@@ -544,6 +544,9 @@ async def controls(state: ServerState, scope: fastpath.Scope, receive: fastpath.
                 pass
             if gone:
                 return  # nobody to answer
+            if state.stopping():  # answered now, with nothing: the host asks the next server
+                await fastpath.send_json(send, 200, {"center": hub.own_host, "epoch": hub.epoch, "controls": []})
+                return
     finally:
         hub.unwait_controls(host, woken)
         if watcher is not None:
