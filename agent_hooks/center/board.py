@@ -75,7 +75,9 @@ async def board(request: Request) -> Response:
     hub = hub_of(state)
     await access.check(state, request, access.PEOPLE)
     return JSONResponse({**board_meta(state), "seq": hub.seq, "now": time.time(),
-                         "cards": cards.ordered(list(hub.cards.values())), "cost": hub.cost_view})
+                         "cards": cards.ordered(list(hub.cards.values())), "cost": hub.cost_view,
+                         # Cards past board.max_sessions, not shown (center/hub.py, Hub._members).
+                         "cards_left_out": hub.cards_left_out})
 
 
 async def session_page(request: Request) -> Response:

@@ -94,7 +94,8 @@ def card_cost(conn: sqlite3.Connection, card_id: str, local: bool, total: float 
     """The card's ``cost``: total, burn rate, today's spend, and the budget it counts against (the task's
     if it has one, else [budgets] session_usd) with the share used; ``near`` at 80 % or more."""
     since = min(day_start(now), now - BURN_WINDOW_S)
-    series = samples(conn, card_id, local, since)
+    # No total, no samples (both are written together): no queries for the many cards without a cost.
+    series = samples(conn, card_id, local, since) if total is not None else []
     usd = max(float(total or 0.0), series[-1][1] if series else 0.0)
     out: dict[str, Any] = {"usd": round(usd, 6),
                            "burn_usd_h": round(burn_rate(series, now, local), 6),

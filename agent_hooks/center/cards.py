@@ -9,6 +9,7 @@ state (live, awaiting, stalled, ended), each under its own name.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from typing import Any
 
@@ -220,6 +221,41 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
             "stalled": stalled,
         },
     }
+
+
+# Every card's id and its last activity: which cards the board shows when there are more than board.max_sessions.
+ACTIVITY_SQL = """
+SELECT f.id, max(f.updated_at, coalesce(s.last_seen_at, 0)) FROM fleet_sessions f
+LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
+"""
+# Where in a card's row (_CARD_SQL) the times it turns stalled from, and its cost, are.
+_UPDATED_AT, _LAST_SEEN, _COST = 16, 20, -3
+
+
+def rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, tuple[Any, ...]]:
+    """Each card's row, by id: what :func:`card` builds it from (with its cost samples)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        for row in conn.execute(_CARD_SQL + f" WHERE f.id IN ({','.join('?' * len(chunk))})", chunk):
+            out[row[0]] = tuple(row)
+    return out
+
+
+def card(conn: sqlite3.Connection, row: tuple[Any, ...], config: dict[str, Any], own_host: str,
+         now: float) -> dict[str, Any]:
+    """The card a row of :func:`rows` shows now."""
+    return _card(conn, row, own_host, now, heartbeat.stalled_after(config), config)
+
+
+def due(row: tuple[Any, ...], config: dict[str, Any], now: float) -> float:
+    """When the card of ``row`` may change with no write to its row: when it turns stalled, or, for a card
+    with a cost (its burn rate and today's spend move with the clock), at once. inf: not before a write."""
+    if row[_COST]:
+        return now
+    after = heartbeat.stalled_after(config)
+    later = [t + after for t in (row[_UPDATED_AT], row[_LAST_SEEN]) if t is not None and t + after >= now]
+    return min(later) if later else math.inf
 
 
 def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: float,

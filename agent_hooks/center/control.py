@@ -24,6 +24,7 @@ and keeps working while the command center is down.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -31,7 +32,7 @@ import sqlite3
 import time
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
@@ -39,7 +40,7 @@ from agent_hooks import __version__, fleet
 from agent_hooks.center import contract, credentials, fleetdb, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
-from agent_hooks.server import access
+from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState, state_of, stop_background
 from agent_hooks.server.body import read
 from agent_hooks.server.jsonout import JSONResponse
@@ -49,8 +50,6 @@ log = logging.getLogger("agent_hooks.center.control")
 MAX_WAIT_S = 30.0
 # How long a reply to another host's session waits for that host to say it was typed.
 REPLY_WAIT_S = 5.0
-# How often a long poll looks whether the server is stopping (it then answers with no controls).
-STOP_CHECK_S = 0.25
 # While the center answers, the store hears so at least this often (the budget guard's "last known").
 SYNC_EVERY_S = 10.0
 
@@ -368,8 +367,9 @@ async def session_action(request: Request) -> Response:
             return aborted
     out = await hub.write(_cancel_recorded, request.path_params["ref"], host, cancel, reason, hub.own_host,
                           time.time(), caller)
-    if "seq" in out.body:
-        hub.wake_controls()
+    for entry in out.body.get("sessions") or ():
+        if "seq" in entry:
+            hub.wake_controls(entry["host"])  # that host's long poll only
     return JSONResponse(out.body, status_code=out.status)
 
 
@@ -473,66 +473,92 @@ async def task_action(request: Request) -> Response:
     return JSONResponse(out.body, status_code=out.status)
 
 
-async def controls(request: Request) -> Response:
-    state = state_of(request)
+async def controls(state: ServerState, scope: fastpath.Scope, receive: fastpath.Receive,
+                   send: fastpath.Send) -> None:
+    """GET /api/fleet/controls: a host's long poll. Raw ASGI (agent_hooks.server.fastpath): every host
+    holds one open and asks again after each answer."""
     hub = hub_of(state)
-    caller = await access.check(state, request, access.HOSTS)
-    q = request.query_params
-    if caller.kind == access.HOST:
-        caller.speaks_for(access.named_host(request))  # a header naming another host: 403
-    named = caller.speaks_for(q.get("host"))  # a paired host polls for itself: ?host=another is 403
+    request = HTTPConnection(scope)
+    try:
+        caller = await access.check(state, request, access.HOSTS)
+        q = request.query_params
+        if caller.kind == access.HOST:
+            caller.speaks_for(access.named_host(request))  # a header naming another host: 403
+        named = caller.speaks_for(q.get("host"))  # a paired host polls for itself: ?host=another is 403
+    except access.Refused as refused:
+        await refused.response()(scope, receive, send)
+        return
     host = fleet.clean_host(named) if caller.kind != access.HOST else named
     auth = "credential" if caller.kind == access.HOST else ("uid" if caller.loopback_uid else "fleet token")
     if host is None:
-        return JSONResponse({"error": "host=NAME is required (this host's name on the board)"}, status_code=400)
+        await fastpath.send_json(send, 400, {"error": "host=NAME is required (this host's name on the board)"})
+        return
     try:
         after = int(numbers.parse(q.get("after"), "seq", "after") or 0)
         wait_s = float(q.get("wait") or 0)
     except contract.BodyError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        await fastpath.send_json(send, exc.status, {"error": str(exc)})
+        return
     except ValueError:
-        return JSONResponse({"error": f"wait must be a number of seconds, got {q.get('wait', '')[:60]!r}"},
-                            status_code=400)
+        await fastpath.send_json(send, 400, {"error": f"wait must be a number of seconds, got {q.get('wait', '')[:60]!r}"})
+        return
     if not math.isfinite(wait_s):
-        return JSONResponse({"error": f"wait must be a finite number of seconds, got {q.get('wait', '')[:60]!r}"},
-                            status_code=400)
+        await fastpath.send_json(send, 400, {"error": "wait must be a finite number of seconds, got"
+                                                      f" {q.get('wait', '')[:60]!r}"})
+        return
     wait = min(MAX_WAIT_S, max(0.0, wait_s))  # at most MAX_WAIT_S, as documented
     # The fleet's budgets (center/ledger.py): the version the host holds; absent, a host that takes none.
     held = q.get("budgets")
     if q.get("epoch") != hub.epoch:
         after = 0  # another command center (or a new store): everything it has is new
     # A host's subscription holds a place among the hosts this center keeps (agent_hooks.center.limits).
-    refused = await hub.submit(limits.refuse_host, host, limits.Limits.of(state.config), time.time())
-    if refused is not None:
-        hub.note_refused(host, refused)
+    refused_why = await hub.submit(limits.refuse_host, host, limits.Limits.of(state.config), time.time())
+    if refused_why is not None:
+        hub.note_refused(host, refused_why)
         state.stats.count("fleet_refused")
-        return JSONResponse({"error": refused}, status_code=429, headers={"Retry-After": "60"})
+        await fastpath.send_json(send, 429, {"error": refused_why}, [(b"retry-after", b"60")])
+        return
     deadline = time.monotonic() + wait
-    while True:
-        woken = asyncio.Event()
-        hub.control_waiters.add(woken)
-        try:
+    # Set by a control for this host (or every host), by a stop of the server (ServerState.stop_listeners),
+    # and by the caller going away: one wake-up, no polling loop.
+    woken = hub.wait_controls(host)
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        while (await receive())["type"] != "http.disconnect":
+            pass  # the request's (empty) body
+        gone = True
+        woken.set()
+
+    watcher: asyncio.Task[None] | None = None
+    try:
+        while True:
+            woken.clear()
             found = await hub.write(poll_controls, host, after, time.time(), auth)
             remaining = deadline - time.monotonic()
             budgets = hub.budget_doc(host) if held is not None else None
-            if found or remaining <= 0 or (budgets is not None and budgets["version"] != held):
+            if found or remaining <= 0 or state.stopping() or (budgets is not None and budgets["version"] != held):
                 body: dict[str, Any] = {"center": hub.own_host, "epoch": hub.epoch, "controls": found}
                 if budgets is not None:
                     body["budgets"] = budgets
-                return JSONResponse(body)
-            # In slices, so a server asked to stop answers now rather than at its grace's end.
-            while remaining > 0 and not state.stopping():
-                try:
-                    await asyncio.wait_for(woken.wait(), min(remaining, STOP_CHECK_S))
-                    break
-                except TimeoutError:
-                    remaining = deadline - time.monotonic()
-        finally:
-            hub.control_waiters.discard(woken)
-        if state.stopping():
-            return JSONResponse({"center": hub.own_host, "epoch": hub.epoch, "controls": []})
-        if await request.is_disconnected():
-            return Response(status_code=204)
+                await fastpath.send_json(send, 200, body)
+                return
+            if watcher is None:
+                watcher = asyncio.ensure_future(watch())
+            try:
+                await asyncio.wait_for(woken.wait(), remaining)
+            except TimeoutError:
+                pass
+            if gone:
+                return  # nobody to answer
+            if state.stopping():  # answered now, with nothing: the host asks the next server
+                await fastpath.send_json(send, 200, {"center": hub.own_host, "epoch": hub.epoch, "controls": []})
+                return
+    finally:
+        hub.unwait_controls(host, woken)
+        if watcher is not None:
+            watcher.cancel()
 
 
 async def fleet_status(request: Request) -> Response:
@@ -557,7 +583,7 @@ def routes(state: ServerState) -> list[BaseRoute]:
         Route("/api/sessions/{ref}/reply", reply_action, methods=["POST"]),
         Route("/api/sessions/{ref}/{action:str}", session_action, methods=["POST"]),
         Route("/api/tasks/{task_id}/{action:str}", task_action, methods=["POST"]),
-        Route("/api/fleet/controls", controls, methods=["GET"]),
+        state.fast_route("/api/fleet/controls", functools.partial(controls, state), "GET"),
         Route("/api/fleet/replies", reply_results, methods=["POST"]),
         Route("/api/fleet/status", fleet_status, methods=["GET"]),
     ]
@@ -742,6 +768,8 @@ def subscription_target(state: ServerState) -> str | None:
 
 
 async def startup(state: ServerState) -> None:
+    # A server asked to stop: every long poll answers now (with no controls), not at its wait's end.
+    state.stop_listeners.append(hub_of(state).wake_controls)
     base = subscription_target(state)
     hub_of(state).set_center(base is None)  # a command center counts the fleet's budgets (center/ledger.py)
     if base is None:

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -60,7 +61,7 @@ COST_PRUNE_EVERY_S = 3600.0
 class Client:
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
-        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()  # messages as JSON text
 
 
 class Hub:
@@ -77,6 +78,21 @@ class Hub:
         # Worker-side: the last published form of each card, and what to refresh.
         self._published: dict[str, str] = {}
         self._dirty: set[str] = set()
+        # Each published card's row (cards.rows) and when it may change with no write (cards.due): a card
+        # whose row did not change is not built again (a report that says what the last one said).
+        self._rows: dict[str, tuple[Any, ...]] = {}
+        # The cards as last built (writer side), for the notifier's look at what each turned into.
+        self._built: dict[str, dict[str, Any]] = {}
+        self._due: dict[str, float] = {}
+        self._config_seen: dict[str, Any] | None = None
+        # Every card id of the store at the last pass: a card not among them is new (see _members).
+        self._known: set[str] = set()
+        # Cards past board.max_sessions, not on the board (worker side; cards_left_out on the loop).
+        self._left_out_cards = 0
+        # The fleet's pending list is built again only when the approvals table changed (a trigger on this
+        # thread's connection, and any other connection's commit) or a listed copy expires.
+        self._approvals_dirty = True
+        self._approvals_due = math.inf
         self._data_version: int | None = None
         self._last_full = 0.0
         self._writes = 0
@@ -87,7 +103,9 @@ class Hub:
         self.cards: dict[str, dict[str, Any]] = {}
         self.seq = 0
         self.clients: set[Client] = set()
-        self.control_waiters: set[asyncio.Event] = set()
+        # Hosts' long polls, by host: a control for one host wakes its poll only ("*": every host's).
+        self.control_waiters: dict[str, set[asyncio.Event]] = {}
+        self.cards_left_out = 0
         # Called on the loop after another connection committed (a hook, the CLI): held approvals
         # look at their rows again (center/approvals.py).
         self.change_listeners: list[Callable[[], None]] = []
@@ -170,7 +188,25 @@ class Hub:
         if old is not None:
             close_quietly(old)
         self._data_version = None
+        self._rows, self._due, self._known = {}, {}, set()
+        self._watch_approvals(store.conn)
         self._tick(force=True)
+
+    def _watch_approvals(self, conn: Any) -> None:
+        """Triggers on this connection (TEMP: no other connection sees them) that note every change to the
+        approvals table made here; other connections' commits are seen by PRAGMA data_version (_tick)."""
+        import sqlite3
+
+        def touched() -> None:
+            self._approvals_dirty = True
+
+        conn.create_function("agent_hooks_approvals_touched", 0, touched)
+        try:
+            for op in ("INSERT", "UPDATE", "DELETE"):
+                conn.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS agent_hooks_approvals_{op.lower()} AFTER {op}"
+                             " ON main.approvals BEGIN SELECT agent_hooks_approvals_touched(); END")
+        except sqlite3.OperationalError:  # a store without the table yet: built again every time, as before
+            self._approvals_due = -math.inf
 
     def _run(self, ready: concurrent.futures.Future[None]) -> None:
         try:
@@ -361,6 +397,7 @@ class Hub:
         if out.removed:
             for cid in out.removed:
                 self._published.pop(cid, None)
+                self._rows.pop(cid, None)
                 self._dirty.discard(cid)
             self._publish([{"type": "removed", "id": cid} for cid in out.removed])
         self._touched |= out.changed
@@ -373,23 +410,35 @@ class Hub:
             self._touched = set()
 
     def _flush(self) -> None:
-        ids, self._dirty = sorted(self._dirty), set()
-        built = cards.build(self.conn, self.state.config, self.own_host, time.time(), ids)
-        self._diff(built, partial=True)
+        ids, self._dirty = self._dirty, set()
+        self._refresh(time.time(), ids, everything=False)
         self._approvals_diff()
 
     def _approvals_diff(self) -> None:
-        """Publish the fleet's pending requests when they changed (the board's "Needs you" strip)."""
+        """Publish the fleet's pending requests when they changed (the board's "Needs you" strip). Built
+        only when the approvals table changed, or when a listed copy of another host's request expires."""
         import sqlite3
 
+        if self.notifier is not None:
+            self._guarded(self._notify_cost_alerts)  # the ledger's alerts not queued yet: one indexed look
+        now = time.time()
+        if not self._approvals_dirty and now < self._approvals_due:
+            return
         if self.notifier is not None:
             self._guarded(self._notify_requests)  # first: the strip shows each request's delivery "queued"
         try:
             from agent_hooks.center import relay
 
-            pending, listed_out = relay.pending(self.conn, self.own_host, time.time())
+            self._approvals_dirty = False
+            pending, listed_out = relay.pending(self.conn, self.own_host, now)
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return
+        self.state.stats.count("fleet_pending_built")
+        if self._approvals_due != -math.inf:
+            # Another host's copy leaves the list once long past its expiry (relay.pending).
+            ends = [float(p["expires_at"]) + relay.EXPIRED_GRACE_S for p in pending
+                    if p["host"] != self.own_host and p.get("expires_at") is not None]
+            self._approvals_due = min(ends) if ends else math.inf
         text = json.dumps([pending, listed_out], sort_keys=True, default=str)
         if text != self._approvals_text:
             self._approvals_text = text
@@ -405,16 +454,21 @@ class Hub:
         if changed or now - self._last_full >= FULL_REBUILD_S:
             self._cost_dirty = True  # this host spent, or a budget was set (a hook, the CLI); or a new day
         if changed:
+            self._approvals_dirty = True  # another connection's commit: a hook's request, the CLI's answer
             event_map = self.state.config["forward"].get("event_map")
             with self.store.write() as conn:  # type: ignore[union-attr]
                 out = fleetdb.sync_local(conn, event_map if isinstance(event_map, dict) else {}, now)
             if out.transitions and self.clients:
                 self._publish([{"type": "event", **t} for t in out.transitions])
-        if changed or force or self._dirty or now - self._last_full >= FULL_REBUILD_S:
-            self._dirty = set()
+        if changed or force or now - self._last_full >= FULL_REBUILD_S:
+            ids, self._dirty = self._dirty, set()
             self._last_full = now
-            self._diff(cards.build(self.conn, self.state.config, self.own_host, now), partial=False)
+            self._refresh(now, ids, everything=True)
             self._approvals_diff()
+        elif self._dirty:
+            self._flush()
+        else:
+            self._approvals_diff()  # a listed copy may have expired
 
     def set_center(self, is_center: bool) -> None:
         """Said by center/control.py at startup: whether this server is a command center (it subscribes to
@@ -480,30 +534,83 @@ class Hub:
         return ledger.doc_for(self.budget_state, host)
 
     def _notify_requests(self) -> None:
-        now = time.time()
-        self.notifier.requests(self.store, now)
-        self.notifier.cost_alerts(self.store, now)
+        assert self.notifier is not None
+        self.notifier.requests(self.store, time.time())
 
-    def _diff(self, built: dict[str, dict[str, Any]], partial: bool) -> None:
-        if self.notifier is not None:
-            notifier = self.notifier
+    def _notify_cost_alerts(self) -> None:
+        assert self.notifier is not None
+        self.notifier.cost_alerts(self.store, time.time())
 
-            def _notify_cards() -> None:
-                notifier.cards(self.store, built, partial, time.time())
-
-            self._guarded(_notify_cards)
-        messages = []
-        for cid, card in built.items():
+    def _refresh(self, now: float, dirty: set[str], everything: bool) -> None:
+        """Publish the cards that changed: of the written ones (``dirty``), or, ``everything``, of all the
+        board shows. A card is built again only when its row changed, or its time came (cards.due)."""
+        config = self.state.config
+        if config is not self._config_seen:  # another configuration (stalled_after, budgets): build them all
+            self._config_seen, self._rows = config, {}
+        removed: list[str] = []
+        if everything or any(cid not in self._known for cid in dirty):
+            shown = self._members(int(config["board"]["max_sessions"]))
+            removed = [cid for cid in self._published if cid not in shown]
+            candidates = list(shown) if everything else [cid for cid in dirty if cid in shown]
+        else:
+            candidates = [cid for cid in dirty if cid in self._published or cid in self._rows]
+        found = cards.rows(self.conn, sorted(candidates))
+        messages: list[dict[str, Any]] = []
+        rebuilt: dict[str, dict[str, Any]] = {}
+        for cid in sorted(found):
+            row = found[cid]
+            if self._rows.get(cid) == row and now < self._due.get(cid, math.inf):
+                continue  # the same row, and nothing due: the same card
+            card = cards.card(self.conn, row, config, self.own_host, now)
+            self._rows[cid], self._due[cid] = row, cards.due(row, config, now)
+            rebuilt[cid] = self._built[cid] = card
             text = json.dumps(card, sort_keys=True, default=str)
             if self._published.get(cid) != text:
                 self._published[cid] = text
                 messages.append({"type": "card", "card": card})
-        if not partial:
-            for cid in [c for c in self._published if c not in built]:
-                del self._published[cid]
-                messages.append({"type": "removed", "id": cid})
+        for cid in removed:
+            self._published.pop(cid, None)
+            self._rows.pop(cid, None)
+            self._due.pop(cid, None)
+            self._built.pop(cid, None)
+            messages.append({"type": "removed", "id": cid})
+        if self.notifier is not None:
+            # A card that turned failed, stalled, over budget or finished: its notifications. A full pass
+            # hands over every card the board shows (the notifier forgets the rest), else the rebuilt ones.
+            notifier = self.notifier
+            built = {cid: self._built[cid] for cid in found if cid in self._built} if everything else rebuilt
+            self._guarded(lambda: notifier.cards(self.store, built, not everything, now))
         if messages:
             self._publish(messages)
+
+    def _members(self, limit: int) -> set[str]:
+        """The cards the board shows: all of them, or past ``limit`` (board.max_sessions) a set that holds
+        still. A card on the board stays there until it is deleted, or a new card needs its place (the least
+        recently active one gives it up); a card left out comes in when a place is free, the most recently
+        active first. How many are left out is said (``cards_left_out``)."""
+        activity = {cid: float(at or 0.0) for cid, at in self.conn.execute(cards.ACTIVITY_SQL)}
+        known, self._known = self._known, set(activity)
+        if self._known != known:
+            self._approvals_dirty = True  # a request of another host names its card: one came or went
+        if len(activity) <= limit:
+            shown = set(activity)
+        else:
+            by_activity = sorted(activity, key=lambda c: activity[c], reverse=True)
+            new = [c for c in by_activity if c not in known and c not in self._published][:limit]
+            kept = [c for c in by_activity if c in self._published][:limit - len(new)]
+            shown = set(new) | set(kept)
+            for cid in by_activity:
+                if len(shown) >= limit:
+                    break
+                shown.add(cid)
+        left_out = len(activity) - len(shown)
+        if left_out != self._left_out_cards:
+            if left_out and not self._left_out_cards:
+                log.warning("%d card(s) left out of the board, past board.max_sessions (%d): the board shows the"
+                            " same cards until one is deleted or a new one comes", left_out, limit)
+            self._left_out_cards = left_out
+            self._publish([{"type": "cards_left_out", "count": left_out, "max_sessions": limit}])
+        return shown
 
     def _publish(self, messages: list[dict[str, Any]]) -> None:
         if self.loop is not None:
@@ -528,12 +635,19 @@ class Hub:
                 self.approvals = msg["approvals"]
                 self.approvals_left_out = msg["left_out"]
                 msg["left_out"] = self.left_out_of(msg["left_out"])
+            elif msg["type"] == "cards_left_out":
+                self.cards_left_out = msg["count"]
+            if not self.clients:
+                continue
+            # Encoded once for every board. Strict JSON: a browser's JSON.parse refuses the Infinity that
+            # json.dumps writes by default.
+            text = jsonout.dumps(msg, default=str).decode("utf-8")
             for client in list(self.clients):
                 if client.queue.qsize() >= QUEUE_MAX:
                     self.clients.discard(client)
                     client.queue.put_nowait(None)  # too slow: close; it reconnects and gets hello
                 else:
-                    client.queue.put_nowait(msg)
+                    client.queue.put_nowait(text)
 
     def announce(self, message: dict[str, Any]) -> None:
         """On the loop: send one message to every board now (a change no store write carries)."""
@@ -546,10 +660,30 @@ class Hub:
             except Exception:  # noqa: BLE001 - one listener must not stop the others
                 log.exception("store change listener failed")
 
-    def wake_controls(self) -> None:
-        """Called on the loop after a control was recorded: long-polling hosts answer now."""
-        for event in list(self.control_waiters):
+    def wake_controls(self, host: str | None = None) -> None:
+        """Called on the loop after a control was recorded for ``host``: its long poll answers now. None
+        or "*" (a control for every host): every host's."""
+        if host is None or host == "*":
+            waiting = [e for events in self.control_waiters.values() for e in events]
+        else:
+            waiting = list(self.control_waiters.get(host, ()))
+        for event in waiting:
             event.set()
+        if waiting:
+            self.state.stats.add("fleet_polls_woken", len(waiting))
+
+    def wait_controls(self, host: str) -> asyncio.Event:
+        """An event set when a control for ``host`` is recorded (give it back with :meth:`unwait_controls`)."""
+        event = asyncio.Event()
+        self.control_waiters.setdefault(host, set()).add(event)
+        return event
+
+    def unwait_controls(self, host: str, event: asyncio.Event) -> None:
+        events = self.control_waiters.get(host)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self.control_waiters[host]
 
     async def host_word(self, seq: int, wait_s: float, host: str) -> dict[str, Any] | None:
         """Wake the long-polling hosts, then wait up to ``wait_s`` for ``host`` (the one control ``seq``
@@ -558,7 +692,7 @@ class Hub:
         neighbours, need not import it."""
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.reply_waiters[seq] = (host, waiter)
-        self.wake_controls()
+        self.wake_controls(host)
         try:
             return await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
@@ -568,6 +702,7 @@ class Hub:
 
     def hello(self) -> dict[str, Any]:
         return {"type": "hello", "seq": self.seq, "host": self.own_host, "cards": cards.ordered(list(self.cards.values())),
+                "cards_left_out": self.cards_left_out,
                 "approvals": self.approvals, "approvals_left_out": self.left_out_of(self.approvals_left_out),
                 "cost": self.cost_view, **self.state.channel_status()}
 
@@ -644,17 +779,16 @@ async def live(ws: WebSocket) -> None:
     hub = hub_of(state)
     await ws.accept()
     client = Client(ws)
-    client.queue.put_nowait(hub.hello())
+    client.queue.put_nowait(jsonout.dumps(hub.hello(), default=str).decode("utf-8"))
     hub.clients.add(client)
 
     async def sender() -> None:
         while True:
-            msg = await client.queue.get()
-            if msg is None:
+            text = await client.queue.get()
+            if text is None:
                 await ws.close()
                 return
-            # Strict JSON: a browser's JSON.parse refuses the Infinity that json.dumps writes by default.
-            await ws.send_text(jsonout.dumps(msg, default=str).decode("utf-8"))
+            await ws.send_text(text)
 
     async def receiver() -> None:
         # The board sends nothing that matters; this notices a close. Any frame, text or binary, is

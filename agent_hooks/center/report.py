@@ -24,24 +24,23 @@ false`` leaves commands out.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sqlite3
 import time
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.requests import HTTPConnection
+from starlette.routing import BaseRoute
 
 from agent_hooks import __version__, fleet
 from agent_hooks.center import contract, fleetdb, limits, numbers
 from agent_hooks.center.control import subscription_target
 from agent_hooks.center.hub import Hub, hub_of
-from agent_hooks.server import access
-from agent_hooks.server.app import ServerState, state_of, stop_background
+from agent_hooks.server import access, fastpath
+from agent_hooks.server.app import ServerState, stop_background
 from agent_hooks.server.body import read
-from agent_hooks.server.jsonout import JSONResponse
 
 log = logging.getLogger("agent_hooks.center.report")
 REPORT_EVERY_S = 0.05
@@ -185,46 +184,56 @@ def _keep(conn: sqlite3.Connection, out: fleetdb.Result, card_id: str, item: dic
     out.body["cards"] += 1
 
 
-async def report(request: Request) -> Response:
-    state = state_of(request)
+async def report(state: ServerState, scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
+    """POST /api/fleet/report. Raw ASGI (agent_hooks.server.fastpath): every host sends one every few seconds."""
     hub = hub_of(state)
-    caller = await access.check(state, request, access.HOSTS)
-    host = caller.speaks_for(access.named_host(request))  # a paired host: its own name; another is 403
+    request = HTTPConnection(scope)
     try:
-        doc = contract.parse_json(await read(request.scope, request.receive))
-    except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
-    items = doc.get("cards")
-    if not isinstance(items, list):
-        return JSONResponse({"error": 'expected {"cards": [...], "approvals": [...]}'}, status_code=400)
-    if doc.get("host") is not None:
-        if not isinstance(doc["host"], str):
-            return JSONResponse({"error": '"host" must be the reporting host\'s name (a string)'}, status_code=400)
-        caller.speaks_for(doc["host"])  # a body naming another host than the credential's: 403
+        caller = await access.check(state, request, access.HOSTS)
+        host = caller.speaks_for(access.named_host(request))  # a paired host: its own name; another is 403
+        try:
+            doc = contract.parse_json(await read(scope, receive))
+        except contract.BodyError as exc:  # over the limit (413), not a JSON object, lone surrogates (400)
+            await fastpath.send_json(send, exc.status, {"error": str(exc)})
+            return
+        items = doc.get("cards")
+        if not isinstance(items, list):
+            await fastpath.send_json(send, 400, {"error": 'expected {"cards": [...], "approvals": [...]}'})
+            return
+        if doc.get("host") is not None:
+            if not isinstance(doc["host"], str):
+                await fastpath.send_json(send, 400, {"error": '"host" must be the reporting host\'s name (a string)'})
+                return
+            caller.speaks_for(doc["host"])  # a body naming another host than the credential's: 403
+    except access.Refused as refused:
+        await refused.response()(scope, receive, send)
+        return
     host = fleet.clean_host(host)
     if not host:
-        return JSONResponse({"error": f"the {fleet.HOST_HEADER} header names the reporting host"},
-                            status_code=400)
+        await fastpath.send_json(send, 400, {"error": f"the {fleet.HOST_HEADER} header names the reporting host"})
+        return
     if host == hub.own_host:
-        return JSONResponse({"error": "this host's own sessions come from its store, not from a report"},
-                            status_code=409)
+        await fastpath.send_json(send, 409, {"error": "this host's own sessions come from its store, not from a report"})
+        return
     requests = doc.get("approvals") if isinstance(doc.get("approvals"), list) else None
     try:
         check(items[:MAX_CARDS], requests)
     except contract.BodyError as exc:  # a number out of its range: nothing of the report is stored
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        await fastpath.send_json(send, exc.status, {"error": str(exc)})
+        return
     cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
     out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False,
                           limits.Limits.of(state.config))
     hub.note_left_out(host, out)
     if out.status == 429:
         state.stats.count("fleet_refused")
-        return JSONResponse(out.body, status_code=429, headers={"Retry-After": "60"})
-    return JSONResponse(out.body, status_code=out.status)
+        await fastpath.send_json(send, 429, out.body, [(b"retry-after", b"60")])
+        return
+    await fastpath.send_json(send, out.status, out.body)
 
 
 def routes(state: ServerState) -> list[BaseRoute]:
-    return [Route("/api/fleet/report", report, methods=["POST"])]
+    return [state.fast_route("/api/fleet/report", functools.partial(report, state))]
 
 
 # -- the reporting host's side ----------------------------------------------------------------

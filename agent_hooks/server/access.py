@@ -200,6 +200,15 @@ class TokenFile:
             self._next_look = now + self.RECHECK_S
         return self._value
 
+    def recent(self) -> tuple[bool, str | None]:
+        """(True, the token) while the last look is recent enough to answer without one; (False, None)
+        when :meth:`value` must look (which needs the configuration: its file's path)."""
+        if self._from_env is not None:
+            return True, self._from_env
+        if self._path is not None and self._clock() < self._next_look:
+            return True, self._value
+        return False, None
+
     def _remember(self, path: str, stamp: tuple[int, int, int] | None, value: str | None, now: float) -> None:
         self._path, self._stamp, self._value = path, stamp, value
         self._next_look = now + self.RECHECK_S
@@ -220,7 +229,10 @@ def token_ok(state: ServerState, presented: str | None) -> bool:
     if not presented:
         return False
     try:
-        expected = state.token_file.value(state.paths, state.config)
+        # The configuration (a stat of its file) only when the token file is due a look.
+        known, expected = state.token_file.recent()
+        if not known:
+            expected = state.token_file.value(state.paths, state.config)
     except TokenUnreadable as exc:
         state.stats.count("token_unreadable")
         raise Refused(503, str(exc)) from None
@@ -399,6 +411,59 @@ def _bearer(conn: HTTPConnection) -> str | None:
     return None
 
 
+class CredentialCache:
+    """Paired credentials as last verified, so that a request learns who it is without a hop to a thread
+    and a read of the store.
+
+    Exact, not merely brief: an entry is used only while the credentials table is as it was when it was
+    read. Each use costs one ``PRAGMA data_version`` on the event loop's own connection; when another
+    connection committed since, one small query of the table (how many, the newest pairing, the newest
+    revocation) says whether credentials changed, and if they did every entry is dropped. A revoke
+    (``agent-hook fleet revoke``, a re-pairing) so takes effect at the very next request. An entry is
+    also read again after :data:`credentials.SEEN_EVERY_S`, so that its last-seen time is kept."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._found: dict[str, tuple[float, credentials.Found | None]] = {}
+        self._version: int | None = None
+        self._stamp: tuple[Any, ...] | None = None
+
+    def _usable(self, state: ServerState) -> bool:
+        store = state.loop_store()
+        if store is None:  # no connection on the loop (yet): every request reads, as before
+            self._found.clear()
+            return False
+        try:
+            version = store.conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._version:
+                stamp = tuple(store.conn.execute("SELECT count(*), max(paired_at), max(revoked_at)"
+                                                 " FROM fleet_credentials").fetchone())
+                if stamp != self._stamp:
+                    self._found.clear()
+                self._version, self._stamp = version, stamp
+        except sqlite3.Error:
+            self._found.clear()
+            self._version = self._stamp = None
+            return False
+        return True
+
+    def get(self, state: ServerState, presented: str) -> tuple[bool, credentials.Found | None]:
+        """(True, what it is) when known and still valid; (False, None) when it must be read."""
+        if not self._usable(state):
+            return False, None
+        hit = self._found.get(credentials.sha256(presented))
+        if hit is None or self._clock() >= hit[0]:
+            return False, None
+        return True, hit[1]
+
+    def put(self, presented: str, found: credentials.Found | None) -> None:
+        if len(self._found) >= self.MAX_ENTRIES:
+            self._found.clear()
+        self._found[credentials.sha256(presented)] = (self._clock() + credentials.SEEN_EVERY_S, found)
+
+
 def _verify(state: ServerState, presented: str, address: str) -> credentials.Found | None:
     """A paired credential's row (on a pool thread: it reads the store); its last-seen time noted."""
     store = state.store()
@@ -424,11 +489,15 @@ async def identify(state: ServerState, conn: HTTPConnection) -> Caller:
     if bearer is None and credentials.is_paired_credential(device):
         paired = device
     if paired is not None:
-        try:
-            found = await state.run_blocking(_verify, state, paired, address)
-        except sqlite3.Error as exc:
-            state.stats.count("credential_check_failed")
-            raise Refused(503, f"the credential cannot be checked now ({exc}): try again") from None
+        known, found = state.credential_cache.get(state, paired)
+        if not known:
+            try:
+                found = await state.run_blocking(_verify, state, paired, address)
+            except sqlite3.Error as exc:
+                state.stats.count("credential_check_failed")
+                raise Refused(503, f"the credential cannot be checked now ({exc}): try again") from None
+            state.stats.count("credential_read")
+            state.credential_cache.put(paired, found)
         if found is None or found.refused is not None:
             state.stats.count("unauthorized")
             raise Refused(401, found.refused if found is not None and found.refused else

@@ -93,6 +93,10 @@ class Stats:
             if ms is not None:
                 self.times_ms.append(ms)
 
+    def add(self, what: str, n: int) -> None:
+        with self.lock:
+            self.counts[what] = self.counts.get(what, 0) + n
+
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             times = sorted(self.times_ms)
@@ -270,6 +274,8 @@ class ServerState:
         self.door_hosts = access.door_hosts(self.port)
         # The fleet token, read again only when its file changes (access.TokenFile).
         self.token_file = access.TokenFile(self.env)
+        # Paired credentials as last verified, dropped when the credentials table changes (access.CredentialCache).
+        self.credential_cache = access.CredentialCache()
         self.version = __version__
         self.build = local.build_id()
         self.started = time.time()
@@ -294,6 +300,9 @@ class ServerState:
         # approval, a host's long poll) looks at it, so that it answers within uvicorn's graceful
         # shutdown instead of holding the stop up for its whole wait.
         self.stop_requested: Callable[[], bool] = lambda: False
+        # Called on the loop once the server is asked to stop (:meth:`stop_now`): what waits wakes up.
+        self.stop_listeners: list[Callable[[], None]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, once it runs
         # Http hooks held for a person's answer (server/held.py).
         self.holds = Holds()
         # What the route modules set up when the app is built or starts; None while theirs is off.
@@ -307,6 +316,15 @@ class ServerState:
     def stopping(self) -> bool:
         """True once the server was asked to stop."""
         return self.stop_requested()
+
+    def stop_now(self) -> None:
+        """The server was asked to stop (called from any thread, a signal handler's included): each of
+        :attr:`stop_listeners` runs on the loop, so that what waits answers now."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        for listener in list(self.stop_listeners):
+            loop.call_soon_threadsafe(listener)
 
     def channel_status(self) -> dict[str, Any]:
         """Each channel's connection under its name (``{"openclaw": ...}``), for /status and the board."""
@@ -485,6 +503,7 @@ def create_app(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | No
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.loop = asyncio.get_running_loop()
         for module in modules:
             if hasattr(module, "startup"):
                 await module.startup(state)

@@ -35,7 +35,12 @@ def serve_worker(paths: Paths, config: dict[str, Any], env: Mapping[str, str], s
     logging.getLogger("agent_hooks.server").info(
         "serving %s on %s:%s (pid %s, worker %s, build %s); board at %s", paths.store, sock.getsockname()[0], port,
         supervisor_pid, os.getpid(), state.build, f"http://127.0.0.1:{port}/")
-    server = uvicorn.Server(uvicorn.Config(
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            state.stop_now()  # long polls answer now (ServerState.stop_listeners)
+
+    server = Server(uvicorn.Config(
         app, loop="uvloop", http=conns.protocol_class(guard), lifespan="on", access_log=False,
         # Off: uvicorn would otherwise take the client address from X-Forwarded-For on loopback,
         # and the caller check (peer.py) would ask the kernel about a socket the caller names.

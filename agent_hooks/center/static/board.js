@@ -394,6 +394,7 @@ function connect() {
       if (msg.approvals) setApprovals(msg.approvals, msg.approvals_left_out);
       setGateway(msg.openclaw);
       if (msg.cost) board.cost = msg.cost;
+      setCardsLeftOut(msg.cards_left_out);
       render();
     } else if (msg.type === "card") {
       board.cards.set(msg.card.id, msg.card);
@@ -406,6 +407,8 @@ function connect() {
       setTimeout(() => flash(msg.id), 50);
     } else if (msg.type === "approvals") {
       setApprovals(msg.approvals, msg.left_out);
+    } else if (msg.type === "cards_left_out") {
+      setCardsLeftOut(msg.count);
     } else if (msg.type === "openclaw") {
       setGateway(msg.openclaw);
     } else if (msg.type === "cost") {
@@ -601,6 +604,13 @@ function cardFor(a) {
   if (a.card && board.cards.has(a.card)) return board.cards.get(a.card);
   for (const c of board.cards.values()) if (c.host === a.host && c.session_id === a.session_id) return c;
   return board.cards.get(a.session_id) || null;
+}
+
+// Sessions past board.max_sessions, not on the board (the command center says how many).
+function setCardsLeftOut(n) {
+  const node = document.getElementById("cards-left");
+  node.textContent = n ? `${n} more session${n === 1 ? "" : "s"} not shown (board.max_sessions)` : "";
+  node.hidden = !n;
 }
 
 // How many of each host's requests the command center's limits keep out of the list ({host: n}).
