@@ -53,13 +53,14 @@ def _hold(center: Center, held: list[Held], sid: str, command: str) -> None:
     held.append(Held({**PERMISSION, "session_id": sid, "tool_input": {"command": command}}, env))
 
 
-def _pending(center: Center, n: int) -> list[dict[str, Any]]:
-    """The center's pending requests, oldest first, once there are ``n``."""
+def _pending(center: Center, n: int) -> dict[str, dict[str, Any]]:
+    """The center's pending requests by session id, once there are ``n`` (two held at once may be asked in
+    either order)."""
     end = time.time() + 10
     while time.time() < end:
         found = [a for a in center.http.get("/api/approvals").json()["approvals"] if a["state"] == "pending"]
         if len(found) == n:
-            return sorted(found, key=lambda a: a["created_at"])
+            return {a["session_id"]: a for a in found}
         time.sleep(0.05)
     raise AssertionError(f"not {n} pending requests: {found}")
 
@@ -93,7 +94,7 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     _hold(center, held, "phone-2", "terraform apply -auto-approve")
     working = center.ingest({"tmux_session": "agent-far", "event": "tool_use", "metadata": "Grep: ok"},
                             headers={"X-Agent-Hooks-Host": "web-1"}).json()["session"]
-    _pending(center, 2)
+    asked = _pending(center, 2)
     _open(phone, center.base + "/")
     phone.wait_for_function("document.querySelectorAll('.need').length === 2", timeout=5000)
     phone.wait_for_selector(f'.card[data-id="{working}"]', state="attached", timeout=5000)
@@ -137,7 +138,7 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     assert max(phone.evaluate("[document.documentElement.scrollWidth, document.body.scrollWidth]")) <= PHONE[0]
 
     # Allow on a phone answers as on a desktop.
-    phone.locator(".need button.allow").first.click()
+    phone.locator(f'.need[data-id="{asked["phone-1"]["id"]}"] button.allow').click()
     phone.wait_for_function("document.querySelectorAll('.need').length === 1", timeout=5000)
     assert held[0].answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
 
@@ -173,8 +174,9 @@ def test_one_state_per_card_in_words_and_a_legend(center: Center, phone: Any, tm
     failed = center.ingest({"tmux_session": "agent-etl", "event": "start"}, headers={"X-Agent-Hooks-Host": "etl-1"}).json()
     center.ingest({"tmux_session": "agent-etl", "event": "exit_error", "metadata": "exit 2"},
                   headers={"X-Agent-Hooks-Host": "etl-1"})
-    api = center.board_cards()[sid]
-    assert api["state"] == "completed" and api["column"] == "awaiting_review"  # the API keeps the contract's state
+    # The API keeps the contract's state (the hooks' calls reach the center's cards within a poll).
+    api = center.wait_card(lambda c: c["id"] == sid and c["state"] == "completed", what="the session completed")
+    assert api["column"] == "awaiting_review"
 
     _open(phone, center.base + "/")
     card = phone.locator(f'#col-awaiting_review .card[data-id="{sid}"]')
@@ -220,12 +222,32 @@ def test_cost_reads_the_same_on_the_board_and_in_the_cli(center: Center, phone: 
     assert board == [usd(v) for v, _ in MONEY] == [text for _, text in MONEY]
 
 
+def test_a_request_says_who_was_told(center: Center, phone: Any) -> None:
+    """A request's ``notifications`` (per channel: state, time, error) read in words on its card, an error on
+    hover; a request without them shows no line."""
+    _open(phone, center.base + "/")
+    notes = [{"channel": "ntfy", "state": "sent", "at": 1700000000, "error": None},
+             {"channel": "Slack", "state": "retrying", "at": 1700000001, "error": "HTTP 503 from hooks.slack.com"},
+             {"channel": "email", "state": "failed", "at": 1700000002, "error": "<b>refused</b>"}]
+    got = phone.evaluate("""(notes) => {
+      const node = deliveries({notifications: notes});
+      return [node.textContent, [...node.querySelectorAll('.delivery')].map(n => [n.className, n.title]),
+              node.querySelectorAll('b').length, deliveries({}), deliveries({notifications: []})];
+    }""", notes)
+    text, spans, tags, none, empty = got
+    assert text == "sent to ntfy · retrying Slack · could not reach email", text
+    assert [c for c, _ in spans] == ["delivery sent", "delivery retrying", "delivery failed"]
+    assert "HTTP 503 from hooks.slack.com" in spans[1][1] and "<b>refused</b>" in spans[2][1] and tags == 0
+    assert none is None and empty is None
+
+
 def test_a_link_opens_its_request(center: Center, phone: Any, held: list[Held]) -> None:
     """<board>/#request=<id> selects that request, marks it, scrolls to it and switches the phone's list to its
     session's column; a change of the fragment opens another; a request no longer pending says so."""
     _hold(center, held, "link-1", "make one")
     _hold(center, held, "link-2", "make two")
-    first, second = _pending(center, 2)
+    asked = _pending(center, 2)
+    first, second = asked["link-1"], asked["link-2"]
     center.ingest({"tmux_session": "agent-far", "event": "tool_use"}, headers={"X-Agent-Hooks-Host": "web-1"})
     _open(phone, center.base + f"/#request={second['id']}")
     target = phone.locator(f'.need.target.selected[data-id="{second["id"]}"]')
@@ -298,7 +320,7 @@ def test_the_service_worker_registers_shows_a_push_and_opens_its_request(center:
     the DevTools protocol: headless Chromium has no push service) shows a notification with the push's title, body,
     tag and link; opening that link brings the open board to the request."""
     _hold(center, held, "push-1", "make deploy")
-    (request,) = _pending(center, 1)
+    (request,) = _pending(center, 1).values()
     with chromium_page(sync_api, *PHONE) as page:
         page.context.grant_permissions(["notifications"], origin=center.base)
         _open(page, center.base + "/")
