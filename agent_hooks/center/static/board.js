@@ -968,15 +968,14 @@ async function pushKey() {
 }
 
 // Subscribe this device for Web Push: {ok: true}, or {why} in words.
-async function subscribePush(ask) {
+async function subscribePush() {
   if (!window.isSecureContext) return {why: "push needs the board over https (or on this machine's own address)"};
   if (!("serviceWorker" in navigator) || !("PushManager" in window)) return {why: "this browser has no Web Push"};
   const reg = await board.sw;
   if (!reg) return {why: `the board's service worker did not start${board.swError ? ": " + board.swError : ""}`};
   const got = await pushKey();
   if (!got.key) return {why: got.why};
-  if (Notification.permission === "default" && ask) await Notification.requestPermission();
-  if (Notification.permission !== "granted") return {why: "notifications are blocked for this page (the browser's site settings)"};
+  if (!("Notification" in window) || Notification.permission !== "granted") return {why: "notifications are blocked for this page (the browser's site settings)"};
   let key;
   try { key = b64urlBytes(got.key); } catch (e) { return {why: "the server's push key is not base64url"}; }
   let sub = await reg.pushManager.getSubscription();
@@ -1009,10 +1008,11 @@ function setNotify(mode, text) {
 
 // "Notify me" turned on (or found on at load: then nothing is asked, as a browser asks only after a click).
 async function notifyOn(ask) {
-  const push = await subscribePush(ask);
+  // Asked first, straight from the click: some browsers (Safari) allow the question only then.
+  if (ask && "Notification" in window && Notification.permission === "default") await Notification.requestPermission();
+  const push = await subscribePush();
   if (push.ok) { setNotify("push", "a push reaches this device for each request, even with the board closed"); return; }
   if (!("Notification" in window)) { setNotify("off", `no notifications: ${push.why}, and this browser has none in the page`); return; }
-  if (Notification.permission === "default" && ask) await Notification.requestPermission();
   if (Notification.permission !== "granted") { setNotify("off", `no notifications: ${push.why}; and notifications are blocked for this page`); return; }
   setNotify("tab", `only while this board is open: ${push.why}`);
 }
