@@ -118,6 +118,7 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     for sel in ("#f-host", "#f-type", "#f-task", "#needs-notify", "#spend-today"):
         assert phone.locator(sel).is_visible(), sel
     assert phone.evaluate(OFF_OR_SMALL, ".top") == []
+    assert max(phone.evaluate("[document.documentElement.scrollWidth, document.body.scrollWidth]")) <= PHONE[0]
     header = phone.locator(".top").bounding_box()
     for sel in ("#f-task", "#notify-label", "#spend"):  # inside the dark bar, not on the page beneath it
         box = phone.locator(sel).bounding_box()
