@@ -94,6 +94,8 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     _hold(center, held, "phone-2", "terraform apply -auto-approve")
     working = center.ingest({"tmux_session": "agent-far", "event": "tool_use", "metadata": "Grep: ok"},
                             headers={"X-Agent-Hooks-Host": "web-1"}).json()["session"]
+    for i in range(5):  # a fleet: each host's spend in the header's menu
+        center.ingest({"tmux_session": f"agent-{i}", "event": "tool_use"}, headers={"X-Agent-Hooks-Host": f"build-server-0{i}"})
     asked = _pending(center, 2)
     _open(phone, center.base + "/")
     phone.wait_for_function("document.querySelectorAll('.need').length === 2", timeout=5000)
@@ -129,7 +131,7 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     # One list: a single column shows; the selector names each state with its count and switches the list.
     assert phone.locator(".col:visible").count() == 1
     options = phone.eval_on_selector_all("#state-pick option", "os => os.map(o => o.textContent)")
-    assert "Working (1)" in options and "Waiting for you (2)" in options, options
+    assert "Working (6)" in options and "Waiting for you (2)" in options, options
     assert phone.input_value("#state-pick") == "awaiting_review"  # the sessions asking come first
     phone.select_option("#state-pick", "running")
     phone.wait_for_selector(f'#col-running .card[data-id="{working}"]', state="visible", timeout=2000)
