@@ -7,6 +7,10 @@ forwarders send them, and one host reports its sessions and a pending request as
 shows. Needs Debian's chromium.
 
     .venv/bin/python docs/board_screenshot.py [--out docs/board.png]
+    .venv/bin/python docs/board_screenshot.py --phone [--out docs/board_phone.png]
+
+``--phone`` photographs the board as a phone shows it, 390 × 844 CSS pixels (drawn at twice that), with
+two requests pending: a command and another host's question.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ MAP = '{"SessionStart": "start", "PostToolUse": "tool_use", "UserPromptSubmit": 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(Path(__file__).with_name("board.png")))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--phone", action="store_true", help="390 x 844, two requests pending")
     args = ap.parse_args()
+    out = args.out or str(Path(__file__).with_name("board_phone.png" if args.phone else "board.png"))
     home = Path(tempfile.mkdtemp(prefix="board-demo-"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,9 +125,10 @@ def main() -> int:
         ask("s-billing-1", builder, "Bash", {"command": "make migrate ENV=staging && psql -f 0042_invoices.sql"},
             [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "make migrate:*"}],
               "behavior": "allow", "destination": "localSettings"}])
-        ask("s-billing-2", looper, "Edit", {"file_path": "/srv/billing/config/database.yml",
-                                            "old_string": "adapter: mysql2\npool: 5",
-                                            "new_string": "adapter: postgresql\npool: 20"})
+        if not args.phone:
+            ask("s-billing-2", looper, "Edit", {"file_path": "/srv/billing/config/database.yml",
+                                                "old_string": "adapter: mysql2\npool: 5",
+                                                "new_string": "adapter: postgresql\npool: 20"})
         now = time.time()
         post("/api/fleet/report", {"cards": [{
             "session_id": "w-search-7", "tmux_session": "agent-search-7", "agent": "indexer", "role": "worker",
@@ -135,10 +142,11 @@ def main() -> int:
                                 "options": [{"label": "keep v3"}, {"label": "switch to v4"}]}])}]}, "web-02")
         time.sleep(1.0)
         chromium = "/usr/bin/chromium"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--window-size=1500,1060", "--virtual-time-budget=3000", f"--screenshot={args.out}",
-                        base + "/"], check=True, capture_output=True, timeout=60)
-        print(f"wrote {args.out}")
+        size = ["--window-size=390,844", "--force-device-scale-factor=2"] if args.phone else ["--window-size=1500,1060"]
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *size,
+                        "--virtual-time-budget=3000", f"--screenshot={out}", base + "/"],
+                       check=True, capture_output=True, timeout=60)
+        print(f"wrote {out}")
     finally:
         for proc in held:  # the held requests: give up waiting (the client's dialog would stay)
             proc.terminate()

@@ -4,6 +4,13 @@
   devices (a browser paired at ``/pair``, center/pairing.py); ``/?token=T``
   keeps the owner's fleet token as a SameSite=Strict cookie.
 * ``GET /static/...``: its CSS and JavaScript. No CDN, no build step.
+* ``GET /sw.js``: its service worker (static/sw.js), served from the root so
+  that its scope is the whole board: it shows a Web Push and opens its request.
+  For people, as the board is.
+* ``GET /manifest.webmanifest`` and ``GET /icons/<file>``: what makes the board
+  an app a phone installs. These answer anyone the front door lets in: a browser
+  fetches a manifest and its icons without the page's cookies (a paired phone
+  would get 401), and they hold nothing but the board's name and picture.
 * ``GET /api/board``: every card, the states and which drags are allowed.
 * ``GET /api/board/sessions/<id>``: a session's page (agent_hooks.center.cards.detail).
 
@@ -28,6 +35,7 @@ from agent_hooks.server.app import ServerState, state_of
 from agent_hooks.server.jsonout import JSONResponse
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+ICONS = {"icon.svg": "image/svg+xml", "icon-192.png": "image/png", "icon-512.png": "image/png"}
 OWN_STATES = {
     "live": "working: hook calls are coming",
     "awaiting": "its turn ended (Stop): waiting for a prompt",
@@ -92,6 +100,26 @@ async def session_page(request: Request) -> Response:
     return JSONResponse(data)
 
 
+async def service_worker(request: Request) -> Response:
+    await access.check(state_of(request), request, access.PEOPLE)
+    # no-cache: a phone picks up a new service worker at its next visit.
+    return FileResponse(os.path.join(STATIC, "sw.js"), media_type="text/javascript",
+                        headers={"Cache-Control": "no-cache"})
+
+
+async def manifest(request: Request) -> Response:
+    return FileResponse(os.path.join(STATIC, "manifest.webmanifest"), media_type="application/manifest+json",
+                        headers={"Cache-Control": "no-cache"})
+
+
+async def icon(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in ICONS:  # only the files named above: never a path from the request
+        return JSONResponse({"error": f"no icon {name!r}"}, status_code=404)
+    return FileResponse(os.path.join(STATIC, "icons", name), media_type=ICONS[name],
+                        headers={"Cache-Control": "max-age=86400"})
+
+
 class StaticBoard:
     """The board's CSS and JavaScript, behind the same check as its other routes."""
 
@@ -113,6 +141,9 @@ def routes(state: ServerState) -> list[BaseRoute]:
         Route("/", index, methods=["GET"]),
         Route("/api/board", board, methods=["GET"]),
         Route("/api/board/sessions/{id}", session_page, methods=["GET"]),
+        Route("/sw.js", service_worker, methods=["GET"]),
+        Route("/manifest.webmanifest", manifest, methods=["GET"]),
+        Route("/icons/{name}", icon, methods=["GET"]),
         Mount("/static", app=StaticBoard(), name="static"),
     ]
 

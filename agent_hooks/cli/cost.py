@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 # The totals are the ledger's (agent_hooks.center.ledger), so `cost` and `cost --fleet` add up alike.
+from agent_hooks import money
 from agent_hooks.center.ledger import TOKEN_KEYS, rounded_usd, summarize
 from agent_hooks.cli.common import NotFound, echo_json, iso, load_config, open_store
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
@@ -21,11 +22,11 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the re
 
 
 def usd_text(usd: float | None, unpriced: int | bool = 0) -> str:
-    """'$1.23', with a mark when some of it could not be priced ('$1.23 + unpriced')."""
+    """'$1.23' or '38¢' (agent_hooks.money, as the board shows it), with a mark when some of it could
+    not be priced ('$1.23 + unpriced')."""
     if usd is None:
         return "unpriced"
-    text = f"${usd:,.2f}" if usd >= 0.995 or usd == 0 else f"${usd:.4f}"
-    return text + (" + unpriced" if unpriced else "")
+    return money.usd(usd) + (" + unpriced" if unpriced else "")
 
 
 SINCE_HELP = "From this local day on: YYYY-MM-DD, today, yesterday, or Nd (N days ago, e.g. 7d)."

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from agent_hooks import money
 from agent_hooks.cli import persist as persist_cli  # task persist / done / blocked
 from agent_hooks.cli.common import NotFound, echo_json, iso, open_store, plural, writing
 from agent_hooks.cli.ids import SESSIONS, TASKS, resolve
@@ -74,7 +75,7 @@ def create(task_id: str, description: str | None, as_json: bool, persist_on: boo
         if budget_usd is not None:
             _set_budget(conn, task_id, budget_usd)
         record = task_record(conn, task_id)
-    budget_text = f" (budget ${budget_usd:.2f})" if budget_usd else ""
+    budget_text = f" (budget {money.usd(budget_usd)})" if budget_usd else ""
     _done(as_json, record, f"task {task_id}: created" + (" (persists)" if persist_on else "") + budget_text)
 
 
@@ -101,8 +102,8 @@ def budget_cmd(task_id: str, usd: float, as_json: bool) -> None:
         spent = _set_budget(conn, task_id, usd)
         conn.execute("UPDATE tasks SET updated_at = ? WHERE task_id = ?", (time.time(), task_id))
         record = task_record(conn, task_id)
-    text = (f"task {task_id}: budget ${usd:.2f}, ${spent:.2f} spent" if usd
-            else f"task {task_id}: no budget (${spent:.2f} spent)")
+    text = (f"task {task_id}: budget {money.usd(usd)}, {money.usd(spent)} spent" if usd
+            else f"task {task_id}: no budget ({money.usd(spent)} spent)")
     _done(as_json, record, text)
 
 
@@ -295,7 +296,7 @@ def _money(t: dict[str, Any]) -> str:
     from agent_hooks.cli.cost import usd_text
 
     text = usd_text(t["cost_usd"], t["unpriced"])
-    return f"{text} of ${t['budget_usd']:.2f}" if t.get("budget_usd") else text
+    return f"{text} of {money.usd(t['budget_usd'])}" if t.get("budget_usd") else text
 
 
 def _selector_options(fn: Any) -> Any:

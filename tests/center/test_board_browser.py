@@ -65,7 +65,7 @@ def test_live_filters_and_reconnect(center: Center, page: Any) -> None:
 
 
 def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, page: Any, tmp_path: Path) -> None:
-    """A local session asking for input shows a "needs input" badge with the tool, sorts first in its
+    """A local session asking for input says it asks you, naming the tool, sorts first in its
     column ahead of a newer card, and its card and page show the task's state and continuations."""
     import json
 
@@ -89,7 +89,7 @@ def test_waiting_badge_sorts_first_and_task_persistence_shows(center: Center, pa
     page.wait_for_selector(f'#col-awaiting_review .card[data-id="{plain}"]', timeout=5000)
     badge = page.locator(f'.card[data-id="{asking}"] .badge.waiting.needs_input')
     badge.wait_for(state="visible", timeout=5000)
-    assert badge.inner_text().startswith("needs input: Bash"), badge.inner_text()
+    assert badge.inner_text().startswith("asks you: Bash"), badge.inner_text()
     order = page.eval_on_selector_all("#col-awaiting_review .card", "ns => ns.map(n => n.dataset.id)")
     assert order.index(asking) < order.index(plain), order
     assert "open · persists 0/5" in page.inner_text(f'.card[data-id="{asking}"] .persist')
@@ -158,10 +158,10 @@ def test_board_fixes_commands_columns_reply_and_remote_cards(center: Center, pag
         assert "null" not in page.inner_text("#p-sub"), page.inner_text("#p-sub")
         page.click("#panel-close")
 
-        # The turn ends: Awaiting review (contract: completed), with a Reply field that types into the pane.
+        # The turn ends: Waiting for you (the contract says completed), with a Reply field that types into the pane.
         run_hook({**base, "hook_event_name": "Stop", "stop_hook_active": False}, env)
         page.wait_for_selector(f'#col-awaiting_review .card[data-id="{sid}"] .reply-text', timeout=5000)
-        assert "contract: completed" in page.inner_text(f'.card[data-id="{sid}"]')
+        assert page.inner_text(f'.card[data-id="{sid}"] .badge.state') == "waiting for a prompt"
         assert page.locator(f'#col-completed .card[data-id="{sid}"]').count() == 0
         page.fill(f'.card[data-id="{sid}"] .reply-text', "please add a test")
         page.click(f'.card[data-id="{sid}"] form.reply button')
@@ -312,7 +312,7 @@ def test_cost_burn_rate_budget_mark_header_total_and_chart(center: Center, page:
         assert center.ingest({"tmux_session": "agent-spend", "event": event, "cost_usd": usd}, headers=far).status_code == 200
     card = f'.card[data-id="{sid}"]'
     page.wait_for_function(f"document.querySelector('{card} .cost .usd')?.textContent === '60¢'", timeout=5000)
-    # $0.60 in the last 10 minutes: $3.60 an hour. 60 % of the task's $1: not marked yet.
+    # 60¢ in the last 10 minutes: $3.60 an hour. 60 % of the task's $1: not marked yet.
     assert page.inner_text(f"{card} .cost .burn") == "$3.60/h"
     assert page.inner_text(f"{card} .cost .budget") == "task 60¢ of $1.00 (60%)"
     assert page.locator(f"{card}.near-budget").count() == 0 and page.locator(f"{card} .near-budget").count() == 0

@@ -4,10 +4,21 @@
 // Every text from the server is set with textContent (never parsed as HTML).
 "use strict";
 
-const STATE_LABELS = {idle: "Idle", running: "Running", awaiting_review: "Awaiting review",
-                      completed: "Completed", failed: "Failed"};
+// The states, in the person's words: the columns' names and the legend. The API keeps the ingest contract's names
+// (idle, running, ...); the page shows these.
+const STATES = {
+  idle: {label: "Idle", means: "registered, but not started yet, or put back to run again"},
+  running: {label: "Working", means: "the agent is at work. Marked “stalled” when it has been silent for longer than {stall}"},
+  awaiting_review: {label: "Waiting for you", means: "its turn is over and it waits for your next prompt or a review, or it asks you something (under Needs you)"},
+  completed: {label: "Finished", means: "the session ended"},
+  failed: {label: "Failed", means: "the session ended on an error"},
+};
+const STATE_LABELS = Object.fromEntries(Object.entries(STATES).map(([k, v]) => [k, v.label]));
+// Which column the phone's one list shows first, when nobody has chosen one: the first with sessions in it.
+const PICK_ORDER = ["awaiting_review", "running", "failed", "idle", "completed"];
 const board = {meta: null, cards: new Map(), seq: 0, ws: null, connected: false, open: null, filters: {},
-               approvals: [], selected: null, seenApprovals: new Set()};
+               approvals: [], selected: null, seenApprovals: new Set(), pick: null, target: null, wanted: null,
+               notify: {mode: "off", why: ""}};
 window.__board = board;  // for a person at the console (and the browser tests)
 
 function el(tag, attrs, ...children) {
@@ -52,6 +63,12 @@ async function api(method, path, body) {
   return {status: r.status, ok: r.ok, doc: doc || {}};
 }
 
+// What each event of a session's history means, in words (the API keeps the event's own name).
+const EVENT_WORDS = {start: "started", running: "working again", to_in_progress: "working again", tool_use: "used a tool",
+                     prompt_ready: "ready for a prompt", to_review: "turn over", awaiting_review: "turn over",
+                     exit: "ended", completed: "ended", exit_error: "ended on an error", failed: "ended on an error",
+                     requeue: "put back to run again"};
+
 // -- columns and cards ----------------------------------------------------------------
 
 function buildColumns() {
@@ -74,6 +91,42 @@ function buildColumns() {
     });
     main.append(col);
   }
+  const pick = document.getElementById("state-pick");
+  pick.textContent = "";
+  for (const s of board.meta.states) pick.append(el("option", {value: s}, STATE_LABELS[s] || s));
+  renderLegend();
+}
+
+// The legend: each state in words (the same words as the columns and the cards).
+function renderLegend() {
+  const list = document.getElementById("legend-list");
+  list.textContent = "";
+  for (const s of board.meta.states) {
+    const state = STATES[s];
+    if (!state) continue;
+    list.append(el("div", {class: "legend-item", style: `--c: var(--${s})`},
+      el("dt", {}, state.label), el("dd", {}, state.means.replace("{stall}", stallWords()) + ".")));
+  }
+}
+
+// On a phone the columns are one list: the state selector says which column it shows (CSS hides the others
+// at phone width; on a wide screen every column shows and the selector is hidden).
+function pickedState(counts) {
+  if (board.pick && counts[board.pick] !== undefined) return board.pick;
+  return PICK_ORDER.find((s) => counts[s] > 0) || "running";
+}
+
+function renderPick(counts) {
+  const pick = document.getElementById("state-pick");
+  const chosen = pickedState(counts);
+  for (const o of pick.options) o.textContent = `${STATE_LABELS[o.value] || o.value} (${counts[o.value] || 0})`;
+  if (pick.value !== chosen) pick.value = chosen;
+  for (const col of document.querySelectorAll(".col")) col.classList.toggle("picked", col.dataset.state === chosen);
+}
+
+function choosePick(state) {
+  board.pick = state;
+  render();
 }
 
 function allowed(id, target) {
@@ -107,18 +160,44 @@ function personRank(card) {
   return i < 0 ? NEEDS_PERSON.length : i;
 }
 
-function waitingBadge(card) {
+// The column a card shows in (cards.column on the server: the contract's state, unless its host knows the
+// session is alive).
+function columnOf(card) {
+  return card.column && STATES[card.column] ? card.column : card.state;
+}
+
+// How long "stalled" means, in words ("5 minutes").
+function stallWords() {
+  const s = Number(board.meta && board.meta.stalled_after_s) || 0;
+  if (!s) return "a while";
+  if (s < 120) return `${Math.round(s)} seconds`;
+  return `${Math.round(s / 60)} minutes`;
+}
+
+// A card's one state, in words: what its column means for this session, a little more exactly (it asks you,
+// it stopped on an error, it is stalled). Never the contract's or the host's own state names.
+function stateWords(card) {
+  const detail = card.waiting_detail ? `: ${clip(card.waiting_detail, 80)}` : "";
   if (card.waiting_on === "needs_input")
-    return el("span", {class: "badge waiting needs_input", title: "asked a person (permission prompt or question)"},
-      `needs input${card.waiting_detail ? ": " + card.waiting_detail : ""}`);
+    return {cls: "waiting needs_input", text: `asks you${detail}`, title: "a permission prompt or a question waits for a person"};
   if (card.waiting_on === "error")
-    return el("span", {class: "badge waiting error", title: "its turn ended on an API error"},
-      `error${card.waiting_detail ? ": " + card.waiting_detail : ""}`);
-  // At its prompt for a reason worth saying: a new session's first prompt, or a blocked prompt.
-  if (card.waiting_on === "awaiting" && card.waiting_detail)
-    return el("span", {class: "badge waiting awaiting", title: "at its prompt: not working"},
-      `awaiting: ${card.waiting_detail}`);
-  return null;
+    return {cls: "waiting error", text: `stopped on an error${detail}`, title: "its turn ended on an error from the model's API"};
+  const col = columnOf(card);
+  if (col === "running" && ((card.badges || {}).stalled || card.own_state === "stalled"))
+    return {cls: "stalled", text: "stalled", title: `no sign of it for more than ${stallWords()}`};
+  if (col === "running") return {cls: "working", text: "working", title: STATES.running.means.replace("{stall}", stallWords())};
+  if (col === "awaiting_review") {
+    if (card.waiting_on === "awaiting" || card.own_state === "awaiting")
+      return {cls: "waiting awaiting", text: `waiting for a prompt${detail}`, title: "its turn is over: it waits for your next prompt"};
+    return {cls: "review", text: "waiting for review", title: STATES.awaiting_review.means};
+  }
+  const state = STATES[col];
+  return {cls: col, text: state ? state.label.toLowerCase() : col, title: state ? state.means : ""};
+}
+
+function stateNode(card) {
+  const w = stateWords(card);
+  return el("span", {class: `badge state ${w.cls}`, title: w.title}, w.text);
 }
 
 function persistText(card) {
@@ -130,15 +209,19 @@ function persistText(card) {
   return p.let_go ? `${held} · allowed to stop: ${p.let_go}` : held;
 }
 
-// Dollars as people read them, one format everywhere: dollars with two decimals, or cents under a
-// dollar (a tenth of a cent under ten cents).
-function usd(x) {
-  const v = Number(x) || 0;
-  if (v > 0 && v < 0.995) {
-    const cents = v * 100;
-    return `${cents < 9.95 ? cents.toFixed(1) : cents.toFixed(0)}¢`;
-  }
-  return `$${v.toFixed(2)}`;
+// Dollars as a person reads them, the same everywhere (and as the CLI prints them: agent_hooks/money.py):
+// "$1.25" from a dollar up; cents under it, whole from ten cents ("38¢"), to a tenth below ("3.5¢");
+// "<0.1¢" for a trace, "0¢" for nothing. Rounded half up on integer tenths of a cent, as Python does there.
+function money(x) {
+  const v = Number(x);
+  if (!Number.isFinite(v)) return "0¢";
+  if (v < 0) return "-" + money(-v);
+  const tenths = Math.floor(v * 1000 + 0.5);
+  if (tenths === 0) return v > 0 ? "<0.1¢" : "0¢";
+  if (tenths < 100) return `${Math.floor(tenths / 10)}.${tenths % 10}¢`;
+  const cents = Math.floor(v * 100 + 0.5);
+  if (cents < 100) return `${cents}¢`;
+  return "$" + (cents / 100).toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
 }
 
 // A card's cost, burn rate ($/h over the last 10 minutes) and budget; marked at 80 % of the budget.
@@ -147,11 +230,11 @@ function costLine(card) {
   if (!c) return null;
   const budget = c.budget_usd
     ? el("span", {class: "budget", title: `${c.budget_of} budget: spent of it`},
-        `${c.budget_of} ${usd(c.spent_usd)} of ${usd(c.budget_usd)} (${Math.round(c.budget_pct)}%)`)
+        `${c.budget_of} ${money(c.spent_usd)} of ${money(c.budget_usd)} (${Math.round(c.budget_pct)}%)`)
     : null;
   return el("div", {class: "cost" + (c.near ? " near" : ""), title: "cost · burn rate over the last 10 minutes"},
-    el("span", {class: "usd"}, usd(c.usd)),
-    el("span", {class: "burn"}, `${usd(c.burn_usd_h)}/h`),
+    el("span", {class: "usd"}, money(c.usd)),
+    c.burn_usd_h > 0 ? el("span", {class: "burn"}, `${money(c.burn_usd_h)}/h`) : null,  // nothing spent lately: no rate
     budget,
     c.near ? el("span", {class: "badge near-budget"}, c.budget_pct >= 100 ? "budget spent" : "≥80% of budget") : null);
 }
@@ -166,28 +249,28 @@ function renderSpend() {
     if (!(c.host in (f.hosts || {}))) others[c.host] = (others[c.host] || 0) + ((c.cost && c.cost.today_usd) || 0);
   }
   const today = (f.today_usd || 0) + Object.values(others).reduce((a, b) => a + b, 0);
-  document.getElementById("spend-today").textContent = usd(today);
+  document.getElementById("spend-today").textContent = money(today);
   const w = f.window;
   const fc = (f.forecast || {}).window;
   const win = document.getElementById("spend-window");
-  win.textContent = w ? `window ${usd(w.usd)} · ${usd(f.burn_usd_h)}/h` : "no active window";
+  win.textContent = w ? `window ${money(w.usd)} · ${money(f.burn_usd_h)}/h` : "no active window";
   win.title = w ? `the 5-hour window ${clock(w.start)}–${clock(w.end)}; burn rate over the last hour` : "";
   const fore = document.getElementById("spend-forecast");
   fore.hidden = !fc;
   if (fc) {
-    fore.textContent = fc.reached ? `limit ${usd(fc.limit_usd)} reached`
-      : fc.reach_at && fc.within ? `limit ${usd(fc.limit_usd)} at ${clock(fc.reach_at)}` : `under ${usd(fc.limit_usd)}`;
+    fore.textContent = fc.reached ? `limit ${money(fc.limit_usd)} reached`
+      : fc.reach_at && fc.within ? `limit ${money(fc.limit_usd)} at ${clock(fc.reach_at)}` : `under ${money(fc.limit_usd)}`;
     fore.classList.toggle("near", Boolean(fc.within));
   }
   const hosts = document.getElementById("spend-hosts");
   hosts.textContent = "";
   for (const [name, h] of Object.entries(f.hosts || {})) {
-    hosts.append(el("span", {class: "spend-host", title: `${name}: today, and ${usd(h.window_usd)} in the current window`},
-      el("span", {class: "chip host"}, name), el("b", {}, usd(h.today_usd))));
+    hosts.append(el("span", {class: "spend-host", title: `${name}: today, and ${money(h.window_usd)} in the current window`},
+      el("span", {class: "chip host"}, name), el("b", {}, money(h.today_usd))));
   }
   for (const [name, today] of Object.entries(others)) {
     hosts.append(el("span", {class: "spend-host", title: `${name}: today, from its sessions' forwarded totals`},
-      el("span", {class: "chip host"}, name), el("b", {}, usd(today))));
+      el("span", {class: "chip host"}, name), el("b", {}, money(today))));
   }
 }
 
@@ -208,12 +291,12 @@ function costChart(series) {
     const dot = document.createElementNS(NS, "circle");
     dot.setAttribute("cx", x(t).toFixed(1)); dot.setAttribute("cy", y(u).toFixed(1)); dot.setAttribute("r", "2");
     const tip = document.createElementNS(NS, "title");
-    tip.textContent = `${clock(t)} ${usd(u)}`;
+    tip.textContent = `${clock(t)} ${money(u)}`;
     dot.append(tip);
     svg.append(dot);
   }
   const label = document.createElementNS(NS, "title");
-  label.textContent = `cost from ${clock(t0)} to ${clock(t1)}: ${usd(top)}`;
+  label.textContent = `cost from ${clock(t0)} to ${clock(t1)}: ${money(top)}`;
   svg.prepend(label);
   return svg;
 }
@@ -225,25 +308,20 @@ function cardNode(card) {
   const kind = card.agent_type && card.agent_type !== "claude-code" && card.agent_type !== card.agent ? card.agent_type : null;
   const who = [card.agent, kind, card.role, tmux].filter(Boolean).join(" · ");
   const badges = [];
-  const waiting = waitingBadge(card);
-  if (waiting) badges.push(waiting);
   if (b.cancelled) badges.push(el("span", {class: "badge cancelled", title: b.cancel_reason || ""},
     b.cancelled_by === "task" ? "task cancelled" : "cancelled",
     b.cancel_delivered === false ? " (sending)" : ""));
-  if (b.warned) badges.push(el("span", {class: "badge warned", title: "guard warnings"}, `warned ${b.warned}`));
-  if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls denied"}, `denied ${b.denied}`));
-  if (b.stalled) badges.push(el("span", {class: "badge stalled"}, "stalled"));
+  if (b.warned) badges.push(el("span", {class: "badge warned", title: "the guards warned the agent"},
+    `${b.warned} warning${b.warned === 1 ? "" : "s"}`));
+  if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls the guards refused"}, `${b.denied} refused`));
   const tool = card.current_tool
     ? el("div", {class: "tool" + (card.tool_running ? " on" : ""), title: card.current_command || ""},
         card.tool_running ? card.current_tool : `last: ${card.current_tool}`,
         card.current_command ? el("code", {class: "cmd"}, clip(card.current_command, 120)) : null)
     : null;
-  const moved = card.column && card.column !== card.state
-    ? el("span", {class: "chip contract", title: "the command center's (contract) state; the column follows this host's own state"},
-        `contract: ${card.state}`)
-    : null;
-  const node = el("article", {class: "card" + (card.cost && card.cost.near ? " near-budget" : ""), draggable: "true", tabindex: "0", data: {id: card.id, state: card.state},
-                              style: `--c: var(--${card.state})`, title: "open the session"},
+  const col = columnOf(card);
+  const node = el("article", {class: "card" + (card.cost && card.cost.near ? " near-budget" : ""), draggable: "true", tabindex: "0", data: {id: card.id, state: col},
+                              style: `--c: var(--${col})`, title: "open the session"},
     el("div", {class: "row1"}, el("span", {class: "label"}, card.label), el("span", {class: "chip host"}, card.host)),
     el("div", {class: "who"}, who || card.agent_type || ""),
     card.task_id ? el("div", {class: "task"}, `Task ${card.task_id}${card.task ? ": " + card.task : ""}`) : null,
@@ -256,8 +334,8 @@ function cardNode(card) {
       el("span", {}, "·"),
       el("span", {class: "when", data: {ts: card.last_activity || ""}}, ago(card.last_activity)),
       el("span", {class: "sp"}),
-      card.own_state ? el("span", {class: `own ${card.own_state}`, title: board.meta.own_states[card.own_state] || ""}, `ours: ${card.own_state}`) : null),
-    badges.length || moved ? el("div", {class: "foot"}, badges, moved) : null,
+      stateNode(card)),
+    badges.length ? el("div", {class: "foot"}, badges) : null,
     card.reply ? replyForm(card) : null);
   node.addEventListener("dragstart", (ev) => {
     board.dragging = card.id;
@@ -304,9 +382,10 @@ function render() {
   if (!board.meta) return;
   const groups = Object.fromEntries(board.meta.states.map((s) => [s, []]));
   for (const card of board.cards.values()) {
-    const where = groups[card.column] ? card.column : card.state;  // the column: see cards.column on the server
+    const where = columnOf(card);
     if (matches(card) && groups[where]) groups[where].push(card);
   }
+  renderPick(Object.fromEntries(Object.entries(groups).map(([s, list]) => [s, list.length])));
   for (const [state, list] of Object.entries(groups)) {
     list.sort((a, b) => personRank(a) - personRank(b) || (b.last_activity || 0) - (a.last_activity || 0));
     const col = document.getElementById(`col-${state}`);
@@ -429,19 +508,18 @@ function connect() {
 
 function refreshPanelHead(card) {
   const panel = document.getElementById("panel");
-  panel.style.setProperty("--c", `var(--${card.state})`);
+  panel.style.setProperty("--c", `var(--${columnOf(card)})`);
   document.getElementById("p-title").textContent = card.label;
   const sub = document.getElementById("p-sub");
   sub.textContent = "";
   const b = card.badges || {};
   // Element.append writes null as the text "null": only the parts that exist are appended.
   sub.append(...[
-    el("span", {class: "chip", title: "the command center's state"}, `state: ${STATE_LABELS[card.state] || card.state}`),
-    card.own_state ? el("span", {class: `own ${card.own_state}`}, `ours: ${card.own_state}`) : null,
+    el("span", {class: "chip col-state", title: (STATES[columnOf(card)] || {}).means || ""}, STATE_LABELS[columnOf(card)] || columnOf(card)),
+    stateNode(card),
     el("span", {class: "chip host"}, card.host),
     el("span", {}, [card.agent, card.role, card.tmux_session && `tmux ${card.tmux_session}`].filter(Boolean).join(" · ")),
     el("span", {}, `id ${card.id}`),
-    waitingBadge(card),
     card.persist ? el("span", {class: `persist ${card.task_state}`}, `task ${persistText(card)}`) : null,
     b.cancelled ? el("span", {class: "badge cancelled"}, `cancelled: ${b.cancel_reason || "no reason"}`) : null,
     card.current_tool ? el("span", {class: "tool-now"}, `${card.tool_running ? "running" : "last"}: ${card.current_tool}`,
@@ -501,9 +579,9 @@ async function loadPanel(id) {
   const cost = document.getElementById("p-cost");
   cost.textContent = "";
   const c = d.card.cost || {};
-  cost.append(kv([["cost", usd(c.usd)], ["burn rate", `${usd(c.burn_usd_h)}/h over the last 10 minutes`],
-                  ["today", usd(c.today_usd)],
-                  ["budget", c.budget_usd ? `${c.budget_of}: ${usd(c.spent_usd)} of ${usd(c.budget_usd)} (${c.budget_pct}%)` : null]]));
+  cost.append(kv([["cost", money(c.usd)], ["burn rate", `${money(c.burn_usd_h)}/h over the last 10 minutes`],
+                  ["today", money(c.today_usd)],
+                  ["budget", c.budget_usd ? `${c.budget_of}: ${money(c.spent_usd)} of ${money(c.budget_usd)} (${Math.round(c.budget_pct)}%)` : null]]));
   if ((d.cost_series || []).length) cost.append(costChart(d.cost_series));
   else cost.append(el("span", {class: "none"}, "no cost recorded yet"));
   const usage = document.getElementById("p-usage");
@@ -558,9 +636,10 @@ async function loadPanel(id) {
   const events = document.getElementById("p-events");
   events.textContent = "";
   if (d.events.length) {
-    events.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "event"), el("th", {}, "from → to"), el("th", {}, "via"), el("th", {}, "metadata")),
-      d.events.map((e) => el("tr", {}, el("td", {}, clock(e.at)), el("td", {}, e.event),
-        el("td", {}, e.to ? `${e.from} → ${e.to}` : `${e.from} (ignored)`), el("td", {}, e.source), el("td", {}, e.metadata || "")))));
+    const named = (s) => STATE_LABELS[s] || s;
+    events.append(el("table", {}, el("tr", {}, el("th", {}, "time"), el("th", {}, "what happened"), el("th", {}, "state"), el("th", {}, "from"), el("th", {}, "detail")),
+      d.events.map((e) => el("tr", {}, el("td", {}, clock(e.at)), el("td", {title: e.event}, EVENT_WORDS[e.event] || e.event),
+        el("td", {}, e.to ? `${named(e.from)} → ${named(e.to)}` : `${named(e.from)} (no change)`), el("td", {}, e.source), el("td", {}, e.metadata || "")))));
   } else events.append(el("span", {class: "none"}, "no events"));
 }
 
@@ -629,12 +708,18 @@ function setApprovals(list, leftOut) {
   for (const a of fresh) board.seenApprovals.add(a.id);
   board.approvals = fresh;
   if (!fresh.some((a) => a.id === board.selected)) board.selected = fresh.length ? fresh[0].id : null;
+  if (board.target && !fresh.some((a) => a.id === board.target)) {  // the linked request was answered: the link is done
+    board.target = null;
+    if (requestInHash()) history.replaceState(null, "", location.pathname);
+  }
   renderNeeds();
+  if (board.wanted && fresh.some((a) => a.id === board.wanted)) openRequest(board.wanted);
   if (arrived.length && board.metaLoaded) notifyArrivals(arrived);
 }
 
 function notifyArrivals(list) {
   if (!document.getElementById("needs-notify").checked) return;
+  if (board.notify.mode === "push") return;  // the push for it reaches this device anyway: not twice
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   for (const a of list) {
     try { new Notification(`Needs you: ${a.host}`, {body: clip(askText(a), 180), tag: a.id}); } catch (e) { /* not allowed here */ }
@@ -691,8 +776,8 @@ function needNode(a) {
   const message = el("input", {type: "text", class: "deny-msg", maxlength: "4000", placeholder: "message for the model (deny)",
                                "aria-label": "deny message"});
   const stop = el("input", {type: "checkbox", class: "interrupt", "aria-label": "stop the turn"});
-  const node = el("article", {class: "need" + (a.id === board.selected ? " selected" : ""), tabindex: "0",
-                              data: {id: a.id, kind: a.kind}});
+  const node = el("article", {class: "need" + (a.id === board.selected ? " selected" : "") + (a.id === board.target ? " target" : ""),
+                              tabindex: "0", data: {id: a.id, kind: a.kind}});
   // A question: its options as buttons. One single-choice question is answered by a click; otherwise
   // the options are chosen (several for a multi-select one) and "Answer" sends every question's at once.
   const qs = a.kind === "question" ? (a.questions || []) : [];
@@ -755,10 +840,28 @@ function needNode(a) {
       el("label", {class: "stop", title: "deny, and stop the agent's turn"}, stop, "stop"),
       el("button", {class: "deny danger", onclick: () => answer(a, {decision: "deny", message: message.value.trim() || undefined,
                                                                       interrupt: stop.checked}, node)}, "Deny")),
+    deliveries(a),
     el("div", {class: "need-msg", role: "status"}),
   ].flat().filter((x) => x !== null && x !== undefined && x !== false));
   node.addEventListener("click", () => { board.selected = a.id; markSelected(); });
   return node;
+}
+
+// Who was told about a request, per channel, in words: "sent to ntfy · retrying Slack".
+const DELIVERY_WORDS = {sent: "sent to", delivered: "sent to", retrying: "retrying", failed: "could not reach",
+                        queued: "sending to", pending: "sending to", sending: "sending to"};
+function deliveries(a) {
+  const list = Array.isArray(a.notifications) ? a.notifications.filter((n) => n && n.channel) : [];
+  if (!list.length) return null;
+  const parts = [];
+  list.forEach((n, i) => {
+    if (i) parts.push(" · ");
+    const state = String(n.state || "");
+    const title = [n.at ? clock(n.at) : null, n.error ? clip(n.error, 300) : null].filter(Boolean).join(": ");
+    parts.push(el("span", {class: `delivery ${state.replace(/[^a-z_]/g, "")}`, title: title || null},
+      `${DELIVERY_WORDS[state] || state} ${clip(n.channel, 60)}`));
+  });
+  return el("div", {class: "need-notes"}, parts);
 }
 
 function markSelected() {
@@ -803,6 +906,138 @@ function needsKeys(ev) {
   ev.preventDefault();
 }
 
+// -- a link to one request: <board>/#request=<id> -----------------------------------------------------------
+// A push opens it; so may a link in any notification. The request is selected, scrolled to and marked, and the
+// phone's list switches to its session's column. One that is no longer pending says so.
+
+function requestInHash() {
+  const m = location.hash.match(/^#request=(.+)$/);
+  if (!m) return null;
+  try { return decodeURIComponent(m[1]); } catch (e) { return m[1]; }
+}
+
+function openRequest(id) {
+  const a = board.approvals.find((x) => x.id === id);
+  if (!a) return false;
+  board.wanted = null;
+  board.selected = id;
+  board.target = id;
+  const card = cardFor(a);
+  if (card) { board.pick = columnOf(card); render(); }
+  renderNeeds();
+  const node = document.querySelector(`.need[data-id="${CSS.escape(id)}"]`);
+  if (node) {
+    node.scrollIntoView({block: "center"});
+    node.focus({preventScroll: true});
+  }
+  return true;
+}
+
+function openFromHash() {
+  const id = requestInHash();
+  if (!id) return;
+  if (openRequest(id)) return;
+  board.wanted = id;  // it may still arrive (another host's, reported a moment later); until then, say so
+  toast("That request is not waiting any more: it was answered, or its time ran out.");
+}
+
+// A push's click in a board that is already open (sw.js posts the request's address here).
+function openFromUrl(url) {
+  let u;
+  try { u = new URL(url, location.href); } catch (e) { return; }
+  if (u.origin !== location.origin) return;
+  if (u.pathname !== location.pathname) { location.assign(u.href); return; }
+  if (location.hash === u.hash) openFromHash();
+  else location.hash = u.hash;  // hashchange opens it
+}
+
+// -- notify me: a Web Push to this device when the server offers one, else a notification while the tab is open --
+
+function b64urlBytes(text) {
+  const b64 = text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - text.length % 4) % 4);
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}
+
+function sameKey(sub, key) {
+  const have = sub.options && sub.options.applicationServerKey;
+  if (!have) return false;
+  const a = new Uint8Array(have);
+  return a.length === key.length && a.every((x, i) => x === key[i]);
+}
+
+// The server's push key, or why there is none. Until the server sends Web Push, /api/push/key is not there (404).
+async function pushKey() {
+  let r;
+  try { r = await fetch("/api/push/key", {headers: {Accept: "application/json"}}); } catch (e) { return {why: "the server did not answer"}; }
+  if (r.status === 404) return {why: "this server does not send push notifications"};
+  if (!r.ok) return {why: `the server's push key: HTTP ${r.status}`};
+  let doc = null;
+  try { doc = await r.json(); } catch (e) { doc = null; }
+  if (!doc || typeof doc.public_key !== "string" || !doc.public_key) return {why: "the server offered no push key"};
+  return {key: doc.public_key};
+}
+
+// Subscribe this device for Web Push: {ok: true}, or {why} in words.
+async function subscribePush() {
+  if (!window.isSecureContext) return {why: "push needs the board over https (or on this machine's own address)"};
+  if (!("serviceWorker" in navigator) || !("PushManager" in window)) return {why: "this browser has no Web Push"};
+  const reg = await board.sw;
+  if (!reg) return {why: `the board's service worker did not start${board.swError ? ": " + board.swError : ""}`};
+  const got = await pushKey();
+  if (!got.key) return {why: got.why};
+  if (!("Notification" in window) || Notification.permission !== "granted") return {why: "notifications are blocked for this page (the browser's site settings)"};
+  let key;
+  try { key = b64urlBytes(got.key); } catch (e) { return {why: "the server's push key is not base64url"}; }
+  let sub = await reg.pushManager.getSubscription();
+  if (sub && !sameKey(sub, key)) { await sub.unsubscribe(); sub = null; }  // the server made a new key
+  if (!sub) {
+    try { sub = await reg.pushManager.subscribe({userVisibleOnly: true, applicationServerKey: key}); }
+    catch (e) { return {why: `the browser's push service refused: ${e.message || e}`}; }
+  }
+  const r = await api("POST", "/api/push/subscriptions", sub.toJSON());
+  if (!r.ok) return {why: `the server did not keep the subscription: ${r.doc.error || "HTTP " + r.status}`};
+  return {ok: true};
+}
+
+async function unsubscribePush() {
+  if (!("serviceWorker" in navigator)) return;
+  const reg = await board.sw;
+  const sub = reg && reg.pushManager ? await reg.pushManager.getSubscription() : null;
+  if (!sub) return;
+  await api("DELETE", "/api/push/subscriptions", {endpoint: sub.endpoint});
+  await sub.unsubscribe();
+}
+
+function setNotify(mode, text) {
+  board.notify = {mode, why: text};
+  const status = document.getElementById("notify-status");
+  status.textContent = text;
+  status.dataset.mode = mode;
+  document.getElementById("notify-label").title = text || "a notification for each request that needs you";
+}
+
+// "Notify me" turned on (or found on at load: then nothing is asked, as a browser asks only after a click).
+async function notifyOn(ask) {
+  // Asked first, straight from the click: some browsers (Safari) allow the question only then.
+  if (ask && "Notification" in window && Notification.permission === "default") await Notification.requestPermission();
+  const push = await subscribePush();
+  if (push.ok) { setNotify("push", "a push reaches this device for each request, even with the board closed"); return; }
+  if (!("Notification" in window)) { setNotify("off", `no notifications: ${push.why}, and this browser has none in the page`); return; }
+  if (Notification.permission !== "granted") { setNotify("off", `no notifications: ${push.why}; and notifications are blocked for this page`); return; }
+  setNotify("tab", `only while this board is open: ${push.why}`);
+}
+
+async function notifyChanged(checkbox) {
+  localStorage.setItem("needs-notify", checkbox.checked ? "1" : "0");
+  if (checkbox.checked) {
+    await notifyOn(true);
+    toast(`Notify me: ${board.notify.why}`);
+  } else {
+    setNotify("off", "");
+    try { await unsubscribePush(); } catch (e) { toast(`could not unsubscribe this device: ${e.message || e}`); }
+  }
+}
+
 async function loadApprovals() {
   const r = await api("GET", "/api/approvals");
   if (r.ok && Array.isArray(r.doc.approvals)) setApprovals(r.doc.approvals, r.doc.left_out);
@@ -836,17 +1071,45 @@ async function main() {
   document.addEventListener("keydown", needsKeys);
   const notify = document.getElementById("needs-notify");
   notify.checked = localStorage.getItem("needs-notify") === "1";
-  notify.addEventListener("change", async () => {
-    if (notify.checked && "Notification" in window && Notification.permission === "default") {
-      await Notification.requestPermission();
-    }
-    localStorage.setItem("needs-notify", notify.checked ? "1" : "0");
+  notify.addEventListener("change", () => notifyChanged(notify));
+  if (notify.checked) notifyOn(false);
+  document.getElementById("state-pick").addEventListener("change", (ev) => choosePick(ev.target.value));
+  const menu = document.getElementById("menu-toggle");
+  menu.addEventListener("click", () => {
+    const open = !document.body.classList.contains("menu-open");
+    document.body.classList.toggle("menu-open", open);
+    menu.setAttribute("aria-expanded", open ? "true" : "false");
   });
   await loadApprovals();
   board.metaLoaded = true;
   const m = location.hash.match(/^#\/session\/(.+)$/);
   if (m) openPanel(decodeURIComponent(m[1]));
+  window.addEventListener("hashchange", openFromHash);
+  openFromHash();
   connect();
 }
+
+// The service worker shows pushes and opens their request (sw.js). It caches nothing: the board and its API
+// always come from the server.
+function startServiceWorker() {
+  if (!("serviceWorker" in navigator)) {
+    board.swError = window.isSecureContext ? "this browser has none" : "a page over plain http gets none";
+    board.sw = Promise.resolve(null);
+    return;
+  }
+  let started = false;
+  const late = new Promise((resolve) => setTimeout(() => {
+    if (!started) board.swError = "it did not start within 10 s";
+    resolve(null);
+  }, 10000));
+  board.sw = navigator.serviceWorker.register("/sw.js", {scope: "/"})
+    .then(() => Promise.race([navigator.serviceWorker.ready.then((reg) => { started = true; return reg; }), late]))
+    .catch((e) => { board.swError = e.message || String(e); return null; });
+  navigator.serviceWorker.addEventListener("message", (ev) => {
+    if (ev.data && ev.data.type === "open" && typeof ev.data.url === "string") openFromUrl(ev.data.url);
+  });
+}
+
+startServiceWorker();
 
 main();
