@@ -59,6 +59,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.center.ingest",
     "agent_hooks.center.control",
     "agent_hooks.center.approvals",
+    # Starting sessions on any host (center/launch.py does it on this one).
+    "agent_hooks.center.launcher",
     # Pairing a host or a device: a one-time code for its own credential (center/credentials.py).
     "agent_hooks.center.pairing",
     # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.
