@@ -8,7 +8,9 @@ session's identity; only a person (the owner, a paired device) may ask. The real
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -20,7 +22,8 @@ import pytest
 from support.center import Center, messages, two_hosts
 from support.launching import TmuxDir, fake_client, launch_env, launched, tmux_dir
 from support.pairing import bearer, device_client, host_credential
-from support.scripts import store_rows
+from support.ports import free_port
+from support.scripts import agent_hook, store_rows
 from support.waiting import wait_for
 
 TOKEN = "fleet-token-that-must-not-travel"
@@ -219,3 +222,41 @@ def test_a_host_with_launching_off_refuses_the_centers_launch(tmp_path: Path, tm
         status, doc = start(a, host="host-b", cwd=str(tmp_path), prompt="p")
         assert status == 409 and "launching is off on host host-b" in doc["error"], doc
     assert tmux.sessions() == []
+
+
+# -- agent-hook launch ----------------------------------------------------------------------------
+
+def test_the_command_launches_through_this_hosts_server_and_prints_the_cards_id(center: Center, tmux: TmuxDir,
+                                                                                 work: Path) -> None:
+    proc = agent_hook("launch", "--cwd", str(work / "repo"), "--task", "T-3", "--name", "cli", "--", "-x", "do it",
+                      env=center.env)
+    sid = proc.stdout.strip()
+    assert uuid.UUID(sid) and "tmux session agent-cli on here: started" in proc.stderr, proc
+    assert launched(work / "repo", sid)["argv"][-2:] == ["--", "-x do it"]
+    center.wait_card(lambda c: c["id"] == sid and c["task_id"] == "T-3" and c["launch"]["state"] == "started",
+                     what="the card of the command's session")
+    bad = agent_hook("launch", "--cwd", "/", "--", "p", env=center.env, check=False)
+    assert bad.returncode == 1 and "not launched: directory / is outside host here's [launch] roots" in bad.stderr, bad
+    assert tmux.sessions() == ["agent-cli"]
+
+
+def test_the_command_launches_directly_when_no_server_runs(tmp_path: Path, tmux: TmuxDir, work: Path) -> None:
+    home = tmp_path / "alone"
+    env = {"AGENT_HOOKS_HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(free_port()), "AGENT_HOOKS_FLEET_TOKEN": TOKEN,
+           **launch_env(tmux, [work], fake_client(tmp_path / "bin"))}
+    proc = agent_hook("launch", "--cwd", str(work / "repo"), "--agent", "solo", "--json", "--", "go", env=env)
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == 201 and doc["tmux_session"] == f"agent-{doc['id'][:8]}", doc
+    rec = launched(work / "repo", doc["id"])
+    assert rec["env"]["AGENT_HOOKS_AGENT"] == "solo" and "AGENT_HOOKS_FLEET_TOKEN" not in rec["env"]
+    def recorded() -> list[Any] | None:
+        try:  # the store is made by the session's first hook call
+            return store_rows(home, "SELECT session_id, tmux_session, agent FROM sessions WHERE state = 'awaiting'")
+        except sqlite3.OperationalError:
+            return None
+
+    rows = wait_for(recorded, 15, "the session's hooks to record it")
+    assert [tuple(r) for r in rows] == [(doc["id"], doc["tmux_session"], "solo")]
+    off = agent_hook("launch", "--cwd", str(work / "repo"), "--permission-mode", "bypassPermissions", "--", "p",
+                     env=env, check=False)
+    assert off.returncode == 1 and "bypassPermissions is not allowed" in off.stderr, off
