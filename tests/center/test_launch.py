@@ -260,3 +260,29 @@ def test_the_command_launches_directly_when_no_server_runs(tmp_path: Path, tmux:
     off = agent_hook("launch", "--cwd", str(work / "repo"), "--permission-mode", "bypassPermissions", "--", "p",
                      env=env, check=False)
     assert off.returncode == 1 and "bypassPermissions is not allowed" in off.stderr, off
+
+
+def test_fuzzed_launch_requests_are_answered_and_start_nothing(tmp_path: Path, tmux: TmuxDir) -> None:
+    """The fuzz tier's mutations of POST /api/sessions (tests/hooks/test_fuzz.py walks every route with
+    launching off) on a host that launches, with a client that is not there: a 4xx at worst, never a 5xx,
+    no traceback, nothing started."""
+    from support.fuzz import api_cases
+    from support.routes import AppRoute, request
+
+    root = tmp_path / "work"
+    (root / "fz").mkdir(parents=True)
+    c = Center(tmp_path / "fz-home", env=launch_env(tmux, [root], tmp_path / "no-such-client")).start()
+    statuses: set[int] = set()
+    try:
+        for case in api_cases([AppRoute("http", "/api/sessions", ("POST",))], 300, seed=42):
+            body = case["body"].replace(b"/tmp/fz", str(root / "fz").encode())  # inside the root: every check runs
+            answer = request(c.port, case["method"], case["path"], case["headers"], body, timeout=30)
+            assert answer.status < 500, (case, answer.status, answer.body[:300])
+            statuses.add(answer.status)
+        assert c.status()["up"]
+    finally:
+        c.stop()
+    assert {400, 409} <= statuses, statuses  # refused for its shape, and by the host (no client)
+    log = (tmp_path / "fz-home" / "logs" / "server.log").read_text()
+    assert "Traceback" not in log, log[log.find("Traceback"):][:2000]
+    assert tmux.sessions() == []
