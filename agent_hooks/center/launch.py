@@ -27,6 +27,7 @@ Standard library only: ``agent-hook launch`` runs it without a server.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ MAX_PROMPT_CHARS = 20000
 MAX_PATH_CHARS = 4096
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,79}")
 _ID_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}")
+log = logging.getLogger("agent_hooks.center.launch")
 # What the session's environment never carries from the server's: our credentials, and the identity of
 # whatever session the server itself was started from (the launched session gets its own).
 CREDENTIAL_ENV = ("AGENT_HOOKS_FLEET_TOKEN", "AGENT_HOOKS_OPENCLAW_TOKEN")
@@ -326,5 +328,9 @@ def run_controls(controls: list[dict[str, Any]], config: dict[str, Any], env: di
                 problem = run(from_control(c), config, env, data_dir, host)
             except LaunchError as exc:
                 problem = str(exc)
+        if problem:
+            log.warning("launch %s from the command center refused: %s", c.get("seq"), problem)
+        else:
+            log.info("launched session %s in tmux %s", c.get("session_id"), c.get("tmux_session"))
         results.append({"seq": int(c.get("seq") or 0), "error": problem})
     return results

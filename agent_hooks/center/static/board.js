@@ -200,6 +200,7 @@ function cardNode(card) {
   if (b.warned) badges.push(el("span", {class: "badge warned", title: "guard warnings"}, `warned ${b.warned}`));
   if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls denied"}, `denied ${b.denied}`));
   if (b.stalled) badges.push(el("span", {class: "badge stalled"}, "stalled"));
+  if (typeof launchBadge === "function") badges.push(launchBadge(card));  // launch.js: starting / refused
   const tool = card.current_tool
     ? el("div", {class: "tool" + (card.tool_running ? " on" : ""), title: card.current_command || ""},
         card.tool_running ? card.current_tool : `last: ${card.current_tool}`,
@@ -224,7 +225,8 @@ function cardNode(card) {
       el("span", {class: "when", data: {ts: card.last_activity || ""}}, ago(card.last_activity)),
       el("span", {class: "sp"}),
       card.own_state ? el("span", {class: `own ${card.own_state}`, title: board.meta.own_states[card.own_state] || ""}, `ours: ${card.own_state}`) : null),
-    badges.length || moved ? el("div", {class: "foot"}, badges, moved) : null,
+    badges.some(Boolean) || moved ? el("div", {class: "foot"}, badges, moved) : null,
+    typeof launchRefusal === "function" ? launchRefusal(card) : null,
     card.reply ? replyForm(card) : null);
   node.addEventListener("dragstart", (ev) => {
     board.dragging = card.id;
