@@ -420,6 +420,21 @@ DEFAULTS: dict[str, Any] = {
         # How long a pairing code (`agent-hook fleet pair`) works, in minutes (1 to 1440).
         "pairing_code_minutes": 10,
     },
+    # Sessions started on this host from a command center or `agent-hook launch` (center/launch.py,
+    # docs/command-center.md#launching). This host decides from these alone, whoever asks.
+    "launch": {
+        # Directories a launched session may start in (it must be inside one once symlinks are resolved).
+        # Empty (the default): this host launches nothing.
+        "roots": [],
+        # The client started: a name looked up on the server's PATH, or an absolute path.
+        "claude": "claude",
+        # The permission modes a launch may ask for (a launch that names none gets "default", else the first).
+        # bypassPermissions is left out on purpose: a session started from a browser would then run every
+        # tool without asking anyone; add it only on a host where that is what you want.
+        "permission_modes": ["default", "acceptEdits", "plan"],
+        # A launch that reaches this host later than this (it was away) is refused, not started late.
+        "max_age_s": 60.0,
+    },
     "board": {
         # How often the server looks for what hooks and the CLI wrote (PRAGMA data_version: one cheap read).
         "poll_interval_s": 0.1,
@@ -868,6 +883,7 @@ def validate(config: dict[str, Any]) -> list[str]:
     problems.extend(_guard_problems(config))
     problems.extend(money_problems(config))
     problems.extend(_fleet_problems(config))
+    problems.extend(_launch_problems(config))
     if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
         from agent_hooks.features import gates
 
@@ -888,6 +904,25 @@ def _fleet_problems(config: dict[str, Any]) -> list[str]:
     return [f"fleet.names[{i}] must be a host name or address (cc.example.org, 10.0.0.5), got {name!r}"
             for i, name in enumerate(names)
             if not isinstance(name, str) or not name.strip() or any(c in name for c in "/@ \t\r\n")]
+
+
+# The client's permission modes (agent_hooks.center.launch.CLIENT_MODES, kept here without importing it).
+LAUNCH_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
+
+
+def _launch_problems(config: dict[str, Any]) -> list[str]:
+    """[launch] roots: absolute directories; permission_modes: the client's own names."""
+    launch = config.get("launch") if isinstance(config.get("launch"), dict) else {}
+    problems: list[str] = []
+    roots = launch.get("roots") if isinstance(launch, dict) else None
+    for i, root in enumerate(roots if isinstance(roots, list) else []):
+        if not isinstance(root, str) or not os.path.isabs(os.path.expanduser(root.strip() or ".")):
+            problems.append(f"launch.roots[{i}] must be an absolute directory, got {root!r}")
+    modes = launch.get("permission_modes") if isinstance(launch, dict) else None
+    for i, mode in enumerate(modes if isinstance(modes, list) else []):
+        if mode not in LAUNCH_MODES:
+            problems.append(f"launch.permission_modes[{i}] must be one of {', '.join(LAUNCH_MODES)}, got {mode!r}")
+    return problems
 
 
 _LOOP_OVERRIDES = ("enabled", "repeat_warn", "repeat_block", "pingpong_warn", "pingpong_block", "pingpong_share")

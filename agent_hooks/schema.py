@@ -737,6 +737,23 @@ def m020_notifications(db: sqlite_utils.Database) -> None:
     db.table("approvals").add_column("notify_state", str)
 
 
+@migration
+def m021_launches(db: sqlite_utils.Database) -> None:
+    # Sessions started from the command center (center/launch.py): one row per launch, its card's id
+    # (the session's own id), the host that runs it, its control, and what became of it: starting,
+    # started, or refused with why. Who asked is in fleet_actions.
+    db.table("fleet_launches").create(
+        {"card_id": str, "host": str, "seq": int, "state": str, "error": str, "cwd": str, "permission_mode": str,
+         "at": float, "settled_at": float},
+        pk="card_id",
+        not_null=["host", "state", "at"],
+        if_not_exists=True,
+    )
+    db.table("fleet_launches").create_index(["seq"], if_not_exists=True)
+    # What each subscribed host says it may launch (its report): {"roots", "permission_modes", "default_mode"}.
+    db.table("fleet_hosts").add_column("launch", str)
+
+
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 

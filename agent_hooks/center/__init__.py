@@ -19,9 +19,13 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
   one ledger (``/api/fleet/cost``), its totals, 5-hour windows, weeks and forecasts, budgets that
   hold on every host (carried down the control long poll), and alerts when one is crossed.
 * ``board.py`` and ``static/``: the board at ``/`` (plain files, no build).
-* ``control.py``: cancel, uncancel and reply across hosts: a control row per
+* ``control.py``: cancel, uncancel, reply and launch across hosts: a control row per
   host, the hosts' long poll (``/api/fleet/controls``), and the host side of it,
   :class:`~agent_hooks.center.control.Subscriber`.
+* ``launcher.py``: ``POST /api/sessions``, a session started on any host from here (its card at once,
+  ``starting``); ``launch.py``: what a host runs for it, from its own ``[launch]`` settings (roots,
+  client, permission modes), in a new ``agent-`` tmux session; ``spawn.py``: the pane's first process,
+  which becomes the client.
 * ``reply.py``: typing a reply into a session's tmux pane, on its own host;
   ``foreground.py``: whether what runs in that pane's foreground is the Claude Code client.
 * ``approvals.py``: ``/api/approvals``, list and answer requests for a person.

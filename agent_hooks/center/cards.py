@@ -30,9 +30,11 @@ SELECT f.id, f.host, f.local, f.session_id, f.tmux_session, f.agent_type, f.labe
        h.applied_seq,
        s.waiting_on, s.waiting_detail, s.waiting_since, t.persist, t.continuations, t.max_continuations,
        s.persist_last, s.tmux_pane, f.details,
-       coalesce(s.cost_usd, f.cost_usd), t.budget_usd, t.spent_usd
+       coalesce(s.cost_usd, f.cost_usd), t.budget_usd, t.spent_usd,
+       l.state, l.error, f.events, s.session_id
 FROM fleet_sessions f
 LEFT JOIN sessions s ON f.local = 1 AND s.session_id = f.id
+LEFT JOIN fleet_launches l ON l.card_id = f.id
 LEFT JOIN tasks t ON t.task_id = coalesce(s.task_id, f.task_id)
 LEFT JOIN fleet_hosts h ON h.host = f.host AND f.host != ''
 """
@@ -119,7 +121,7 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
      agent, role, own_state, last_seen, tool_calls, cwd, s_task, s_cancel_at, s_cancel_reason, warned, denied,
      first_prompt, hook_event, t_desc, t_progress, t_state, t_reason, last_tool, applied_seq,
      waiting_on, waiting_detail, waiting_since, t_persist, t_continuations, t_max, persist_last, tmux_pane,
-     details_raw, cost_total, t_budget, t_spent) = row
+     details_raw, cost_total, t_budget, t_spent, l_state, l_error, events, recorded) = row
     local = bool(local)
     rep = {} if local else _details(details_raw)
     task_id = s_task or f_task
@@ -211,6 +213,8 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
         # Dollars, $/h over the last 10 minutes, today's spend, and the budget counted against.
         "cost": burn.card_cost(conn, fid, local, cost_total, now, t_budget, t_spent,
                                float(config["budgets"]["session_usd"] or 0.0)),
+        # A session started from the command center (center/launcher.py): None for the others.
+        "launch": _launch(l_state, l_error, bool(events or rep or recorded)),
         "badges": {
             "cancelled": cancelled,
             "cancelled_by": "task" if task_cancelled else ("session" if cancelled else None),
@@ -256,6 +260,15 @@ def due(row: tuple[Any, ...], config: dict[str, Any], now: float) -> float:
     after = heartbeat.stalled_after(config)
     later = [t + after for t in (row[_UPDATED_AT], row[_LAST_SEEN]) if t is not None and t + after >= now]
     return min(later) if later else math.inf
+
+
+def _launch(state: str | None, error: str | None, heard: bool) -> dict[str, Any] | None:
+    """A launched card's start: ``starting`` until its host said it started and its session was heard
+    from (then ``started``), or ``refused`` with the host's reason."""
+    if state is None:
+        return None
+    shown = "starting" if state == "starting" or (state == "started" and not heard) else state
+    return {"state": shown, "error": _text(error, 500)}
 
 
 def build(conn: sqlite3.Connection, config: dict[str, Any], own_host: str, now: float,

@@ -26,6 +26,36 @@ def _get(port: int, path: str) -> tuple[int, bytes] | None:
         return None
 
 
+def launch_checks(cfg: dict[str, Any]) -> list[Any]:
+    """[launch]: off, or what this host may launch and whether its client and tmux are there."""
+    import os
+    import shutil
+
+    from agent_hooks.center import launch
+    from agent_hooks.checks import OK, WARN, Check
+
+    roots = launch.roots(cfg)
+    given = [r for r in cfg.get("launch", {}).get("roots") or [] if isinstance(r, str) and r.strip()]
+    if not given:
+        return [Check("launch", OK, "launching is off (no [launch] roots)")]
+    out = []
+    if len(roots) < len(given):
+        out.append(Check("launch", WARN, f"{len(given) - len(roots)} of the [launch] roots is not an existing"
+                         " absolute directory: left out", "fix [launch] roots in config.toml"))
+    env = dict(os.environ)
+    if launch.client_path(cfg, env) is None:
+        out.append(Check("launch", WARN, f"the client {cfg['launch'].get('claude')!r} ([launch] claude) is not an"
+                         " executable on PATH: every launch is refused", "set [launch] claude to its absolute path"))
+    if shutil.which("tmux") is None:
+        out.append(Check("launch", WARN, "tmux is not installed: every launch is refused", "apt-get install tmux"))
+    if not launch.modes(cfg):
+        out.append(Check("launch", WARN, "[launch] permission_modes allows none: every launch is refused",
+                         'permission_modes = ["default", "acceptEdits", "plan"]'))
+    if not out:
+        out.append(Check("launch", OK, f"launching in {', '.join(roots)} (modes: {', '.join(launch.modes(cfg))})"))
+    return out
+
+
 def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     """The command center's lines for doctor."""
     import json
@@ -38,6 +68,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     if problem:
         checks.append(Check("board", FAIL, f"fleet token: {problem}", f"chmod 600 {fleet.token_path(paths, cfg)}"))
     checks.extend(pairing_checks(paths, cfg))
+    checks.extend(launch_checks(cfg))
     listen = str(cfg["fleet"]["listen"] or "")
     if listen and not fleet.token(paths, cfg):
         checks.append(Check("board", FAIL, f"[fleet] listen = {listen!r} but no fleet token: the server refuses to start",

@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, credentials, fleetdb, limits, numbers, reply
+from agent_hooks.center import contract, credentials, fleetdb, launch, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, fastpath
@@ -102,6 +102,10 @@ def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cur
         if c.get("action") == "reply":
             # Typed after the commit, by the subscriber: at most once (the cursor moves past it here).
             out.replies.append((c, _reply_target(conn, c)))
+            continue
+        if c.get("action") == "launch":
+            # Started after the commit, by the subscriber: at most once (the cursor moves past it here).
+            out.launches.append(c)
             continue
         if c.get("kind") == "approval" and c.get("action") == "answer":
             # Answered here, in the transaction that moves the cursor: the first answer wins.
@@ -436,6 +440,13 @@ async def reply_results(request: Request) -> Response:
                 if host not in (caller.name, "*"):
                     raise access.Refused(403, f"control {seq} was sent to another host than {caller.name!r}:"
                                               " a host speaks only of its own")
+        if sender is not None:
+            # A launch's outcome is kept on its card whether or not anyone still waits for it.
+            from agent_hooks.center import launcher
+
+            said = [(seq, r.get("error") if isinstance(r.get("error"), str) else None)
+                    for r, seq in zip(results, seqs, strict=True)]
+            await hub.write(launcher.settle_results, sender, said, time.time())
         for r, seq in zip(results, seqs, strict=True):
             host, waiter = hub.reply_waiters.get(seq, (None, None))
             # Only the host the control went to says what became of it: another host's word would
@@ -693,6 +704,11 @@ class Subscriber:
                         results += await self.state.run_blocking(
                             send_replies, out.replies, float(cfg["reply_max_age_s"]),
                             int(cfg["reply_max_chars"]), time.time())
+                    if out.launches:
+                        results += await self.state.run_blocking(
+                            launch.run_controls, out.launches, self.state.config, self.state.env,
+                            self.state.paths.data_dir, params["host"],
+                            float(self.state.config["launch"]["max_age_s"]), time.time())
                     if results:
                         try:  # the command center's caller waits for this word (a lost one: it says "sent")
                             await client.post(self.base + "/api/fleet/replies", json={"results": results},

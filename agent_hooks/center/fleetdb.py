@@ -47,6 +47,8 @@ class Result:
     # Replies to type into this host's tmux panes after the commit (center/reply.py): each with the
     # control that carried it from a command center, or None for one posted to this host.
     replies: list[tuple[dict[str, Any] | None, Target]] = field(default_factory=list)
+    # Launches a command center sent this host (center/launch.py): started after the commit, like replies.
+    launches: list[dict[str, Any]] = field(default_factory=list)
     # What the route needs besides the answer (not sent): e.g. the ids a report's caps left out.
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -369,7 +371,7 @@ CONTROL_COLUMNS = ("seq", "host", "kind", "action", "fleet_id", "session_id", "t
 def add_control(conn: sqlite3.Connection, *, host: str, kind: str, action: str, at: float,
                 fleet_id: str | None = None, session_id: str | None = None, tmux: str | None = None,
                 task_id: str | None = None, reason: str | None = None) -> int:
-    """Record a cancel / uncancel for ``host`` ("*" = every host); its sequence number."""
+    """Record a control (cancel, uncancel, reply, answer, launch) for ``host`` ("*" = every host); its sequence number."""
     cur = conn.execute(
         "INSERT INTO fleet_controls (host, kind, action, fleet_id, session_id, tmux_session, task_id, reason, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -116,7 +116,7 @@ def from_card(card: dict[str, Any], with_command: bool) -> dict[str, Any]:
 
 def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]], at: float,
                  requests: list[Any] | None = None, requests_full: bool = True,
-                 caps: limits.Limits | None = None) -> fleetdb.Result:
+                 caps: limits.Limits | None = None, offer: dict[str, Any] | None = None) -> fleetdb.Result:
     """Keep each reported session as its card's details (a session without a card gets one, running),
     and the host's approval requests (agent_hooks.center.relay) when the report has them. With ``caps``
     (agent_hooks.center.limits): a new host past ``max_hosts`` is refused (429, nothing stored); the
@@ -128,6 +128,10 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
             return fleetdb.Result(429, {"error": why})
     out = fleetdb.Result(200, {"ok": True, "cards": 0, "left_out": {"cards": 0}})
     refused = 0
+    if offer is not None:  # what the host may launch (agent_hooks.center.launcher), for the board's form
+        from agent_hooks.center import launcher
+
+        launcher.keep_offer(conn, host, offer, at)
     if requests is not None:
         from agent_hooks.center import relay
 
@@ -222,8 +226,10 @@ async def report(state: ServerState, scope: fastpath.Scope, receive: fastpath.Re
         await fastpath.send_json(send, exc.status, {"error": str(exc)})
         return
     cleaned = [c for c in (clean(i) for i in items[:MAX_CARDS]) if c is not None]
+    from agent_hooks.center import launcher
+
     out = await hub.write(store_report, host, cleaned, time.time(), requests, doc.get("approvals_full") is not False,
-                          limits.Limits.of(state.config))
+                          limits.Limits.of(state.config), launcher.clean_offer(doc.get("launch")))
     hub.note_left_out(host, out)
     if out.status == 429:
         state.stats.count("fleet_refused")
@@ -238,9 +244,11 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 # -- the reporting host's side ----------------------------------------------------------------
 
-def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, full: bool) -> list[bytes]:
+def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, full: bool,
+            offer: dict[str, Any] | None = None) -> list[bytes]:
     """The report as bodies within BATCH_BYTES each: cards in batches, the requests (clipped to fit)
-    with the last one. An empty report is one body (it still carries the requests)."""
+    and what this host may launch (``offer``) with the last one. An empty report is one body (it still
+    carries the requests)."""
     from agent_hooks.center import relay
 
     out: list[bytes] = []
@@ -254,6 +262,8 @@ def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, 
         batch.append(item)
         size += n
     last: dict[str, Any] = {"full": full, "cards": batch}
+    if offer is not None:
+        last["launch"] = offer
     if requests is not None:
         room = BATCH_BYTES - len(json.dumps(last, default=str))
         last["approvals"], last["approvals_full"] = relay.fit(requests, room)
@@ -353,7 +363,9 @@ class Reporter:
                 try:
                     # This host's credential for the center (or the fleet token), read for each report.
                     auth = fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
-                    for doc in batches(items[:MAX_CARDS], requests, full):
+                    from agent_hooks.center import launch
+
+                    for doc in batches(items[:MAX_CARDS], requests, full, launch.offer(self.state.config)):
                         r = await client.post(self.base + "/api/fleet/report", content=doc, headers=auth)
                         if r.status_code != 200:
                             ok, problem = False, f"HTTP {r.status_code}: {r.text[:200]}"

@@ -17,7 +17,7 @@ from agent_hooks.cli import helptext
 
 # Every module that contributes top-level commands (its COMMANDS list), in registration order.
 MODULES = ("basics", "configure", "status", "errors", "settings", "doctor", "identity", "memory", "summary",
-           "tasks", "persist", "sessions", "queue", "server", "fleet", "hooks", "approvals", "cost", "notify")
+           "tasks", "persist", "sessions", "queue", "server", "fleet", "hooks", "approvals", "cost", "notify", "launch")
 # Which module defines each top-level command, so that one call imports one module.
 # tests/cli/test_cli_tier.py checks it against the modules' COMMANDS; a command missing here
 # still works (it is found by loading every module), only slower.
@@ -26,7 +26,7 @@ WHERE = {
     "settings": "settings", "doctor": "doctor", "identity": "identity", "memory": "memory",
     "summary": "summary", "task": "tasks", "cancel": "tasks", "uncancel": "tasks", "session": "sessions",
     "queue": "queue", "server": "server", "fleet": "fleet", "hooks": "hooks",
-    "approvals": "approvals", "approve": "approvals", "deny": "approvals", "cost": "cost", "notify": "notify",
+    "approvals": "approvals", "approve": "approvals", "deny": "approvals", "cost": "cost", "notify": "notify", "launch": "launch",
 }
 
 

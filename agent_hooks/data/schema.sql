@@ -1,4 +1,4 @@
--- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost,m020_notifications
+-- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost,m020_notifications,m021_launches
 CREATE TABLE "_sqlite_migrations" (
    "id" INTEGER PRIMARY KEY,
    "migration_set" TEXT,
@@ -326,7 +326,7 @@ CREATE TABLE "fleet_hosts" (
    "host" TEXT PRIMARY KEY,
    "last_seen_at" REAL NOT NULL,
    "applied_seq" INTEGER
-, "auth" TEXT);
+, "auth" TEXT, "launch" TEXT);
 
 CREATE TABLE "local_feed" (
    "id" INTEGER PRIMARY KEY,
@@ -603,3 +603,18 @@ CREATE TABLE "push_subscriptions" (
    "last_ok_at" REAL,
    "last_error" TEXT
 );
+
+CREATE TABLE "fleet_launches" (
+   "card_id" TEXT PRIMARY KEY,
+   "host" TEXT NOT NULL,
+   "seq" INTEGER,
+   "state" TEXT NOT NULL,
+   "error" TEXT,
+   "cwd" TEXT,
+   "permission_mode" TEXT,
+   "at" REAL NOT NULL,
+   "settled_at" REAL
+);
+
+CREATE INDEX "idx_fleet_launches_seq"
+    ON "fleet_launches" ("seq");

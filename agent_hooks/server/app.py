@@ -62,6 +62,8 @@ ROUTE_MODULES: list[str] = [
     "agent_hooks.center.approvals",
     # Telling a person: channels through Apprise and Web Push, from the outbox (after the hub: it is told by it).
     "agent_hooks.notify.service",
+    # Starting sessions on any host (center/launch.py does it on this one).
+    "agent_hooks.center.launcher",
     # Pairing a host or a device: a one-time code for its own credential (center/credentials.py).
     "agent_hooks.center.pairing",
     # OpenClaw agents through their gateway: starts nothing, imports no more, without [openclaw] url.

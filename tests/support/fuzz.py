@@ -169,6 +169,9 @@ API_BODIES: dict[str, list[dict[str, Any]]] = {
                              "task_id": "T-fz", "depends_on": ["T-0"], "agent_type": "claude-code"}],
     "/api/hooks/sessions/{id}": [{"state": "running"}, {"event": "to_review"}],
     "/api/sessions/{ref}/{action:str}": [{"reason": "fuzzing"}],
+    # A launch: this host's (refused by its [launch] settings), and another host's (unknown here: 404).
+    "/api/sessions": [{"cwd": "/tmp/fz", "prompt": "fuzzing", "label": "fz", "task_id": "T-fz", "agent": "fz",
+                       "permission_mode": "plan"}, {"host": "web-1", "cwd": "/tmp", "prompt": "p"}],
     "/api/tasks/{task_id}/{action:str}": [{"reason": "fuzzing"}],
     "/api/fleet/report": [{"cards": [{"session_id": "fz-session", "tool_calls": 3, "last_activity": 1.0}],
                            "approvals": [{"id": "fz000001", "kind": "permission", "state": "pending",
@@ -199,6 +202,13 @@ WRONG_HERE = [
     ("/api/hooks/sessions/{id}", b'{"event": {}}'),
     ("/api/sessions/{ref}/{action:str}", b'{"reason": {"text": "x"}}'),
     ("/api/tasks/{task_id}/{action:str}", b'{"reason": true}'),
+    ("/api/sessions", b'{"cwd": "/tmp", "prompt": ["p"]}'),
+    ("/api/sessions", b'{"cwd": 7, "prompt": "p"}'),
+    ("/api/sessions", b'{"cwd": "/tmp\\u0000/x", "prompt": "p"}'),
+    ("/api/sessions", b'{"cwd": "/tmp", "prompt": "p\\u0000"}'),
+    ("/api/sessions", b'{"cwd": "/tmp", "prompt": "p", "permission_mode": {"a": 1}}'),
+    ("/api/sessions", b'{"cwd": "/tmp", "prompt": "p", "host": ["x"]}'),
+    ("/api/sessions", b'{"cwd": "/tmp", "prompt": "p", "label": "\\u001b[2J"}'),
     # Numbers no field can take (agent_hooks.center.numbers): infinity, NaN, past SQLite's integers, negative.
     *(("/api/fleet/report", b'{"cards": [{"session_id": "fz-session", "%s": %s}]}' % (field, raw))
       for field in (b"tool_calls", b"last_activity", b"waiting_since") for raw in (b"1e999", b"NaN", b"1" + b"0" * 30)),

@@ -314,6 +314,7 @@ function cardNode(card) {
   if (b.warned) badges.push(el("span", {class: "badge warned", title: "the guards warned the agent"},
     `${b.warned} warning${b.warned === 1 ? "" : "s"}`));
   if (b.denied) badges.push(el("span", {class: "badge denied", title: "tool calls the guards refused"}, `${b.denied} refused`));
+  if (typeof launchBadge === "function") badges.push(launchBadge(card));  // launch.js: starting / refused
   const tool = card.current_tool
     ? el("div", {class: "tool" + (card.tool_running ? " on" : ""), title: card.current_command || ""},
         card.tool_running ? card.current_tool : `last: ${card.current_tool}`,
@@ -335,7 +336,8 @@ function cardNode(card) {
       el("span", {class: "when", data: {ts: card.last_activity || ""}}, ago(card.last_activity)),
       el("span", {class: "sp"}),
       stateNode(card)),
-    badges.length ? el("div", {class: "foot"}, badges) : null,
+    badges.some(Boolean) ? el("div", {class: "foot"}, badges) : null,
+    typeof launchRefusal === "function" ? launchRefusal(card) : null,
     card.reply ? replyForm(card) : null);
   node.addEventListener("dragstart", (ev) => {
     board.dragging = card.id;
