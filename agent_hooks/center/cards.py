@@ -201,6 +201,8 @@ def _card(conn: sqlite3.Connection, row: tuple[Any, ...], own_host: str, now: fl
         "reply": reply,
         "in_tmux": bool(tmux_pane) if local else rep.get("in_tmux") is True,
         "reported": bool(rep),
+        # The session moments its host tells its person itself (a remote card's report; agent_hooks.notify).
+        "notified_by_host": rep.get("notified_by_host") if isinstance(rep.get("notified_by_host"), list) else None,
         "last_event": last_event,
         "hook_event": hook_event,
         "metadata": metadata,

@@ -58,6 +58,8 @@ TEXT_FIELDS = {"session_id": 200, "tmux_session": 200, "label": 200, "agent": 80
 # Numbers a report may carry, and their kinds (agent_hooks.center.numbers: the range of each).
 NUMBER_FIELDS = numbers.CARD_FIELDS
 BOOL_FIELDS = ("tool_running", "reply", "in_tmux")
+# The session moments a host may say it tells its person itself (``notified_by_host``, agent_hooks.notify.rules).
+NOTIFIED_KINDS = frozenset({"failed", "stalled", "budget", "finished"})
 
 
 def clean(item: Any) -> dict[str, Any] | None:
@@ -76,6 +78,9 @@ def clean(item: Any) -> dict[str, Any] | None:
     for key in BOOL_FIELDS:
         if isinstance(item.get(key), bool):
             out[key] = item[key]
+    told = item.get("notified_by_host")
+    if isinstance(told, list):  # the session moments its host tells its person itself (agent_hooks.notify)
+        out["notified_by_host"] = sorted({k for k in told if isinstance(k, str) and k in NOTIFIED_KINDS})
     if "session_id" not in out:
         return None
     return out
@@ -359,6 +364,14 @@ class Reporter:
                 items = [from_card(self.hub.cards[i], with_command) for i in ids
                          if i in self.hub.cards and self.hub.cards[i].get("local")
                          and (everyone or self.hub.cards[i].get("tmux_session"))]
+                if items:
+                    # What this host tells its person about each itself, so that the center does not again.
+                    from agent_hooks.notify.service import told_here
+
+                    told = await self.hub.submit(told_here, self.state.config, self.hub.own_host,
+                                                 [(item.get("agent"), item.get("task_id")) for item in items])
+                    for item, kinds in zip(items, told, strict=True):
+                        item["notified_by_host"] = kinds
                 ok, problem = True, None
                 try:
                     # This host's credential for the center (or the fleet token), read for each report.

@@ -107,6 +107,25 @@ def local_covers(conn: sqlite3.Connection, config: dict[str, Any], own_host: str
         return False
 
 
+SESSION_KINDS = (rules.FAILED, rules.STALLED, rules.BUDGET, rules.FINISHED)
+
+
+def told_here(conn: sqlite3.Connection, config: dict[str, Any], own_host: str,
+              sessions: list[tuple[str | None, str | None]]) -> list[list[str]]:
+    """For each (agent, task) of this host's reported cards, the session moments (failed, stalled, budget,
+    finished) this host tells its person about itself: its card's report says so (``notified_by_host``), so
+    that its command center does not tell them again."""
+    pushed = [k for k in SESSION_KINDS if k in rules.push_kinds(config)]
+    if pushed:
+        try:
+            subscribed = conn.execute("SELECT 1 FROM push_subscriptions LIMIT 1").fetchone() is not None
+        except sqlite3.OperationalError:
+            subscribed = False
+        pushed = pushed if subscribed else []
+    return [[k for k in SESSION_KINDS if k in pushed or rules.covers(config, k, own_host, agent, task)]
+            for agent, task in sessions]
+
+
 def report_rows(conn: sqlite3.Connection, now: float, config: dict[str, Any], own_host: str) -> list[dict[str, Any]]:
     """relay.host_rows with what the command center needs to tell each request once: whether this host
     tells it itself (``notified_by_host``), and how its delivery went (``notify_state``, JSON)."""
