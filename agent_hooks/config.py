@@ -531,6 +531,9 @@ DEFAULTS: dict[str, Any] = {
         "backoff_max_s": 60.0,
         # How long one send may take.
         "timeout_s": 10.0,
+        # The contact a Web Push service may write to about this sender (VAPID "sub"): "mailto:you@example.org"
+        # or an https URL. "" = mailto:agent-hooks@localhost, which some services (Apple's) refuse.
+        "push_contact": "",
     },
     "cost": {
         # What sessions cost (features/cost.py, docs/cost.md): PostToolUse, Stop and SubagentStop

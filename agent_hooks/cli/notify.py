@@ -59,7 +59,7 @@ def test_cmd(as_json: bool) -> None:
         key = push.vapid(paths())
         for sub in subs:
             t0 = time.monotonic()
-            sent = send.push_send(sub, msg, key, push.CONTACT, timeout)
+            sent = send.push_send(sub, msg, key, push.contact(cfg), timeout)
             results.append({"channel": push.channel_name(sub), "key": sub["channel"], "ok": sent.ok,
                             "answer": sent.answer, "ms": round((time.monotonic() - t0) * 1000)})
     if results:

@@ -22,8 +22,15 @@ from agent_hooks.notify import rules
 from agent_hooks.paths import Paths, ensure_dir
 
 KEY_FILE = "push-vapid.pem"
-# The VAPID "sub" claim: a push service may write to it about this sender. Nothing is sent to it by us.
+# The VAPID "sub" claim when [notify] push_contact is not set: a push service may write to it about this
+# sender. Some (Apple's) refuse a contact that cannot be reached: set push_contact to yours.
 CONTACT = "mailto:agent-hooks@localhost"
+
+
+def contact(config: dict[str, Any]) -> str:
+    """The VAPID contact: ``[notify] push_contact`` (a ``mailto:`` or ``https:`` URL), else :data:`CONTACT`."""
+    value = str(config["notify"].get("push_contact") or "").strip()
+    return value if value.startswith(("mailto:", "https://")) else CONTACT
 MAX_ENDPOINT_CHARS = 2048
 COLUMNS = ("channel", "endpoint", "p256dh", "auth", "device", "created_at", "last_ok_at", "last_error")
 

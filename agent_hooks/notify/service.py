@@ -410,7 +410,7 @@ class Notifier:
             if self._vapid is None:
                 self._vapid = push.vapid(self.state.paths)
             key = self._vapid
-            return lambda: send.push_send(sub, msg, key, push.CONTACT, timeout)
+            return lambda: send.push_send(sub, msg, key, push.contact(config), timeout)
         channel = self.by_key.get(row["channel"])
         if channel is None:
             return "this channel is no longer in [[notify.channels]]"

@@ -162,7 +162,7 @@ def test_web_push_round_trip_decrypted_with_the_subscriptions_keys(tmp_path: Pat
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
     with Receiver(path="/push/abc") as endpoint:
-        center, env = start(tmp_path, [])
+        center, env = start(tmp_path, [], AGENT_HOOKS__NOTIFY__PUSH_CONTACT="mailto:ops@example.org")
         try:
             key = center.http.get("/api/push/key").json()["public_key"]
             raw = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4))
@@ -192,6 +192,10 @@ def test_web_push_round_trip_decrypted_with_the_subscriptions_keys(tmp_path: Pat
             [(headers, body)] = endpoint.raw
             assert headers["content-encoding"] == "aes128gcm"
             assert f"k={key}" in headers["authorization"]
+            # The VAPID token names the configured contact (its claims: the JWT's middle part).
+            token = headers["authorization"].split("t=", 1)[1].split(",", 1)[0]
+            claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=" * (-len(token.split(".")[1]) % 4)))
+            assert claims["sub"] == "mailto:ops@example.org", claims
             doc = json.loads(http_ece.decrypt(body, private_key=private, auth_secret=auth, version="aes128gcm"))
             [row] = pending(center)
             assert doc["url"].endswith(f"/#request={row['id']}") and doc["tag"] == f"request-{row['id']}"
