@@ -307,6 +307,7 @@ class ServerState:
         self.loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, once it runs
         # Http hooks held for a person's answer (server/held.py).
         self.holds = Holds()
+        self.stop_listeners.append(self.holds.wake)  # a stop: every held request answers now
         # What the route modules set up when the app is built or starts; None while theirs is off.
         self.hub: Hub | None = None  # the command center's writer thread and live board (center/hub.py)
         self.subscriber: Subscriber | None = None  # this host's long poll to its command center (center/control.py)

@@ -25,11 +25,10 @@ if TYPE_CHECKING:
     from agent_hooks.server.app import ServerState
     from agent_hooks.server.fastpath import Receive
 
-# While held, the row is read again at least this often (a commit the hub's poll missed, a clock),
-# and whether the server is stopping is looked at this often (it gives the client its answer then,
-# well inside uvicorn's graceful shutdown, rather than a 500 when the request is cancelled).
+# While held, the row is read again at least this often (a commit the hub's poll missed, a clock). A
+# stop of the server wakes every held request (ServerState.stop_listeners): it gives the client its
+# answer then, well inside uvicorn's graceful shutdown, rather than a 500 when the request is cancelled.
 RECHECK_S = 2.0
-STOP_CHECK_S = 0.25
 STOPPED = "the server stopped while the request waited"
 
 
@@ -89,7 +88,8 @@ async def hold(state: ServerState, call: Call, receive: Receive) -> None:
             event.clear()
             woken = asyncio.ensure_future(event.wait())
             try:
-                done, _ = await asyncio.wait({disconnect, woken}, timeout=min(left, STOP_CHECK_S),
+                done, _ = await asyncio.wait({disconnect, woken},
+                                             timeout=max(0.0, min(left, next_read - time.monotonic())),
                                              return_when=asyncio.FIRST_COMPLETED)
             finally:
                 woken.cancel()
@@ -99,6 +99,8 @@ async def hold(state: ServerState, call: Call, receive: Receive) -> None:
                     gone = "the client closed the request (answered at the terminal)"
                     break
                 disconnect = asyncio.ensure_future(receive())  # more body: not expected, keep listening
+            if state.stopping():
+                continue  # woken by the stop: answered as stopped above
             if woken in done or time.monotonic() >= next_read:
                 next_read = time.monotonic() + RECHECK_S
                 if await state.run_blocking(_read_state, state, h.approval_id) != approvals.PENDING:
