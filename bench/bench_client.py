@@ -261,13 +261,18 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
     return out
 
 
-TIMED = """#!/bin/sh
-# bench_client --per-hook: run one hook, and log its event and wall time (ns) when it ends.
-s=$(date +%s%N)
-"$@"
-rc=$?
-echo "$HOOK_EVENT $s $(date +%s%N)" >> "$HOOK_LOG"
-exit $rc
+TIMED = """#!{python} -S
+# bench_client --per-hook: run one hook, then log its event, wall time (ns) and CPU time (user + system,
+# its own and its children's, from wait4: microseconds) when it ends.
+import os, sys, time
+start = time.time_ns()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+with open(os.environ["HOOK_LOG"], "a") as log:
+    log.write(f"{{os.environ['HOOK_EVENT']}} {{start}} {{time.time_ns()}} {{usage.ru_utime + usage.ru_stime}}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
@@ -304,11 +309,13 @@ def detached(home: Path) -> dict[str, float]:
 
 def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], settings: dict[str, Path],
              sessions: int, calls: int, home: Path) -> None:
-    """Where a session's fixed cost goes: each hook's wall time inside real sessions (run through a
-    timing wrapper, so these sessions are not the measured ones), and the detached processes of ours
-    (drainer, spool replayer, summarizer, cleanup) alive after them, with their CPU."""
+    """Where a session's fixed cost goes, in real sessions whose command hooks of ours run through a
+    timing wrapper (so these sessions are not the measured ones): each hook's wall and CPU time, how
+    many processes of ours a session starts, the server's CPU over the session, and the detached
+    processes of ours (drainer, spool replayer, summarizer, cleanup) alive after them, with their CPU.
+    Sessions of no tool call give our CPU per session by itself: its hooks', and the server's."""
     wrapper = root / "timed-hook"
-    wrapper.write_text(TIMED)
+    wrapper.write_text(TIMED.format(python=sys.executable))
     wrapper.chmod(0o700)
     for setup in ("command", "http"):
         if setup not in settings:
@@ -316,34 +323,63 @@ def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], 
         log = root / f"per-hook-{setup}.log"
         path = root / f"settings-timed-{setup}.json"
         path.write_text(json.dumps(timed_settings(json.loads(settings[setup].read_text()), wrapper, log)))
-        took: dict[str, list[float]] = {}
-        workers: dict[str, list[float]] = {}
-        for n in range(sessions):
-            log.unlink(missing_ok=True)
-            one_run(claude, model, root, setup, calls, env, path, f"hook_{setup}_{n}")
-            for line in log.read_text().splitlines():
-                event, start, end = line.split()
-                took.setdefault(event, []).append((int(end) - int(start)) / 1e6)
-            for module, cpu in detached(home).items():
-                workers.setdefault(module, []).append(cpu * 1000)
-        print(f"\n[{setup}: each command hook's wall time in {sessions} sessions of {calls} calls, ms, median"
-              f" [min to max]; through a timing wrapper (two `date` runs more per hook)]")
-        for event, xs in sorted(took.items(), key=lambda kv: -statistics.median(kv[1])):
-            per = len(xs) / sessions
-            print(f"  {event:18} {span(xs):>24}   x {per:g} per session")
-        started = sum(len(xs) for xs in took.values()) / sessions
-        print(f"  processes of ours a session of {calls} calls starts (command hooks): {started:g}")
-        if workers:
-            for module, xs in workers.items():
-                print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
-        else:
-            print("  no detached process of ours alive after the sessions")
+        server = SERVER_CPU.get(setup)
+        for length in (0, calls):
+            took: dict[str, list[float]] = {}
+            cpu: dict[str, list[float]] = {}
+            ours: list[float] = []
+            served: list[float] = []
+            workers: dict[str, list[float]] = {}
+            for n in range(sessions):
+                log.unlink(missing_ok=True)
+                before = server() if server else 0.0
+                one_run(claude, model, root, setup, length, env, path, f"hook_{setup}_{length}_{n}")
+                served.append(((server() - before) if server else 0.0) * 1000)
+                hooks_cpu = 0.0
+                for line in log.read_text().splitlines():
+                    event, start, end, used = line.split()
+                    took.setdefault(event, []).append((int(end) - int(start)) / 1e6)
+                    cpu.setdefault(event, []).append(float(used) * 1000)
+                    hooks_cpu += float(used) * 1000
+                ours.append(hooks_cpu + served[-1])
+                for module, spent in detached(home).items():
+                    workers.setdefault(module, []).append(spent * 1000)
+            print(f"\n[{setup}: {sessions} sessions of {length} tool calls, each command hook of ours through a"
+                  " timing wrapper; ms, median [min to max]]")
+            print(f"  {'hook':18} {'wall':>24} {'CPU':>24}")
+            for event, xs in sorted(took.items(), key=lambda kv: -statistics.median(cpu[kv[0]])):
+                print(f"  {event:18} {span(xs):>24} {span(cpu[event]):>24}   x {len(xs) / sessions:g} per session")
+            started = sum(len(xs) for xs in took.values()) / sessions
+            print(f"  processes of ours a session of {length} calls starts (command hooks): {started:g}")
+            if server:
+                print(f"  the server's CPU over the session (its answers, and ~4.5 ms/s of its own): {span(served)}")
+            print(f"  our CPU for the session (command hooks + server): {span(ours)}")
+            if workers:
+                for module, xs in workers.items():
+                    print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
+            else:
+                print("  no detached process of ours alive after the sessions")
 
 
 def our_server_cpu(home: Path) -> float:
-    """CPU seconds so far of our server: the supervisor (with the workers it reaped) and its worker."""
+    """CPU seconds so far of our server: the supervisor (with the workers it reaped) and its worker
+    (to the nanosecond: its threads' schedstat; /proc/PID/stat counts in 10 ms ticks)."""
     info = json.loads((home / "server.json").read_text())
-    return cpu_seconds(int(info["pid"]), reaped=True) + cpu_seconds(int(info["worker_pid"]))
+    worker = int(info["worker_pid"])
+    return (cpu_seconds(int(info["pid"]), reaped=True) + threads_cpu(worker)
+            + cpu_seconds(worker, reaped=True) - cpu_seconds(worker))  # + the worker's reaped children
+
+
+def threads_cpu(pid: int) -> float:
+    """CPU seconds so far of a process's live threads, from the scheduler's nanosecond count."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def server_cmd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
