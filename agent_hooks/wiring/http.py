@@ -24,8 +24,9 @@ TRANSPORTS = ("command", "http")
 # Claude Code runs no http hook on SessionStart (2.1.197 and 2.1.332 send none; the binary lists
 # SessionStart and Setup as command-only), and it is SessionStart that starts the server anyway.
 COMMAND_ONLY = ("SessionStart",)
-# Claude Code ignores onFailure on these (2.1.332 logs 'onFailure: "block" is ignored on Stop'): an http
-# Stop cannot hold a persisting worker while the server is down, so strict guards keep it a command hook.
+# Claude Code ignores onFailure on these (2.1.330 and 2.1.332 end the turn; 2.1.332 logs 'onFailure:
+# "block" is ignored on Stop'): an http Stop cannot hold a persisting worker while the server is down,
+# so strict guards keep it a command hook.
 NO_BLOCK_ON_FAILURE = ("Stop",)
 # Under strict guards (guards.fail_closed) these entries carry onFailure "block": a call the server cannot
 # answer blocks the tool (PreToolUse) or the prompt (UserPromptSubmit) instead of letting it through.
