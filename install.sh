@@ -5,7 +5,7 @@
 #   ./install.sh --project DIR        wire DIR/.claude/settings.json instead (--local: settings.local.json)
 #   ./install.sh --version 0.2.0      install that release from the package index instead of the checkout
 #   ./install.sh --spec SPEC          install any pip requirement (a path, a wheel, git+https://...)
-#   ./install.sh --http               PreToolUse/PostToolUse(Failure) as http hooks to the resident server
+#   ./install.sh --http               every event but SessionStart as http hooks to the resident server
 #   ./install.sh --uninstall          take our hooks out of the settings and remove the environment
 #   ./install.sh --no-memory-model    leave out the embedding model (memory search then ranks by words only)
 #
@@ -47,8 +47,8 @@ Options:
   --spec SPEC      install this pip requirement instead of the checkout
   --venv           use a plain venv even when uv or pipx is present
   --python PY      the Python (3.11+) to build the environment with
-  --http           wire the frequent events as http hooks to the resident server (docs/server.md),
-                   and start it; --command (the default) wires executables only
+  --http           wire every event but SessionStart as http hooks to the resident server
+                   (docs/server.md), and start it; --command (the default) wires executables only
   --no-doctor      skip `agent-hook doctor` at the end
   --no-memory-model  leave out the embedding model that memory search ranks by meaning with
                    (~175 MB installed; search then ranks by words alone, docs/memory.md)

@@ -115,6 +115,16 @@ def render(event: str, outcome: Outcome) -> str | None:
     return json.dumps(doc) if doc else None
 
 
+def for_http(text: str | None) -> str | None:
+    """An answer as an http hook's body. Claude Code takes only a JSON object from an http hook (a
+    plain-text body is dropped as a hook error: 2.1.197, 2.1.332), and appends PreCompact's body to the
+    summary's instructions as it is. So PreCompact's plain text goes as an object holding its lines,
+    indented, which reads as the text does; a JSON answer goes unchanged."""
+    if text is None or text.startswith("{"):
+        return text
+    return json.dumps({"instructions": text.split("\n")}, indent=2, ensure_ascii=False)
+
+
 def emit(text: str | None, stream: Any = None) -> None:
     if text is None:
         return

@@ -23,14 +23,16 @@ Setups, each wired as a user would wire it:
   http-nothing   an http hook on PreToolUse + PostToolUse to a do-nothing Starlette/uvicorn
                  server: the floor of any http hook (it has no per-session hooks)
   command        `agent-hook settings install`: every hook of ours as a command hook
-  http           `agent-hook settings install --transport http`: the tool-call hooks
-                 posted to the resident server (started before the runs), the rest commands
+  http           `agent-hook settings install --transport http`: every hook but SessionStart
+                 posted to the resident server (started before the runs); SessionStart, the
+                 one process of ours a session starts, stays a command
 
 Each figure is the median over the rounds with the min and max beside it. A
 tool-call cycle (one model request to the next) less that of "none" is printed as
 a cross-check of the per-call figure, and the same slope over CPU time (user +
-system of the client, the hooks it waited for, and the setup's http server),
-which a loaded machine moves far less than wall time. The executables measured are a fresh
+system of the client, the hooks it waited for, and the setup's http server: for
+ours, its supervisor and the worker that answers), which a loaded machine moves
+far less than wall time; its fixed part is the CPU per session. The executables measured are a fresh
 regular install of this checkout, as install.sh makes one (an editable install's
 import hook costs each hook process ~6 ms of CPU a user does not pay), or
 ``--bin DIR``. The configuration is the defaults (forwarding included)
@@ -44,9 +46,9 @@ judged on), then all in lockstep, then back to back.
     .venv/bin/python bench/bench_client.py --no-client [--sessions 20] [--pairs 50]   # the server only
 
 ``--setups`` adds ``command-nothing`` (``true`` as a command hook on Pre + Post,
-the floor of any command hook) and ``http-session`` (the http transport with
-UserPromptSubmit, Stop and SessionEnd posted to the server too: not what install
-writes, but what moving them would save), or leaves setups out.
+the floor of any command hook), or leaves setups out. ``--per-hook N`` then runs N
+short sessions per transport with every command hook of ours logging its start and
+end: how many processes of ours a session starts, and where their time goes.
 
 Targets: http <= 2x http-nothing and <= 1/5 of command per tool call;
 server p99 <= 5 ms under 20 concurrent sessions. The machine's load average is
@@ -72,6 +74,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +88,13 @@ from model_server import ModelServer, text, tool_use  # noqa: E402
 
 import agent_hooks  # noqa: E402
 from agent_hooks import config as config_mod  # noqa: E402
-from agent_hooks.wiring.entries import our_groups, timeouts  # noqa: E402
-from agent_hooks.wiring.http import http_entry  # noqa: E402
+from agent_hooks.wiring.entries import our_groups  # noqa: E402
 
 # Our executables: a fresh regular install by default (see install_regular), or --bin.
 BIN = Path(sys.executable).parent
 SETUPS = ("none", "http-nothing", "command", "http")
-# More setups for --setups: a do-nothing command hook on Pre + Post (the floor of any command hook),
-# and the http transport with UserPromptSubmit, Stop and SessionEnd posted too (not what install writes:
-# what moving them would save).
-EXTRA_SETUPS = ("command-nothing", "http-session")
-SESSION_EVENTS_OVER_HTTP = ("UserPromptSubmit", "Stop", "SessionEnd")
+# More setups for --setups: a do-nothing command hook on Pre + Post (the floor of any command hook).
+EXTRA_SETUPS = ("command-nothing",)
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 
 
@@ -127,10 +126,6 @@ def settings_for(setup: str, nothing_port: int, our_port: int) -> dict[str, Any]
     cfg = config_mod.defaults()
     cfg["serve"]["port"] = our_port
     groups = our_groups(str(BIN), cfg, "command" if setup == "command" else "http")
-    if setup == "http-session":
-        secs = timeouts(cfg)
-        for event in SESSION_EVENTS_OVER_HTTP:
-            groups[event] = {"hooks": [http_entry(event, our_port, secs[event])]}
     return {"hooks": {e: [group] for e, group in groups.items()}}  # every hook, as settings install writes
 
 
@@ -160,8 +155,8 @@ class Run:
         self.cycles = cycles  # model request to model request: one tool call with its hooks each
 
 
-# The pid of each setup's http server, whose CPU counts in its runs (set in main).
-SERVER_PIDS: dict[str, int] = {}
+# CPU seconds so far of each setup's http server, which count in its runs (set in main).
+SERVER_CPU: dict[str, Callable[[], float]] = {}
 
 
 def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int, env: dict[str, str],
@@ -174,8 +169,8 @@ def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int
     cmd = [str(claude), "-p", "Run the steps.", "--settings", str(settings_path), "--allowedTools", "Bash",
            "--output-format", "json"]
     seen = len(model.requests)
-    server = SERVER_PIDS.get(setup)
-    server_cpu = cpu_seconds(server) if server else 0.0
+    server = SERVER_CPU.get(setup)
+    server_cpu = server() if server else 0.0
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=300,
@@ -184,7 +179,7 @@ def one_run(claude: Path, model: ModelServer, root: Path, setup: str, calls: int
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the client, and the hooks it waited for
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if server:
-        cpu += cpu_seconds(server) - server_cpu
+        cpu += server() - server_cpu
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     if proc.returncode != 0 or result.get("result") != "Done." or model.remaining:
         raise SystemExit(f"{setup}: run failed (rc {proc.returncode}): {proc.stdout[-300:]} {proc.stderr[-300:]}")
@@ -205,7 +200,9 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
     for setup in setups:  # warm-up: disk caches, the server's first connections, the store's creation
         one_run(claude, model, root, setup, 2, env, settings[setup], f"warm_{setups.index(setup)}")
     runs: dict[tuple[str, int], list[Run]] = {(s, n): [] for s in setups for n in (short, long)}
+    loads = []
     for r in range(rounds):
+        loads.append(os.getloadavg()[0])
         order = [(s, n) for s in setups for n in ((short, long) if r % 2 == 0 else (long, short))]
         for setup, n in (order if r % 2 == 0 else order[::-1]):  # neither setup nor length always first
             runs[(setup, n)].append(one_run(claude, model, root, setup, n, env, settings[setup],
@@ -234,7 +231,9 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
             out[s]["cycle"].append((f["cycle"] - none["cycle"]) * 1000)
             out[s]["cpu_call"].append((f["cpu_call"] - none["cpu_call"]) * 1000)
             out[s]["cpu_fixed"].append((f["cpu_fixed"] - none["cpu_fixed"]) * 1000)
-    print(f"\nClaude Code {version}: {rounds} rounds, each every setup at {short} and {long} Bash calls, interleaved;"
+    loads.append(os.getloadavg()[0])
+    print(f"\nload average (1 min) at the start of each round and at the end: {', '.join(f'{x:.1f}' for x in loads)}")
+    print(f"Claude Code {version}: {rounds} rounds, each every setup at {short} and {long} Bash calls, interleaved;"
           f" all figures ms, median [min to max] over the rounds")
     tables = (
         (("per tool call", "per_call"), ("above none", "above"), ("fixed per session", "fixed"),
@@ -262,13 +261,18 @@ def client_rounds(claude: Path, version: str, model: ModelServer, root: Path, en
     return out
 
 
-TIMED = """#!/bin/sh
-# bench_client --per-hook: run one hook, and log its event and wall time (ns) when it ends.
-s=$(date +%s%N)
-"$@"
-rc=$?
-echo "$HOOK_EVENT $s $(date +%s%N)" >> "$HOOK_LOG"
-exit $rc
+TIMED = """#!{python} -S
+# bench_client --per-hook: run one hook, then log its event, wall time (ns) and CPU time (user + system,
+# its own and its children's, from wait4: microseconds) when it ends.
+import os, sys, time
+start = time.time_ns()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+with open(os.environ["HOOK_LOG"], "a") as log:
+    log.write(f"{{os.environ['HOOK_EVENT']}} {{start}} {{time.time_ns()}} {{usage.ru_utime + usage.ru_stime}}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
@@ -305,42 +309,77 @@ def detached(home: Path) -> dict[str, float]:
 
 def per_hook(claude: Path, model: ModelServer, root: Path, env: dict[str, str], settings: dict[str, Path],
              sessions: int, calls: int, home: Path) -> None:
-    """Where a session's fixed cost goes: each hook's wall time inside real sessions (run through a
-    timing wrapper, so these sessions are not the measured ones), and the detached processes of ours
-    (drainer, spool replayer, summarizer, cleanup) alive after them, with their CPU."""
+    """Where a session's fixed cost goes, in real sessions whose command hooks of ours run through a
+    timing wrapper (so these sessions are not the measured ones): each hook's wall and CPU time, how
+    many processes of ours a session starts, the server's CPU over the session, and the detached
+    processes of ours (drainer, spool replayer, summarizer, cleanup) alive after them, with their CPU.
+    Sessions of no tool call give our CPU per session by itself: its hooks', and the server's."""
     wrapper = root / "timed-hook"
-    wrapper.write_text(TIMED)
+    wrapper.write_text(TIMED.format(python=sys.executable))
     wrapper.chmod(0o700)
-    for setup in ("command", "http", "http-session"):
+    for setup in ("command", "http"):
         if setup not in settings:
             continue
         log = root / f"per-hook-{setup}.log"
         path = root / f"settings-timed-{setup}.json"
         path.write_text(json.dumps(timed_settings(json.loads(settings[setup].read_text()), wrapper, log)))
-        took: dict[str, list[float]] = {}
-        workers: dict[str, list[float]] = {}
-        for n in range(sessions):
-            log.unlink(missing_ok=True)
-            one_run(claude, model, root, setup, calls, env, path, f"hook_{setup}_{n}")
-            for line in log.read_text().splitlines():
-                event, start, end = line.split()
-                took.setdefault(event, []).append((int(end) - int(start)) / 1e6)
-            for module, cpu in detached(home).items():
-                workers.setdefault(module, []).append(cpu * 1000)
-        print(f"\n[{setup}: each command hook's wall time in {sessions} sessions of {calls} calls, ms, median"
-              f" [min to max]; through a timing wrapper (two `date` runs more per hook)]")
-        for event, xs in sorted(took.items(), key=lambda kv: -statistics.median(kv[1])):
-            per = len(xs) / sessions
-            print(f"  {event:18} {span(xs):>24}   x {per:g} per session")
-        if workers:
-            for module, xs in workers.items():
-                print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
-        else:
-            print("  no detached process of ours alive after the sessions")
+        server = SERVER_CPU.get(setup)
+        for length in (0, calls):
+            took: dict[str, list[float]] = {}
+            cpu: dict[str, list[float]] = {}
+            ours: list[float] = []
+            served: list[float] = []
+            workers: dict[str, list[float]] = {}
+            for n in range(sessions):
+                log.unlink(missing_ok=True)
+                before = server() if server else 0.0
+                one_run(claude, model, root, setup, length, env, path, f"hook_{setup}_{length}_{n}")
+                served.append(((server() - before) if server else 0.0) * 1000)
+                hooks_cpu = 0.0
+                for line in log.read_text().splitlines():
+                    event, start, end, used = line.split()
+                    took.setdefault(event, []).append((int(end) - int(start)) / 1e6)
+                    cpu.setdefault(event, []).append(float(used) * 1000)
+                    hooks_cpu += float(used) * 1000
+                ours.append(hooks_cpu + served[-1])
+                for module, spent in detached(home).items():
+                    workers.setdefault(module, []).append(spent * 1000)
+            print(f"\n[{setup}: {sessions} sessions of {length} tool calls, each command hook of ours through a"
+                  " timing wrapper; ms, median [min to max]]")
+            print(f"  {'hook':18} {'wall':>24} {'CPU':>24}")
+            for event, xs in sorted(took.items(), key=lambda kv: -statistics.median(cpu[kv[0]])):
+                print(f"  {event:18} {span(xs):>24} {span(cpu[event]):>24}   x {len(xs) / sessions:g} per session")
+            started = sum(len(xs) for xs in took.values()) / sessions
+            print(f"  processes of ours a session of {length} calls starts (command hooks): {started:g}")
+            if server:
+                print(f"  the server's CPU over the session (its answers, and ~4.5 ms/s of its own): {span(served)}")
+            print(f"  our CPU for the session (command hooks + server): {span(ours)}")
+            if workers:
+                for module, xs in workers.items():
+                    print(f"  detached {module} alive after {len(xs)} of {sessions} sessions; its CPU so far {span(xs)}")
+            else:
+                print("  no detached process of ours alive after the sessions")
 
 
-def our_server_pid(home: Path) -> int:
-    return int(json.loads((home / "server.json").read_text())["pid"])
+def our_server_cpu(home: Path) -> float:
+    """CPU seconds so far of our server: the supervisor (with the workers it reaped) and its worker
+    (to the nanosecond: its threads' schedstat; /proc/PID/stat counts in 10 ms ticks)."""
+    info = json.loads((home / "server.json").read_text())
+    worker = int(info["worker_pid"])
+    return (cpu_seconds(int(info["pid"]), reaped=True) + threads_cpu(worker)
+            + cpu_seconds(worker, reaped=True) - cpu_seconds(worker))  # + the worker's reaped children
+
+
+def threads_cpu(pid: int) -> float:
+    """CPU seconds so far of a process's live threads, from the scheduler's nanosecond count."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def server_cmd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -360,12 +399,13 @@ def post(port: int, event: str, body: bytes) -> float:
     return time.perf_counter() - start
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (its threads included): far less sensitive to the
-    machine's load than wall-clock time."""
+def cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """User + system CPU time of a process so far (its threads included; ``reaped``: and its children it
+    waited for): far less sensitive to the machine's load than wall-clock time."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def concurrent_sessions(root: Path, sessions: int, pairs: int, tool_s: float, think_s: float,
@@ -495,8 +535,8 @@ def main() -> int:
             subprocess.run([str(BIN / "agent-hook"), "init"], env=our_env, capture_output=True, check=True)
             server_cmd(our_env, "start")
             wait_port(nothing_port)
-            SERVER_PIDS.update({"http-nothing": procs[0].pid, "http": our_server_pid(home),
-                                "http-session": our_server_pid(home)})
+            nothing_pid = procs[0].pid
+            SERVER_CPU.update({"http-nothing": lambda: cpu_seconds(nothing_pid), "http": lambda: our_server_cpu(home)})
             user_home = root / "home"
             user_home.mkdir()
             settings = {}

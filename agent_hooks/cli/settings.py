@@ -97,8 +97,8 @@ def settings() -> None:
 @click.option("--bin-dir", type=click.Path(file_okay=False),
               help="Directory of the agent-hook-* executables (default: this interpreter's bin).")
 @click.option("--transport", type=click.Choice(["command", "http"]), default="command", show_default=True,
-              help="http: PreToolUse, PostToolUse and PostToolUseFailure go to the resident server"
-                   " (docs/server.md); the rest stay executables.")
+              help="http: every event but SessionStart goes to the resident server (docs/server.md);"
+                   " SessionStart stays an executable and starts the server.")
 def install(settings_path: str | None, project: str | None, local: bool, bin_dir: str | None,
             as_json: bool, dry_run: bool, transport: str) -> None:
     """Insert or update our hooks (absolute paths); keep everything else. A second run changes nothing.
@@ -118,9 +118,10 @@ def install(settings_path: str | None, project: str | None, local: bool, bin_dir
     report = _apply(path, "install", bin_dir, dry_run, transport)
     _say(report, as_json)
     if transport == "http" and not dry_run and not as_json:
-        from agent_hooks.wiring.http import HTTP_EVENTS
+        from agent_hooks.wiring.http import http_events
 
-        click.echo(f"{', '.join(HTTP_EVENTS)} go to http://127.0.0.1:{load_config()['serve']['port']};"
+        cfg = load_config()
+        click.echo(f"{', '.join(http_events(cfg))} go to http://127.0.0.1:{cfg['serve']['port']};"
                    " SessionStart starts the server (or `agent-hook server start` now)")
 
 

@@ -79,7 +79,7 @@ def _store_outage(paths: Paths, st: dict[str, Any]) -> Check | None:
 def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]]) -> list[Check]:
     """The server area's lines for doctor."""
     from agent_hooks.server import process
-    from agent_hooks.wiring.http import port_of
+    from agent_hooks.wiring.http import BLOCK_ON_FAILURE, NO_BLOCK_ON_FAILURE, port_of
 
     handlers = _our_http_handlers(files)
     entries = [(scope, event, url) for scope, event, url, _ in handlers]
@@ -100,20 +100,30 @@ def server_checks(paths: Paths, cfg: dict[str, Any], files: list[tuple[str, str]
                             " those tool calls go unguarded", "agent-hook settings install --transport http"))
     else:
         checks.append(Check("server", OK, f"http transport wired for {', '.join(events)} on port {port}"))
-    # Strict guards (docs/server.md): the PreToolUse entries must carry onFailure "block", and only then.
+    # Strict guards (docs/server.md): the PreToolUse and UserPromptSubmit entries must carry onFailure
+    # "block", and only then; Stop must not be an http entry then (Claude Code ignores onFailure on Stop).
     strict = cfg["guards"]["fail_closed"] is True
-    blocking = [h.get("onFailure") == "block" for _, event, _, h in handlers if event == "PreToolUse"]
-    if blocking and any(b != strict for b in blocking):
-        said = ('lacks "onFailure": "block": tool calls still run when the server cannot be reached' if strict
-                else 'has "onFailure": "block": tool calls are blocked when the server cannot be reached')
-        checks.append(Check("server", WARN, f"guards.fail_closed is {str(strict).lower()}, but the http PreToolUse"
-                            f" entry {said} (installed before the setting changed)",
+    what = {"PreToolUse": "tool calls", "UserPromptSubmit": "prompts"}
+    for guarded in BLOCK_ON_FAILURE:
+        blocks = [h.get("onFailure") == "block" for _, event, _, h in handlers if event == guarded]
+        if blocks and any(b != strict for b in blocks):
+            said = (f'lacks "onFailure": "block": {what[guarded]} still go through when the server cannot be reached'
+                    if strict else
+                    f'has "onFailure": "block": {what[guarded]} are blocked when the server cannot be reached')
+            checks.append(Check("server", WARN, f"guards.fail_closed is {str(strict).lower()}, but the http {guarded}"
+                                f" entry {said} (installed before the setting changed)",
+                                "agent-hook settings install --transport http"))
+    if strict and any(event in NO_BLOCK_ON_FAILURE for _, event, _, _ in handlers):
+        checks.append(Check("server", WARN, "guards.fail_closed is true, but Stop is an http entry: while the server"
+                            " is down a persisting worker is let go (Claude Code ignores onFailure on Stop; strict"
+                            " guards keep Stop a command hook; installed before the setting changed)",
                             "agent-hook settings install --transport http"))
+    blocking = [h.get("onFailure") == "block" for _, event, _, h in handlers if event == "PreToolUse"]
     last = _last_server_error(paths)
     if not st["up"]:
         why = f" (last: {last.get('at')} {last.get('message')})" if last else ""
-        effect = ("Claude Code blocks those tool calls (onFailure: block)" if blocking and all(blocking)
-                  else "Claude Code lets the tools through")
+        effect = ("Claude Code blocks those tool calls and prompts (onFailure: block); nothing is recorded"
+                  if blocking and all(blocking) else "Claude Code lets the tools through; nothing is recorded")
         checks.append(Check("server", FAIL, f"server down on port {port}: until the next SessionStart restarts it,"
                             f" {', '.join(events)} hooks do not run ({effect}){why}",
                             "agent-hook server start; see " + local.log_file(paths)))

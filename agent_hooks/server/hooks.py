@@ -53,6 +53,7 @@ from agent_hooks.dispatch import (
     report,
 )
 from agent_hooks.handlers.hook import maybe_any
+from agent_hooks.output import for_http
 from agent_hooks.payload import too_large
 from agent_hooks.server import fastpath, local
 from agent_hooks.server.app import UNAUTHORIZED, ServerState
@@ -283,7 +284,8 @@ async def _answer(state: ServerState, send: fastpath.Send, call: Call, started: 
         state.stats.count("problem")
     # A request held for a person's answer would swamp the answer times: counted, not timed.
     state.stats.count("answered", None if call.hold is not None else (time.perf_counter() - started) * 1000)
-    await fastpath.send_bytes(send, 200, call.text.encode("utf-8", "replace") if call.text else b"", headers)
+    text = for_http(call.text)  # PreCompact's plain text as JSON: the only answer an http hook may give
+    await fastpath.send_bytes(send, 200, text.encode("utf-8", "replace") if text else b"", headers)
 
 
 def header_value(text: str, limit: int = 500) -> bytes:

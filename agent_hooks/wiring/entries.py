@@ -193,26 +193,22 @@ def command_for(bin_dir: str, exe: str, event: str = "", args: str = "") -> str:
 def our_groups(bin_dir: str, cfg: dict[str, Any], transport: str = "command") -> dict[str, dict[str, Any]]:
     """Event -> the matcher group we install for it (``transport``: "command" or "http",
     see agent_hooks.wiring.http)."""
+    from agent_hooks.wiring import http
+
     secs = timeouts(cfg)
     groups: dict[str, dict[str, Any]] = {}
+    over_http = http.http_events(cfg) if transport == "http" else ()
     for h in HOOKS:
         group: dict[str, Any] = {}
         if h.matcher is not None:
             group["matcher"] = h.matcher
-        if transport == "http":
-            from agent_hooks.wiring import http
-
-            if h.event in http.HTTP_EVENTS:
-                entry = http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event])
-                if h.event == "PreToolUse" and cfg["guards"]["fail_closed"] is True:
-                    # Strict guards: a call the server cannot answer blocks the tool (docs/server.md).
-                    entry["onFailure"] = "block"
-                group["hooks"] = [entry]
-                groups[h.event] = group
-                continue
-            args = f" {http.SERVE_ARG}" if h.event == "SessionStart" else ""
-        else:
-            args = ""
+        if h.event in over_http:
+            # Strict guards: a call the server cannot answer blocks the tool or the prompt (docs/server.md).
+            block = http.strict(cfg) and h.event in http.BLOCK_ON_FAILURE
+            group["hooks"] = [http.http_entry(h.event, int(cfg["serve"]["port"]), secs[h.event], block)]
+            groups[h.event] = group
+            continue
+        args = f" {http.SERVE_ARG}" if transport == "http" and h.event == "SessionStart" else ""
         group["hooks"] = [{"type": "command", "command": command_for(bin_dir, h.executable, h.event, args),
                            "timeout": secs[h.event]}]
         groups[h.event] = group

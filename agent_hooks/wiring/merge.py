@@ -197,8 +197,10 @@ def install(text: str, where: str, groups: dict[str, dict[str, Any]],
         assert effective is not None  # keep_emptied=None above: no container went, "hooks" is still there
         hi, ei = effective
         hooks = root.members[hi].value
-        if ei >= 0 and change.removed > removed_before and not hooks.members[ei].value.items:
-            # It held only ours (an older version made it): uninstall may take it out again.
+        if ei >= 0 and created_before is None and change.removed > removed_before and not hooks.members[ei].value.items:
+            # It held only ours and nothing says who made it (an older version did, with no record):
+            # uninstall may take it out again. With a record, the record says: a user's own
+            # `"Stop": []` that install filled stays when a later install (another transport) refills it.
             change.created = sorted({*change.created, f"hooks.{event}"})
         if ei < 0:
             text = jsontext.insert(text, hooks, len(hooks.members), [group], key=event)

@@ -10,7 +10,8 @@ import subprocess
 import time
 from typing import Any
 
-from harness import BIN_DIR, E2E, REPO
+import pytest
+from harness import BIN_DIR, E2E, REPO, TRANSPORTS
 from model_server import text, tool_use
 
 from agent_hooks.claude_code import PINNED
@@ -52,6 +53,8 @@ def record_worker(e2e: E2E, session_id: str, agent: str, task_id: str | None, to
         assert proc.returncode == 0, proc.stderr
 
 
+# Over http PreCompact's reminder goes as a JSON object of its lines (the only answer an http hook may give).
+@pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 def test_task_goal_survives_compaction(e2e: E2E) -> None:
     add_task(e2e, TASK_ID, TASK, "cursor encoding done; the handler is next")
     task_env = {"AGENT_HOOKS_TASK_ID": TASK_ID}
@@ -72,6 +75,7 @@ def test_task_goal_survives_compaction(e2e: E2E) -> None:
     assert "keep the open questions" in summary_request.text
     assert f"Task id: {TASK_ID}" in summary_request.text and f"Task: {TASK}" in summary_request.text
     assert "Progress so far: cursor encoding done; the handler is next" in summary_request.text
+    assert ('"instructions": [' in summary_request.text) == (e2e.transport == "http")
 
     e2e.server.add_turns([[text("Handler done.")]])
     after = e2e.run("Go on.", resume=sid, env_extra=task_env)

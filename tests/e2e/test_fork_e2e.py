@@ -15,11 +15,14 @@ from collections.abc import Iterator
 
 import claude_client
 import pytest
-from harness import BIN_DIR, E2E
+from harness import BIN_DIR, E2E, TRANSPORTS
 from model_server import text
 
 from support.forward import kill_drainers
 from support.ingest_server import IngestServer
+
+# Over both transports: over http, the fork's prompt, Stop and SessionEnd are answered by the server.
+pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 
 FORK_SOURCE_SINCE = (2, 1, 214)
 FORK_CLIENT = "2.1.330"  # the newest client the fixtures were captured from
@@ -40,10 +43,10 @@ def ingest(e2e: E2E) -> Iterator[IngestServer]:
 
 
 def wire_with_settings_install(e2e: E2E) -> None:
-    """The settings the project's own wiring writes (not the harness's): command transport."""
+    """The settings the project's own wiring writes (not the harness's), for the test's transport."""
     target = e2e.root / "wired-settings.json"
-    proc = subprocess.run([str(BIN_DIR / "agent-hook"), "settings", "install", "--settings", str(target)],
-                          env=e2e.env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([str(BIN_DIR / "agent-hook"), "settings", "install", "--settings", str(target),
+                           "--transport", e2e.transport], env=e2e.env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     e2e.settings = json.loads(target.read_text())
     assert "matcher" not in e2e.settings["hooks"]["SessionStart"][0]

@@ -2,7 +2,7 @@
 and lets it go when it must (the budget, a full context, an interrupt).
 
 The task is created with the installed CLI before the run, the session joins it
-with $AGENT_HOOKS_TASK_ID, and the hooks are the project's own settings template.
+with $AGENT_HOOKS_TASK_ID, and the hooks are what `settings install` writes, for either transport.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ import time
 from typing import Any
 
 import pytest
-from harness import BIN_DIR, E2E
+from harness import BIN_DIR, E2E, TRANSPORTS
 from model_server import text, tool_use
 
 from support.waiting import wait_for
+
+# Every scenario over both transports: over http, Stop is answered by the resident server.
+pytestmark = pytest.mark.parametrize("transport", TRANSPORTS, indirect=True)
 
 AGENT_HOOK = BIN_DIR / "agent-hook"
 

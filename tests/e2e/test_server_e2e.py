@@ -13,6 +13,8 @@ import pytest
 from harness import BIN_DIR, E2E
 from model_server import text, tool_use
 
+from agent_hooks.wiring.table import HOOKS
+
 pytestmark = pytest.mark.parametrize("transport", ["http"], indirect=True)
 
 
@@ -34,8 +36,9 @@ def http_only(e2e: E2E) -> None:
     came through the http hooks' headers (no executable read the environment)."""
     e2e.settings = {"hooks": {e: g for e, g in e2e.settings["hooks"].items()
                               if any(h.get("type") == "http" for grp in g for h in grp["hooks"])}}
-    # PermissionRequest goes over http too: the server holds a dialog open for an answer from elsewhere.
-    assert sorted(e2e.settings["hooks"]) == ["PermissionRequest", "PostToolUse", "PostToolUseFailure", "PreToolUse"]
+    # Every event but SessionStart goes over http (PermissionRequest too: the server holds a dialog open
+    # for an answer from elsewhere).
+    assert sorted(e2e.settings["hooks"]) == sorted(h.event for h in HOOKS if h.event != "SessionStart")
     assert server(e2e, "server", "start").returncode == 0
 
 
@@ -51,7 +54,8 @@ def test_http_hooks_carry_the_session_variables(e2e: E2E) -> None:
     (call,) = e2e.query("SELECT tool_use_id, outcome FROM tool_calls")
     assert call == {"tool_use_id": "toolu_hi", "outcome": "success"}
     served = status(e2e)
-    assert served["up"] and served["requests"].get("answered") == 2, served
+    # The prompt, the tool call's Pre and Post, Stop and SessionEnd.
+    assert served["up"] and served["requests"].get("answered") == 5, served
     assert e2e.errors() == []
 
 
@@ -85,7 +89,7 @@ def test_server_killed_mid_session(e2e: E2E) -> None:
     again = e2e.run("One more.", settings_flag=False)
     assert again.ok, e2e.describe()
     back = status(e2e)
-    assert back["up"] and back["requests"].get("answered") == 2, back
+    assert back["up"] and back["requests"].get("answered") == 5, back  # prompt, Pre, Post, Stop, SessionEnd
     four = e2e.query("SELECT outcome FROM tool_calls WHERE tool_use_id = 'toolu_four'")
     assert four == [{"outcome": "success"}]
     gap = [e for e in e2e.errors() if e["kind"] == "server"]

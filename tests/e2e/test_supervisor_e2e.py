@@ -1,6 +1,7 @@
 """The supervised server and strict guards under the real client: a worker killed mid-session is
 replaced and the next tool call is still checked; kept-alive connections closed between calls cost
-nothing; with guards.fail_closed a tool is blocked, not run, while the server is down."""
+nothing; with guards.fail_closed a tool is blocked, not run, while the server is down, a persisting
+worker is still held and a prompt is blocked."""
 
 from __future__ import annotations
 
@@ -93,7 +94,8 @@ def test_kept_alive_connections_closed_between_tool_calls_cost_nothing(e2e: E2E)
     assert {k: got.get(k) for k in ("toolu_one", "toolu_pause", "toolu_three")} == {
         "toolu_one": "success", "toolu_pause": "success", "toolu_three": "success"}, got
     st = status(e2e)
-    assert st["requests"].get("answered") == 6, st  # Pre and Post of each: none lost to a closed connection
+    # The prompt, Pre and Post of each call, Stop, SessionEnd: none lost to a closed connection.
+    assert st["requests"].get("answered") == 9, st
     assert st["requests"].get("connections_timed_out", 0) >= 1, st  # the client's idle connection was closed
     assert [e for e in e2e.errors() if e["kind"] != "unknown_event"] == []
 
@@ -116,6 +118,53 @@ def test_strict_guards_block_the_tool_while_the_server_is_down(e2e: E2E, tmp_pat
         result = tool_results(world)["toolu_three"]
         assert result.get("is_error") is True, result
         assert not status(world)["up"]
+    finally:
+        world.close()
+
+
+@pytest.mark.parametrize("fail_closed", [True, False], ids=["strict", "default"])
+def test_while_the_server_is_down_strict_guards_hold_a_persisting_worker_and_block_prompts(
+        e2e: E2E, tmp_path: Path, fail_closed: bool) -> None:
+    """The whole server dies mid-session. Under strict guards Stop is a command hook (Claude Code ignores
+    onFailure on Stop), so it still holds a persisting worker, and the UserPromptSubmit entry's onFailure
+    "block" stops a cancelled task's next prompt. By default both go unchecked (docs/server.md)."""
+    client = claude_client.ensure_client(NEWEST_TESTED)  # honours onFailure (reference, Part A2)
+    world = E2E(client, e2e.server, tmp_path / "down", "http")
+    try:
+        # No autostart: the resumed session's SessionStart would bring the server back before its prompt.
+        (world.agent_home / "config.toml").write_text(f"[guards]\nfail_closed = {str(fail_closed).lower()}\n"
+                                                      "[serve]\nautostart = false\n")
+        world.settings = install_settings(world.settings_path, world.env(), transport="http")
+        hooks = world.settings["hooks"]
+        [stop] = [h for g in hooks["Stop"] for h in g["hooks"]]
+        [prompt] = [h for g in hooks["UserPromptSubmit"] for h in g["hooks"]]
+        assert stop["type"] == ("command" if fail_closed else "http"), stop
+        assert prompt["type"] == "http" and (prompt.get("onFailure") == "block") == fail_closed, prompt
+        assert agent_hook(world, "server", "start").returncode == 0
+        assert agent_hook(world, "task", "create", "T-1", "--description", "Write the notes", "--persist",
+                         "--max-continuations", "1").returncode == 0
+        worker = {"AGENT_HOOKS_TASK_ID": "T-1", **NO_FORWARD}
+        world.server.set_script([[bash(kill("pid"), "toolu_down")],  # the supervisor: the whole server goes
+                                 [text("I think I am done.")], [text("Done now.")]])
+        run = world.run("Write the notes.", env_extra=worker)
+        assert run.ok, world.describe()
+        assert not status(world)["up"]
+        held = world.server.requests_containing("agent-hook task done T-1", kind="main")
+        if fail_closed:  # held once by the command Stop, then let go (stop_hook_active)
+            assert len(world.server.messages("main")) == 3 and held, world.describe()
+            assert json.loads(agent_hook(world, "task", "show", "T-1", "--json").stdout)["continuations"] == 1
+        else:  # the http Stop was refused: the worker went, unheld
+            assert len(world.server.messages("main")) == 2 and not held, world.describe()
+
+        assert agent_hook(world, "cancel", "--task", "T-1", "--reason", "lead moved it").returncode == 0
+        world.server.set_script([[text("Took the new work.")]])
+        again = world.run("Start on the next thing.", resume=run.session_id, env_extra=worker)
+        assert again.returncode == 0 and not status(world)["up"], world.describe()
+        took = world.server.requests_containing("Start on the next thing.", kind="main")
+        if fail_closed:  # the prompt never reached the model: onFailure "block" on the prompt's entry
+            assert not took and "blocked" in again.result["result"], world.describe()
+        else:
+            assert took and again.result["result"] == "Took the new work.", world.describe()
     finally:
         world.close()
 

@@ -111,18 +111,27 @@ def http_entries(path: Path) -> dict[str, dict[str, Any]]:
             if h.get("type") == "http"}
 
 
-def test_strict_guards_install_pre_tool_use_with_on_failure_block(settings: Path) -> None:
+def test_strict_guards_install_pre_tool_use_and_prompts_with_on_failure_block(settings: Path) -> None:
     agent_hook("settings", "install", "--transport", "http")
-    assert all("onFailure" not in h for h in http_entries(settings).values())  # off by default
+    entries = http_entries(settings)
+    assert all("onFailure" not in h for h in entries.values())  # off by default
+    assert "Stop" in entries and "UserPromptSubmit" in entries
     agent_hook("settings", "install", "--transport", "http", env=STRICT)
     entries = http_entries(settings)
-    assert entries["PreToolUse"]["onFailure"] == "block"
-    # Only the guard: a PostToolUse that cannot be recorded must not fail the tool that already ran.
-    assert "onFailure" not in entries["PostToolUse"] and "onFailure" not in entries["PostToolUseFailure"]
+    # The guards: a tool call, and a prompt (a cancelled task's), that the server cannot check are blocked.
+    assert entries["PreToolUse"]["onFailure"] == "block" and entries["UserPromptSubmit"]["onFailure"] == "block"
+    # Only the guards: a PostToolUse that cannot be recorded must not fail the tool that already ran.
+    assert [e for e, h in entries.items() if "onFailure" in h] == ["UserPromptSubmit", "PreToolUse"]
+    # Claude Code ignores onFailure on Stop: Stop stays a command hook, which holds a persisting worker
+    # without the server.
+    assert "Stop" not in entries
+    [stop] = [h for g in json.loads(settings.read_text())["hooks"]["Stop"] for h in g["hooks"]]
+    assert stop["type"] == "command" and "agent-hook-stop" in stop["command"]
     assert "already up to date" in agent_hook("settings", "install", "--transport", "http", env=STRICT).stdout
-    # Turned off again: the next install takes the block away.
+    # Turned off again: the next install takes the block away, and Stop goes to the server again.
     agent_hook("settings", "install", "--transport", "http")
-    assert "onFailure" not in http_entries(settings)["PreToolUse"]
+    entries = http_entries(settings)
+    assert all("onFailure" not in h for h in entries.values()) and "Stop" in entries
 
 
 @pytest.fixture
@@ -174,9 +183,12 @@ def test_doctor_names_wiring_that_does_not_match_the_setting(settings: Path, hoo
     assert "blocks those tool calls" not in out
     down = [line for line in out.splitlines() if "server down" in line]
     assert down and "Claude Code lets the tools through" in down[0], out
+    assert any(line.startswith("!") and "http UserPromptSubmit" in line and 'lacks "onFailure": "block"' in line
+               for line in out.splitlines()), out
+    assert any(line.startswith("!") and "Stop is an http entry" in line for line in out.splitlines()), out
     agent_hook("settings", "install", "--transport", "http")
     out = agent_hook("doctor", "--no-run", check=False).stdout
-    assert 'lacks "onFailure"' not in out
+    assert 'lacks "onFailure"' not in out and "Stop is an http entry" not in out
     down = [line for line in out.splitlines() if "server down" in line]
     assert down and "Claude Code blocks those tool calls" in down[0], out
 

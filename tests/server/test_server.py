@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from agent_hooks.server.local import header_for
+
 from support.center import Center
 from support.ports import free_port, wait_listening
 from support.repo import fixture_payload
@@ -90,6 +92,79 @@ def test_same_answers_as_the_executables(server: Server) -> None:
     assert "stop now" in over_http["hookSpecificOutput"]["permissionDecisionReason"]
     rows = store_rows(server.home, "SELECT outcome, count(*) FROM tool_calls WHERE session_id = ? GROUP BY 1", (sid,))
     assert [tuple(r) for r in rows] == [("denied", 2)]
+
+
+def _transcript(sid: str) -> str:
+    """A transcript with one turn of usage, where the hooks look for it (under $HOME/.claude)."""
+    path = Path(os.environ["HOME"]) / ".claude" / "projects" / "-work" / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"type": "user", "message": {"role": "user", "content": "work on it"}}) + "\n"
+                    + json.dumps({"type": "assistant", "message": {"model": "claude-opus-5-5", "role": "assistant",
+                                  "content": [], "usage": {"input_tokens": 1000, "output_tokens": 5}}}) + "\n")
+    return str(path)
+
+
+# Every event the http transport posts besides the tool events, as the client sends it.
+SESSION_EVENTS = [("SessionEnd.json", "2.1.197"), ("SubagentStart.json", "2.1.332"),
+                  ("SubagentStop.json", "2.1.332"), ("PostCompact-manual.json", "2.1.332"),
+                  ("StopFailure.json", "2.1.332"), ("Notification-elicitation_response.json", "2.1.332"),
+                  ("Elicitation.json", "2.1.332"), ("ElicitationResult.json", "2.1.332")]
+
+
+def test_every_event_of_a_session_answers_over_http_as_the_executables_do(server: Server) -> None:
+    """The http transport posts every event but SessionStart: the same handler path must give the same
+    decisions (a cancelled session's prompt blocked, a persisting worker held, PreCompact's reminder)
+    and keep the same records. One session goes through the executables, its twin through the server."""
+    def exe(payload: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str | None:
+        proc = run_hook(payload, env)
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+        out = proc.stdout.decode().strip()
+        return (json.loads(out) if out.startswith("{") else out) or None
+
+    def http(payload: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str | None:
+        status, headers, data = server.post(payload, {header_for(k): v for k, v in env.items()})
+        assert status == 200 and "x-agent-hooks-problem" not in headers, (headers, data)
+        if not data:
+            return None
+        answer = json.loads(data)  # an http hook's answer must be a JSON object, PreCompact's too
+        assert isinstance(answer, dict)
+        return "\n".join(answer["instructions"]) if payload["hook_event_name"] == "PreCompact" else answer
+
+    def session(how: str, answer: Any) -> dict[str, Any]:
+        sid, task = f"S-{how}", f"T-{how}"
+        env = {"AGENT_HOOKS_TASK_ID": task}
+        agent_hook("task", "create", task, "--description", "Port the parser", "--persist", env=server.env)
+        transcript = _transcript(sid)
+
+        def call(name: str, version: str = "2.1.197", **extra: Any) -> dict[str, Any] | str | None:
+            payload = {**fixture_payload(name, version), "session_id": sid, "transcript_path": transcript, **extra}
+            return answer(payload, env)
+
+        got: dict[str, Any] = {"start": exe({**fixture_payload("SessionStart-startup.json"), "session_id": sid,
+                                             "transcript_path": transcript}, env)}  # a command hook either way
+        got["prompt"] = call("UserPromptSubmit.json")
+        got["stop"] = call("Stop.json", stop_hook_active=False)  # the task persists: held
+        got["compact"] = call("PreCompact-manual.json")
+        got["rest"] = [call(name, version) for name, version in SESSION_EVENTS]
+        agent_hook("cancel", sid, "--reason", "stop now", env=server.env)
+        got["cancelled prompt"] = call("UserPromptSubmit.json")
+        got["events"] = [r[0] for r in store_rows(server.home, "SELECT event FROM session_events WHERE session_id = ?"
+                                                  " ORDER BY id", (sid,))]
+        return got
+
+    answers = {"exe": session("exe", exe), "http": session("http", http)}
+
+    def same(value: Any) -> Any:
+        return json.loads(json.dumps(value).replace("S-http", "S-exe").replace("T-http", "T-exe"))
+
+    assert same(answers["http"]) == answers["exe"]
+    exe_got = answers["exe"]
+    assert exe_got["prompt"] is None and exe_got["rest"] == [None] * len(SESSION_EVENTS)
+    assert exe_got["stop"]["decision"] == "block" and "agent-hook task done T-exe" in exe_got["stop"]["reason"]
+    assert "Port the parser" in exe_got["compact"]
+    assert exe_got["cancelled prompt"]["decision"] == "block" and "stop now" in exe_got["cancelled prompt"]["reason"]
+    assert {"UserPromptSubmit", "Stop", "PreCompact", "SessionEnd", "SubagentStop", "Elicitation"} <= set(
+        exe_got["events"]), exe_got["events"]
 
 
 def test_session_variables_arrive_as_headers(server: Server) -> None:

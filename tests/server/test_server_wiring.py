@@ -21,13 +21,15 @@ import pytest
 import agent_hooks
 from agent_hooks.server import local
 from agent_hooks.server.local import SESSION_ENV, header_for
+from agent_hooks.wiring.table import HOOKS
 
 from support.ports import free_port, wait_closed
 from support.repo import fixture_payload
 from support.scripts import agent_hook, error_log
 from support.servers import Server
 
-HTTP_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest")
+# Every event of ours but SessionStart (the client runs no http hook on it, and it starts the server).
+HTTP_EVENTS = tuple(h.event for h in HOOKS if h.event != "SessionStart")
 
 USERS: dict[str, Any] = {
     "model": "opus",
@@ -72,26 +74,27 @@ def test_install_http_then_command_keeps_the_users_entries(settings: Path, port:
     agent_hook("settings", "install")
     as_command = settings.read_text()
     out = agent_hook("settings", "install", "--transport", "http").stdout
-    assert "replaced 5 older entries of ours" in out
+    assert f"replaced {len(HOOKS)} older entries of ours" in out
+    assert ", ".join(HTTP_EVENTS) in out
     doc = json.loads(settings.read_text())
     for event in HTTP_EVENTS:
         [entry] = ours(doc, event)
         assert entry["type"] == "http" and entry["url"] == f"http://127.0.0.1:{port}/hooks/{event}"
         assert entry["allowedEnvVars"] == list(SESSION_ENV)
         assert entry["headers"] == {header_for(v): f"${{{v}}}" for v in SESSION_ENV}
-        assert entry["timeout"] > 4
+        assert entry["timeout"] > 4 and "onFailure" not in entry
+    assert {"UserPromptSubmit", "Stop", "SessionEnd", "PreCompact", "Notification", "SubagentStop"} <= set(HTTP_EVENTS)
+    # The one command hook a session starts: SessionStart, which starts the server.
     [start] = ours(doc, "SessionStart")
     assert start["type"] == "command" and 'exec "$h" --serve' in start["command"]
-    for event in ("Stop", "SessionEnd", "UserPromptSubmit", "PreCompact", "Notification"):
-        [entry] = ours(doc, event)
-        assert entry["type"] == "command" and "--serve" not in entry["command"]
     # The user's own entries, an http one among them, are where they were.
     assert doc["hooks"]["PreToolUse"][0] == USERS["hooks"]["PreToolUse"][0]
     assert doc["hooks"]["PostToolUse"][0] == USERS["hooks"]["PostToolUse"][0]
     assert doc["model"] == "opus"
     assert "already up to date" in agent_hook("settings", "install", "--transport", "http").stdout
     # Back to the executables: exactly what a command install writes.
-    assert "replaced 5 older entries" in agent_hook("settings", "install", "--transport", "command").stdout
+    assert f"replaced {len(HOOKS)} older entries" in agent_hook("settings", "install", "--transport", "command").stdout
+    assert settings.read_text() == as_command  # byte for byte
     assert json.loads(settings.read_text()) == json.loads(as_command)
     agent_hook("settings", "install", "--transport", "http")
     agent_hook("settings", "uninstall")

@@ -113,6 +113,30 @@ def test_install_then_uninstall_gives_back_the_file(env: Env, name: str) -> None
         assert effective(final.decode()) == {}
 
 
+@pytest.mark.parametrize("name", ROUND_TRIP)
+def test_switching_to_http_and_back_restores_the_command_entries_byte_for_byte(env: Env, name: str) -> None:
+    original = env.place(name)
+    assert env.cli("install").returncode == 0
+    as_command = env.settings.read_bytes()
+    switched = env.cli("install", "--transport", "http")
+    assert switched.returncode == 0, switched.stderr
+    over_http = env.settings.read_bytes().decode()
+    hooks = effective(over_http)["hooks"]
+    for event, _exe, matcher in HOOKS:
+        [(group, handler)] = [(g, h) for g in hooks.get(event, []) for h in g.get("hooks", []) if is_ours(h)]
+        # One command hook a session: SessionStart (it starts the server); every other event is posted.
+        assert handler["type"] == ("command" if event == "SessionStart" else "http"), event
+        assert group.get("matcher") == matcher and group["hooks"] == [handler]
+    if original.strip():
+        assert only_inserted(original.decode(), over_http) == [], name  # the user's characters all kept
+    back = env.cli("install", "--transport", "command")
+    assert back.returncode == 0, back.stderr
+    assert env.settings.read_bytes() == as_command, name
+    assert env.cli("uninstall").returncode == 0
+    if original.strip():
+        assert env.settings.read_bytes() == original
+
+
 @pytest.mark.parametrize("name", JSONC)
 def test_install_refuses_jsonc_clearly(env: Env, name: str) -> None:
     original = env.place(name)
