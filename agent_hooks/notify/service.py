@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from agent_hooks.center import fleetstore
 from agent_hooks.notify import outbox, push, rules, text
 from agent_hooks.notify.text import Message
 
@@ -305,17 +306,18 @@ class Notifier:
                 wait = IDLE_WAKE_S
                 try:
                     watch = self.state.watch
-                    if store is not None and (watch.down or store.generation != watch.generation or store.moved()):
+                    if store is not None and not isinstance(store, fleetstore.PgStore) \
+                            and (watch.down or store.generation != watch.generation or store.moved()):
                         # A connection opened while the store could not be written stays read-only in SQLite
                         # (and keeps its -shm so): let it go, as the hub does (center/hub.py, _follow_store).
                         store.close()
                         store = None
-                    if watch.down:
+                    if watch.down and not fleetstore.postgres_of(self.state):
                         self.wake.wait(1.0)
                         self.wake.clear()
                         continue
                     if store is None:
-                        store = self.state.open_store()
+                        store = fleetstore.open_store(self.state)
                     if not warmed and self.config and self.channels:
                         warmed = True
                         try:  # Apprise's first import (~0.3 s): here, not on the first request's send
