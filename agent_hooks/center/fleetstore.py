@@ -247,7 +247,7 @@ def _shape(conn: sqlite3.Connection) -> dict[str, Any]:
     indexes: dict[str, str] = {}
     virtual = [n for n, s in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
                if s and s.upper().startswith("CREATE VIRTUAL")]
-    for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid"):
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid"):
         if name.startswith(("sqlite_", "_")) or name in virtual or any(name.startswith(v + "_") for v in virtual):
             continue
         cols = [(c[1], str(c[2]).upper(), bool(c[3]), c[4], int(c[5]))

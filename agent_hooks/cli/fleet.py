@@ -17,7 +17,15 @@ from urllib.parse import quote
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import NotFound, echo_json, fleet_writing, iso, load_config, open_fleet_store, paths, writing
+from agent_hooks.cli.common import (
+    NotFound,
+    echo_json,
+    fleet_writing,
+    iso,
+    load_config,
+    open_fleet_store,
+    paths,
+)
 
 
 def remote(server: str, action: str, session_id: str | None, task_id: str | None, tmux: str | None,

@@ -19,6 +19,7 @@ import pytest
 
 from agent_hooks import schema
 from agent_hooks.center import fleetstore
+
 from support.approvals import Held
 from support.center import Center, messages
 from support.repo import fixture_payload
