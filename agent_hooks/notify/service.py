@@ -327,6 +327,9 @@ class Notifier:
                     wait = self.drain(store, pool)
                     self.last_error = None
                 except Exception as exc:  # noqa: BLE001 - the sender outlives a bad row or a store that is down
+                    if isinstance(store, fleetstore.PgStore) and fleetstore.unreachable(exc):
+                        store.close()  # PostgreSQL away: a new connection once it is back
+                        store = None
                     if self.last_error != str(exc):
                         log.exception("notifications: sending failed (said once until it changes)")
                     self.last_error = str(exc)

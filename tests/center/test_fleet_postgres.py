@@ -178,3 +178,38 @@ def test_a_cancel_on_the_second_center_is_sent_down_the_first_ones_long_poll(
     controls = got["r"].json()["controls"]
     assert [c["action"] for c in controls] == ["cancel"] and controls[0]["reason"] == "wrong branch"
     assert time.monotonic() - t0 < 1.0 and got["took"] < 5.0, got
+
+
+def test_postgresql_down_is_a_503_the_host_retries_and_the_center_comes_back_by_itself(tmp_path: Path) -> None:
+    from support.postgres import Postgres
+
+    pg = Postgres().start()  # a cluster of this test's own: it is stopped and started again
+    try:
+        url = pg.create_database("fleet")
+        center = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center",
+                                                  "AGENT_HOOKS__CENTER__DATABASE": url}).start()
+        try:
+            assert center.ingest({"tmux_session": "agent-1", "event": "start"}, key="k1").status_code == 200
+            assert pg.data.exists()
+            pg._run(f"{pg.bin}/pg_ctl", "stop", "-D", str(pg.data), "-m", "immediate", "-w")
+            r = center.ingest({"tmux_session": "agent-1", "event": "exit"}, key="k2")
+            # Not a 4xx that a drainer would drop: the host keeps the event and sends it again.
+            assert r.status_code == 503, r.text
+            pg._run(f"{pg.bin}/pg_ctl", "start", "-D", str(pg.data), "-w", "-o",
+                    f"-c listen_addresses=127.0.0.1 -c port={pg.port} -c unix_socket_directories={pg.root}",
+                    "-l", str(pg.root / "server.log"))
+            deadline = time.monotonic() + 15
+            while True:
+                r = center.ingest({"tmux_session": "agent-1", "event": "exit"}, key="k2")
+                if r.status_code == 200 or time.monotonic() > deadline:
+                    break
+                assert r.status_code == 503, r.text
+                time.sleep(0.2)
+            assert r.status_code == 200, r.text
+            card = wait_for(lambda: [c for c in center.board_cards().values() if c["tmux_session"] == "agent-1"
+                                     and c["state"] == "completed"], what="the card after the database came back")
+            assert card
+        finally:
+            center.stop()
+    finally:
+        pg.stop()
