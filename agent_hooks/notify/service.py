@@ -365,6 +365,9 @@ class Notifier:
                 with store.write() as wconn:
                     outbox.given_up(wconn, row["id"], now, job, None)
                 continue
+            with store.write() as wconn:
+                if not outbox.claim(wconn, row, now):
+                    continue  # another command center sends it (a fleet in PostgreSQL)
             jobs[pool.submit(job)] = row
         for fut in concurrent.futures.as_completed(jobs):
             row = jobs[fut]

@@ -213,3 +213,24 @@ def test_postgresql_down_is_a_503_the_host_retries_and_the_center_comes_back_by_
             center.stop()
     finally:
         pg.stop()
+
+
+def test_two_centers_draining_one_outbox_send_each_notification_once(fleet_db: str) -> None:
+    from agent_hooks.notify import outbox
+    from agent_hooks.notify.text import Message
+
+    one, two = fleetstore.PgStore(fleet_db), fleetstore.PgStore(fleet_db, migrate_now=False)
+    try:
+        with one.write() as conn:
+            assert outbox.enqueue(conn, "req-1", "request", "chan", "phone", Message("t", "b", "", ""), 100.0)
+        [row] = outbox.due(one.conn, 200.0)
+        [same] = outbox.due(two.conn, 200.0)  # both centers see it due
+        with one.write() as conn:
+            first = outbox.claim(conn, row, 200.0)
+        with two.write() as conn:
+            second = outbox.claim(conn, same, 200.0)
+        assert (first, second) == (True, False)
+        assert outbox.due(two.conn, 200.0 + outbox.CLAIM_S - 1) == []  # taken, until its sender would be long dead
+    finally:
+        one.close()
+        two.close()
