@@ -420,6 +420,14 @@ DEFAULTS: dict[str, Any] = {
         # How long a pairing code (`agent-hook fleet pair`) works, in minutes (1 to 1440).
         "pairing_code_minutes": 10,
     },
+    # The command center's own store (center/fleetstore.py, docs/command-center.md "When one machine is not
+    # enough").
+    "center": {
+        # Where the fleet's state lives: "" = this host's SQLite store (one command center process), or a
+        # PostgreSQL URL ("postgresql://user:password@db.example.org/fleet") that several command centers
+        # share (needs the postgres extra: pip install 'agent-hooks[postgres]').
+        "database": "",
+    },
     # Sessions started on this host from a command center or `agent-hook launch` (center/launch.py,
     # docs/command-center.md#launching). This host decides from these alone, whoever asks.
     "launch": {

@@ -33,9 +33,11 @@ card past ``board.max_sessions`` is not on the board) and ``removed`` messages p
 
     .venv/bin/python bench/bench_fleet_scale.py --hosts 25,100,250 --duration 30 --repeat 3
 
-``--backend``: the fleet store (sqlite, the embedded one, is what a command center has today);
-``--centers``: command-center processes sharing it (one, for sqlite). Hosts are spread over the centers
-round-robin; the board watches the first.
+``--backend``: the fleet store (sqlite, the embedded one; postgres: ``[center] database`` on a cluster the
+bench starts itself, its CPU printed below the table); ``--centers``: command-center processes sharing it
+(one, for sqlite). Hosts are spread over the centers round-robin; the board watches the first, and the
+person answers on the first (so with two centers, half the answers wake a long poll held by the other).
+Server CPU is the centers' together.
 """
 
 from __future__ import annotations
@@ -94,26 +96,68 @@ class Center:
 
 
 def start_centers(backend: str, count: int, hosts: int) -> list[Center]:
-    """``count`` command centers on ``backend``, each on its own free loopback port, with a fleet token file."""
-    assert backend == "sqlite" and count == 1  # the only ones offered (see --backend, --centers)
-    home = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
-    token_file = home / "fleet-token"
+    """``count`` command centers on ``backend``, each on its own free loopback port, with a fleet token file.
+    PostgreSQL: a cluster of the bench's own (tests/support/postgres.py), one database the centers share."""
+    assert backend == "postgres" or count == 1  # SQLite's store is one process's
+    url = ""
+    if backend == "postgres":
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from support.postgres import Postgres
+
+        pg = Postgres().start()
+        _CLUSTERS.append(pg)
+        url = pg.create_database("fleet")
+    root = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    token_file = root / "fleet-token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
-    port = free_port()
-    env = {**os.environ, "AGENT_HOOKS_HOME": str(home), "HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(port),
-           "AGENT_HOOKS__FORWARD__ENABLED": "false", "AGENT_HOOKS__FLEET__TOKEN_FILE": str(token_file),
-           # Every simulated host is a host this center keeps (the default cap is 50).
-           "AGENT_HOOKS__FLEET__MAX_HOSTS": str(hosts + 10)}
-    env.pop("AGENT_HOOKS_FLEET_TOKEN", None)
-    subprocess.run([str(BIN / "agent-hook"), "server", "start"], env=env, check=True, capture_output=True)
-    info = json.loads((home / "server.json").read_text())
-    return [Center(port, env, int(info.get("worker_pid") or info["pid"]))]
+    centers = []
+    for i in range(count):
+        home = root / f"center-{i}"
+        home.mkdir()
+        port = free_port()
+        env = {**os.environ, "AGENT_HOOKS_HOME": str(home), "HOME": str(home), "AGENT_HOOKS__SERVE__PORT": str(port),
+               "AGENT_HOOKS__FORWARD__ENABLED": "false", "AGENT_HOOKS__FLEET__TOKEN_FILE": str(token_file),
+               "AGENT_HOOKS__FLEET__HOST": f"center-{i}",
+               # Every simulated host is a host this center keeps (the default cap is 50).
+               "AGENT_HOOKS__FLEET__MAX_HOSTS": str(hosts + 10)}
+        if url:
+            env["AGENT_HOOKS__CENTER__DATABASE"] = url
+        env.pop("AGENT_HOOKS_FLEET_TOKEN", None)
+        subprocess.run([str(BIN / "agent-hook"), "server", "start"], env=env, check=True, capture_output=True)
+        info = json.loads((home / "server.json").read_text())
+        centers.append(Center(port, env, int(info.get("worker_pid") or info["pid"])))
+    return centers
+
+
+_CLUSTERS: list[Any] = []
+
+
+def database_pids() -> list[int]:
+    """The bench's PostgreSQL processes (the postmaster and its backends), for their CPU."""
+    out = []
+    for pg in _CLUSTERS:
+        try:
+            root = int((pg.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        out.append(root)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == root:
+                            out.append(int(entry))
+                except (OSError, ValueError, IndexError):
+                    pass
+    return out
 
 
 def stop_centers(centers: list[Center]) -> None:
     for c in centers:
         subprocess.run([str(BIN / "agent-hook"), "server", "stop"], env=c.env, capture_output=True)
+    while _CLUSTERS:
+        _CLUSTERS.pop().stop()
 
 
 # -- a minimal HTTP/1.1 client ---------------------------------------------------------------------------
@@ -465,6 +509,7 @@ async def run_once(centers: list[Center], n: int, duration: float, args: argpars
     await asyncio.sleep(WARMUP_S)
     server0 = [cpu_seconds(c.pid) for c in centers]
     me0 = cpu_seconds("self")
+    db0 = _db_cpu()
     t0 = time.monotonic()
     stats.measuring = True
     await asyncio.sleep(duration)
@@ -472,6 +517,7 @@ async def run_once(centers: list[Center], n: int, duration: float, args: argpars
     wall = time.monotonic() - t0
     server_cpu = sum(cpu_seconds(c.pid) - s for c, s in zip(centers, server0, strict=True)) / wall * 100
     me = (cpu_seconds("self") - me0) / wall * 100
+    db = (_db_cpu() - db0) / wall * 100
     unseen = stats.unseen(5.0)
     load = os.getloadavg()[0]
     for t in tasks:
@@ -481,9 +527,19 @@ async def run_once(centers: list[Center], n: int, duration: float, args: argpars
         h.close()
     errors = sum(v for k, v in stats.statuses.items() if k.split()[1].startswith("5")) + stats.failures
     return {"server": server_cpu, "ingest": pct(stats.ingest_ms, 0.95), "answer": pct(stats.answer_ms, 0.95),
-            "lag": pct(stats.lag_ms, 0.99), "gen": me, "answers": len(stats.answer_ms), "errors": errors,
+            "lag": pct(stats.lag_ms, 0.99), "gen": me, "db": db, "answers": len(stats.answer_ms), "errors": errors,
             "unseen": unseen, "removed_per_s": stats.removed / wall, "load": load,
             "events": len(stats.ingest_ms), "statuses": dict(stats.statuses), "reconnects": stats.reconnects}
+
+
+def _db_cpu() -> float:
+    total = 0.0
+    for pid in database_pids():
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            pass  # a backend that ended meanwhile
+    return total
 
 
 def fmt(values: list[float | None], unit: str, scale: float = 1.0) -> str:
@@ -507,8 +563,9 @@ def main() -> int:
     ap.add_argument("--hosts", default="25,100", help="comma-separated numbers of simulated hosts")
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per run (after an 8 s warm-up)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per number of hosts (the range is printed)")
-    ap.add_argument("--backend", choices=["sqlite"], default="sqlite", help="the command center's fleet store")
-    ap.add_argument("--centers", type=int, choices=[1], default=1, help="command-center processes sharing the store")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                    help="the command center's fleet store (postgres: a cluster of the bench's own)")
+    ap.add_argument("--centers", type=int, default=1, help="command-center processes sharing the store (postgres)")
     ap.add_argument("--events-per-s", type=float, default=0.5, help="ingest events per host per second")
     ap.add_argument("--requesting", type=float, default=0.2, help="share of hosts that hold requests for a person")
     ap.add_argument("--answers-per-s", type=float, default=2.0, help="answers the simulated person gives per second")
@@ -553,7 +610,8 @@ def main() -> int:
               f" errors (5xx, failed) {sum(x['errors'] for x in r)}, reconnects {sum(x['reconnects'] for x in r)},"
               f" unseen markers {statistics.median(x['unseen'] for x in r):.0f},"
               f" removed/s {statistics.median(x['removed_per_s'] for x in r):.1f},"
-              f" load average {statistics.median(x['load'] for x in r):.1f}")
+              f" load average {statistics.median(x['load'] for x in r):.1f}"
+              + (f", PostgreSQL CPU {fmt([x['db'] for x in r], '%')}" if args.backend == "postgres" else ""))
         per_host = [x["server"] * 10 / n for x in r]  # ms of server CPU per host per second
         print(f"  server CPU per host {fmt(per_host, 'ms/s', 1.0).replace(' ms/s', '')} ms a second: one free core"
               f" would hold ~{1000 / statistics.median(per_host):,.0f} such hosts (CPU is what a busy machine"

@@ -7,7 +7,9 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,3 +219,32 @@ def pytest_collection_modifyitems_spread(items: list[pytest.Item]) -> None:
     keyed = [(i / len(waiting) * 2 / 3, 0, it) for i, it in enumerate(waiting)]
     keyed += [(j / len(rest), 1, it) for j, it in enumerate(rest)]
     items[:] = [it for _, _, it in sorted(keyed, key=lambda k: (k[0], k[1]))]
+
+
+# -- PostgreSQL: the command center's fleet in a server of the tests' own (support/postgres.py) -----------
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """One PostgreSQL cluster per test worker (about 0.6 s to start); skipped where none is installed."""
+    from support.postgres import Postgres
+
+    pg = Postgres().start()
+    yield pg
+    pg.stop()
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def fleet_db(postgres_server: Any) -> str:
+    """A new, empty database of that cluster: its URL, for [center] database."""
+    return str(postgres_server.create_database(f"fleet_{os.getpid()}_{next(_databases)}"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def center_db(request: pytest.FixtureRequest) -> str:
+    """Each backend of the fleet store in turn: "" (the host's SQLite store), then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return ""
+    return str(request.getfixturevalue("fleet_db"))

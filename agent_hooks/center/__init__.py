@@ -6,6 +6,10 @@ serves routes is named in ``server.app.ROUTE_MODULES``. Modules:
 * ``hub.py``: the writer thread that owns the center's store connection (every
   write runs there, in order) and ``/api/live``, the WebSocket that pushes
   every changed card to the boards.
+* ``fleetstore.py``: the fleet store's two backends behind one interface: the host's SQLite
+  store (one process), or PostgreSQL (``[center] database``, several processes, woken by
+  LISTEN/NOTIFY); a thin adapter runs the center's SQL on either, and migrations for both come
+  from the same named list.
 * ``fleetdb.py``: the center's tables (fleet sessions, events, controls) as
   plain functions over one connection; ``contract.py``: the ingest contract's
   states, events and validation, pure; ``numbers.py``: the range of every

@@ -28,7 +28,7 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from agent_hooks.center import cards, contract
+from agent_hooks.center import cards, contract, fleetstore
 from agent_hooks.center.hub import hub_of
 from agent_hooks.server import access
 from agent_hooks.server.app import ServerState, state_of
@@ -149,5 +149,5 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 
 def _detail(state: ServerState, env: dict[str, str], own_host: str, card_id: str) -> dict[str, Any] | None:
-    conn = state.store().conn
+    conn = fleetstore.thread_store(state).conn
     return cards.detail(conn, state.config, env, own_host, card_id, time.time())

@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, credentials, fleetdb, launch, limits, numbers, reply
+from agent_hooks.center import contract, credentials, fleetdb, fleetstore, launch, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, fastpath
@@ -448,16 +448,25 @@ async def reply_results(request: Request) -> Response:
                     for r, seq in zip(results, seqs, strict=True)]
             await hub.write(launcher.settle_results, sender, said, time.time())
         for r, seq in zip(results, seqs, strict=True):
-            host, waiter = hub.reply_waiters.get(seq, (None, None))
             # Only the host the control went to says what became of it: another host's word would
             # tell the person a reply was typed, or settle our copy of a request with its own row.
-            if waiter is not None and not waiter.done() and sender == host:
-                waiter.set_result(dict(r))
+            if not hub.settle_reply(seq, sender, dict(r)) and hub.postgres and sender is not None:
+                # The request that waits for it may be held by another center: told through PostgreSQL.
+                await hub.submit(_tell_centers, seq, sender, dict(r))
     except contract.BodyError as exc:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return JSONResponse({"error": f'expected {{"results": [{{"seq", "error"}}]}}: {exc}'}, status_code=400)
     return JSONResponse({"ok": True})
+
+
+def _tell_centers(conn: Any, seq: int, host: str, result: dict[str, Any]) -> None:
+    """Every center hears a host's word on control ``seq`` (the one holding its waiter answers with it)."""
+    text = json.dumps({"seq": seq, "host": host, "result": result}, default=str)
+    if len(text) > 7000:  # past NOTIFY's payload: the row follows with the host's next report
+        text = json.dumps({"seq": seq, "host": host, "result": {k: v for k, v in result.items() if k != "approval"}},
+                          default=str)
+    fleetstore.notify(conn, "reply", text)
 
 
 def _control_hosts(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[int, str]]:
@@ -766,6 +775,8 @@ def subscription_target(state: ServerState) -> str | None:
     """The command center to subscribe to, or None (off, not ours to reach, or this very server)."""
     cfg = state.config
     fwd = cfg["forward"]
+    if fleetstore.postgres_of(state):
+        return None  # a command center on PostgreSQL serves the fleet: it subscribes to none
     if not cfg["fleet"].get("subscribe") or not fwd.get("enabled"):
         return None
     url = str(fwd.get("url") or "")

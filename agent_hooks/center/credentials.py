@@ -219,13 +219,13 @@ def record_action(conn: sqlite3.Connection, *, at: float, action: str, target: s
                   by_address: str, status: int, card: str | None = None, host: str | None = None,
                   note: str | None = None) -> None:
     """One answer, reply or cancel, with who did it as its credential said (kept: the newest ACTIONS_KEPT)."""
-    cur = conn.execute(
+    row_id = int(conn.execute(
         "INSERT INTO fleet_actions (at, action, target, card, host, status, by_kind, by_name, by_address, note)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (at, action, target[:200], card, host, status, by_kind, by_name[:200], by_address[:200],
-         (note or None) and note[:200]))
-    if (cur.lastrowid or 0) % 1000 == 0:
-        conn.execute("DELETE FROM fleet_actions WHERE id <= ?", ((cur.lastrowid or 0) - ACTIONS_KEPT,))
+         (note or None) and note[:200])).fetchone()[0] or 0)
+    if row_id % 1000 == 0:
+        conn.execute("DELETE FROM fleet_actions WHERE id <= ?", (row_id - ACTIONS_KEPT,))
 
 
 def actions_for(conn: sqlite3.Connection, keys: list[str], limit: int = 50) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_hooks.center import contract, limits
+from agent_hooks.center import contract, fleetstore, limits
 
 if TYPE_CHECKING:
     from agent_hooks.center.reply import Target
@@ -190,7 +190,7 @@ def apply(conn: sqlite3.Connection, card: dict[str, Any], event: str, metadata: 
     after = contract.transition(before, event)
     conn.execute(
         "UPDATE fleet_sessions SET state = coalesce(?, state), last_event = ?, metadata = coalesce(?, metadata),"
-        " events = events + 1, tool_events = tool_events + (? = 'tool_use'), updated_at = ? WHERE id = ?",
+        " events = events + 1, tool_events = tool_events + CASE WHEN ? = 'tool_use' THEN 1 ELSE 0 END, updated_at = ? WHERE id = ?",
         (after, event, metadata, event, at, card["id"]),
     )
     conn.execute(
@@ -372,12 +372,16 @@ def add_control(conn: sqlite3.Connection, *, host: str, kind: str, action: str, 
                 fleet_id: str | None = None, session_id: str | None = None, tmux: str | None = None,
                 task_id: str | None = None, reason: str | None = None) -> int:
     """Record a control (cancel, uncancel, reply, answer, launch) for ``host`` ("*" = every host); its sequence number."""
-    cur = conn.execute(
+    if fleetstore.dialect(conn).postgres:
+        # Several centers number controls from one sequence; a host's cursor moves past every number it was
+        # sent, so a control must never commit after a higher one was read: one writer of controls at a time.
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (fleetstore.CONTROLS_LOCK,))
+    row = conn.execute(
         "INSERT INTO fleet_controls (host, kind, action, fleet_id, session_id, tmux_session, task_id, reason, at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
         (host, kind, action, fleet_id, session_id, tmux, task_id, reason, at),
-    )
-    return int(cur.lastrowid or 0)
+    ).fetchone()
+    return int(row[0] or 0)
 
 
 def controls_after(conn: sqlite3.Connection, host: str, after: int, limit: int = 500) -> list[dict[str, Any]]:
@@ -394,6 +398,7 @@ def host_seen(conn: sqlite3.Connection, host: str, applied: int, at: float, auth
     conn.execute(
         "INSERT INTO fleet_hosts (host, last_seen_at, applied_seq, auth) VALUES (?, ?, ?, ?) ON CONFLICT (host)"
         " DO UPDATE SET last_seen_at = excluded.last_seen_at,"
-        " applied_seq = max(coalesce(applied_seq, 0), excluded.applied_seq), auth = coalesce(excluded.auth, auth)",
+        " applied_seq = max(coalesce(fleet_hosts.applied_seq, 0), excluded.applied_seq),"
+        " auth = coalesce(excluded.auth, fleet_hosts.auth)",
         (host, at, applied, auth),
     )

@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
-from agent_hooks.center import cards, fleetdb
+from agent_hooks.center import cards, fleetdb, fleetstore
 from agent_hooks.server import access, jsonout
 from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
@@ -71,6 +71,14 @@ class Hub:
         self.state = state
         self.own_host = fleet_mod.host_name(state.config)
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # [center] database: the fleet in PostgreSQL (shared by every center process) instead of the host's
+        # SQLite store; other processes' commits then come as notifications (fleetstore.Listener).
+        self.postgres = fleetstore.postgres_of(state)
+        self.listener: fleetstore.Listener | None = None
+        self._notices: set[str] = set()  # card ids another center changed (listener thread -> this one)
+        self._noticed = False
+        self._notice_lock = threading.Lock()
+        self.credentials_version = 0  # raised when another center paired or revoked (access.CredentialCache)
         self.thread: threading.Thread | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.store: ServerStore | None = None
@@ -140,6 +148,9 @@ class Hub:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        if self.postgres:
+            self.listener = fleetstore.Listener(self.postgres, self._on_notice, self._on_reconnect).start()
+            await asyncio.get_running_loop().run_in_executor(None, self.listener.ready.wait, 10)
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.thread = threading.Thread(target=self._run, args=(ready,), name="agent-hooks-fleet", daemon=True)
         self.thread.start()
@@ -147,6 +158,8 @@ class Hub:
 
     async def stop(self) -> None:
         self.stopping = True
+        if self.listener is not None:
+            self.listener.stop()
         self.jobs.put(None)
         for client in list(self.clients):
             client.queue.put_nowait(None)
@@ -177,7 +190,7 @@ class Hub:
         """(Re)open the thread's connection and rebuild the board from the store it names."""
         # Its writes take the process's write lock too: meeting the hook threads on SQLite's
         # lock instead would cost one side the busy handler's sleep (1-100 ms steps).
-        store = self.state.open_store()
+        store = fleetstore.open_store(self.state)
         try:
             with store.write() as conn:
                 epoch = fleetdb.epoch(conn)
@@ -197,6 +210,9 @@ class Hub:
         approvals table made here; other connections' commits are seen by PRAGMA data_version (_tick)."""
         import sqlite3
 
+        if self.postgres:
+            return  # every center hears of the table's changes, its own included, as notifications (_on_notice)
+
         def touched() -> None:
             self._approvals_dirty = True
 
@@ -212,7 +228,9 @@ class Hub:
         try:
             self._open()
         except Exception as exc:  # noqa: BLE001 - a store that cannot be written is waited for (recovery.py)
-            if not spool.unwritable(exc):
+            if self.postgres and fleetstore.unreachable(exc):
+                self._lost(exc)  # PostgreSQL away: answered 503 (hosts keep their events) until it is back
+            elif not spool.unwritable(exc):
                 ready.set_exception(exc)
                 return
             self.state.watch.failed(exc, "the command center")
@@ -241,14 +259,15 @@ class Hub:
                     if more is None:
                         self.stopping = True
                         break
-                    batch.append(more)
+                    if more is not False:  # False: only a wake-up (another center's change, _on_notice)
+                        batch.append(more)
                 self._batch(batch)
                 now = time.monotonic()
                 # Cards touched by writes: refreshed when the burst is over, at least every 50 ms under load.
                 if self._dirty and now - last_flush > (0.01 if self.jobs.empty() else 0.05):
                     self._guarded(self._flush)
                     last_flush = now
-            if time.monotonic() >= next_tick:
+            if time.monotonic() >= next_tick or self._noticed:  # another center's change: at once
                 if not self.paused:  # while the store cannot be written, the board stays as it was
                     self._guarded(self._tick)
                 if not self.paused and time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY_S:
@@ -264,13 +283,88 @@ class Hub:
     @property
     def paused(self) -> bool:
         """True while the store cannot be written (recovery.py): no ticks, checkpoints or writes."""
+        if self.postgres:
+            return self.store is None
         return self.store is None or self.state.watch.down
+
+    # -- PostgreSQL: other centers' changes, and the database away ----------------------------------
+
+    def _on_notice(self, notices: list[tuple[str, str]]) -> None:
+        """On the listener's thread: what another center (or this one) committed."""
+        wake: set[str] = set()
+        replies: list[str] = []
+        with self._notice_lock:
+            for topic, key in notices:
+                if topic == "card":
+                    self._notices.add(key)
+                elif topic == "control":
+                    wake.add(key)
+                elif topic == "reply":
+                    replies.append(key)
+                elif topic == "credentials":
+                    self.credentials_version += 1
+                else:  # approvals, cost: looked at again on the writer thread
+                    self._notices.add(f"\0{topic}")
+            self._noticed = True
+        if self.loop is not None:
+            for host in wake:
+                self.loop.call_soon_threadsafe(self.wake_controls, host)
+            for key in replies:
+                self.loop.call_soon_threadsafe(self._remote_reply, key)
+        self.jobs.put(False)  # the writer thread wakes now, not at its next tick
+
+    def _on_reconnect(self) -> None:
+        """The listener was away: what it missed is unknown, so everything is looked at again."""
+        with self._notice_lock:
+            self._notices.add("\0all")
+            self._noticed = True
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.wake_controls, None)
+        self.jobs.put(False)
+
+    def _take_notices(self) -> set[str] | None:
+        with self._notice_lock:
+            if not self._noticed:
+                return None
+            taken, self._notices, self._noticed = self._notices, set(), False
+        return taken
+
+    def _remote_reply(self, text: str) -> None:
+        """On the loop: a host's word on a control, said to another center (control.replies)."""
+        try:
+            doc = json.loads(text)
+            seq = int(doc["seq"])
+        except (ValueError, KeyError, TypeError):
+            return
+        self.settle_reply(seq, doc.get("host"), doc.get("result") or {})
+
+    def settle_reply(self, seq: int, host: Any, result: dict[str, Any]) -> bool:
+        """On the loop: resolve the request waiting for control ``seq``'s word (host_word), if this
+        process holds it and ``host`` is the one it went to."""
+        waiting = self.reply_waiters.get(seq)
+        if waiting is None or waiting[0] != host or waiting[1].done():
+            return False
+        waiting[1].set_result(result)
+        return True
+
+    def _lost(self, exc: BaseException) -> None:
+        """PostgreSQL went away: the connection is dropped and opened again at the next tick; until then
+        every write is answered 503 (a host keeps its events and tries again)."""
+        if self.store is not None:
+            log.warning("the fleet's PostgreSQL (%s) cannot be reached: %s", fleetstore.describe(self.postgres or ""),
+                        exc)
+            close_quietly(self.store)
+            self.store = None
 
     def _follow_store(self) -> None:
         """Reopen the store when its path names another file now (deleted and made again by a hook
         call, or replaced): this long-lived connection keeps the old file open, and the board would
         show, and the fleet writes go to, a file nobody else reads. One stat per wake-up. Also after
         a time the store could not be written (a new generation: SQLite keeps a connection read-only)."""
+        if self.postgres:
+            if self.store is None:
+                self._open()  # PostgreSQL was away: try again (a failure is said once, by _guarded)
+            return
         if self.state.watch.down:
             return  # the watch retries the store; this follows once it is writable
         if self.store is not None and self.store.generation == self.state.watch.generation \
@@ -282,6 +376,8 @@ class Hub:
         """Copy the WAL into the store, here rather than in a hook's commit (see app.ServerStore).
 
         PASSIVE: it takes no write lock, so hook calls go on meanwhile; its fsync is paid here."""
+        if self.postgres:
+            return
         self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def _guarded(self, fn: Callable[[], Any]) -> None:
@@ -289,7 +385,9 @@ class Hub:
             fn()
             self._last_failure.pop(fn.__name__, None)
         except Exception as exc:  # noqa: BLE001 - a bad tick must not end the board
-            if spool.unwritable(exc):
+            if self.postgres and fleetstore.unreachable(exc):
+                self._lost(exc)
+            elif spool.unwritable(exc):
                 self.state.watch.failed(exc, "the command center")  # said once; retried by the watch
             elif self._last_failure.get(fn.__name__) != str(exc):
                 # The same failure every second is said once, until it changes or the work succeeds.
@@ -342,6 +440,9 @@ class Hub:
 
     def _begin(self) -> None:
         """BEGIN IMMEDIATE under the process's write lock (held until :meth:`_end`)."""
+        if self.postgres:
+            self.conn.execute("BEGIN")  # not the host's store: the process's write lock is not needed
+            return
         lock = self.state.write_lock
         lock.acquire()
         try:
@@ -376,7 +477,10 @@ class Hub:
         for fut, result, exc in done:
             exc = exc or error
             if exc is not None:
-                if spool.unwritable(exc):
+                if self.postgres and fleetstore.unreachable(exc):
+                    self._lost(exc)
+                    exc = self.state.watch.unavailable()
+                elif spool.unwritable(exc):
                     exc = self.state.watch.failed(exc, "the command center")
                 fut.set_exception(exc)
                 continue
@@ -445,6 +549,9 @@ class Hub:
             self._publish([{"type": "approvals", "approvals": pending, "left_out": listed_out}])
 
     def _tick(self, force: bool = False) -> None:
+        if self.postgres:
+            self._tick_postgres(force)
+            return
         now = time.time()
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         changed = version != self._data_version
@@ -469,6 +576,29 @@ class Hub:
             self._flush()
         else:
             self._approvals_diff()  # a listed copy may have expired
+
+    def _tick_postgres(self, force: bool) -> None:
+        """_tick on PostgreSQL: what other centers committed comes as notifications, not as a changed
+        data_version, and there are no local cards (no hook feed to replay)."""
+        now = time.time()
+        notices = self._take_notices() or set()
+        everything = force or "\0all" in notices or now - self._last_full >= FULL_REBUILD_S
+        if notices & {"\0approvals", "\0all"}:
+            self._approvals_dirty = True
+            if self.change_listeners and self.loop is not None:
+                self.loop.call_soon_threadsafe(self._changed)
+        if notices & {"\0cost", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
+            self._cost_dirty = True
+        self._dirty |= {n for n in notices if not n.startswith("\0")}
+        if everything:
+            ids, self._dirty = self._dirty, set()
+            self._last_full = now
+            self._refresh(now, ids, everything=True)
+            self._approvals_diff()
+        elif self._dirty:
+            self._flush()
+        else:
+            self._approvals_diff()
 
     def set_center(self, is_center: bool) -> None:
         """Said by center/control.py at startup: whether this server is a command center (it subscribes to

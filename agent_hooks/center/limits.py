@@ -64,7 +64,7 @@ def hosts_kept(conn: sqlite3.Connection, now: float) -> int:
     return int(conn.execute(
         "SELECT count(*) FROM (SELECT host FROM fleet_sessions WHERE host != ''"
         " UNION SELECT host FROM approvals WHERE state = 'pending' AND host != ''"
-        " UNION SELECT host FROM fleet_hosts WHERE last_seen_at >= ?)", (now - HOST_SEEN_S,)).fetchone()[0])
+        " UNION SELECT host FROM fleet_hosts WHERE last_seen_at >= ?) AS hosts", (now - HOST_SEEN_S,)).fetchone()[0])
 
 
 def refuse_host(conn: sqlite3.Connection, host: str, limits: Limits, now: float) -> str | None:

@@ -75,6 +75,31 @@ def writing() -> Iterator[sqlite3.Connection]:
         store.close()
 
 
+def open_fleet_store(write: bool = False) -> Any:
+    """The command center's fleet store: PostgreSQL when [center] database names it (migrated), else the
+    host's store (:func:`open_store`)."""
+    from agent_hooks.center import fleetstore
+
+    url = fleetstore.database(load_config())
+    if not fleetstore.is_postgres(url):
+        return open_store(write)
+    try:
+        return fleetstore.PgStore(url)
+    except Exception as exc:  # noqa: BLE001 - psycopg's errors: away, refused, a bad URL
+        raise click.ClickException(f"the fleet's PostgreSQL ({fleetstore.describe(url)}): {exc}") from None
+
+
+@contextlib.contextmanager
+def fleet_writing() -> Iterator[Any]:
+    """:func:`writing` on the fleet store (:func:`open_fleet_store`)."""
+    store = open_fleet_store(write=True)
+    try:
+        with store.write() as conn:
+            yield conn
+    finally:
+        store.close()
+
+
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None

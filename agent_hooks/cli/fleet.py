@@ -17,7 +17,15 @@ from urllib.parse import quote
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import NotFound, echo_json, iso, load_config, open_store, paths, writing
+from agent_hooks.cli.common import (
+    NotFound,
+    echo_json,
+    fleet_writing,
+    iso,
+    load_config,
+    open_fleet_store,
+    paths,
+)
 
 
 def remote(server: str, action: str, session_id: str | None, task_id: str | None, tmux: str | None,
@@ -143,7 +151,7 @@ def pair(host: str | None, device: str | None, minutes: int | None, url: str | N
         raise click.ClickException(f"{where} must be a number of minutes from 1 to 1440 (got {ttl_min!r})")
     base, note = _center_url(cfg, url)
     now = time.time()
-    with writing() as conn:
+    with fleet_writing() as conn:
         code = credentials.new_code(conn, kind, name, float(ttl_min) * 60, now)
     doc: dict[str, Any] = {"code": code, "kind": kind, "name": name, "center": base,
                            "expires_at": now + float(ttl_min) * 60, "expires_in_s": int(float(ttl_min) * 60)}
@@ -210,7 +218,7 @@ def join(url: str, code: str) -> None:
 def _paired(kind: str, show_all: bool, as_json: bool) -> None:
     from agent_hooks.center import credentials
 
-    store = open_store()
+    store = open_fleet_store()
     rows: list[dict[str, Any]] = []
     if store is not None:
         try:
@@ -259,7 +267,7 @@ def revoke(name: str, is_device: bool, as_json: bool) -> None:
     from agent_hooks.center import credentials
 
     kind = credentials.DEVICE if is_device else credentials.HOST
-    with writing() as conn:
+    with fleet_writing() as conn:
         n = credentials.revoke(conn, kind, name, time.time())
     if n == 0:
         raise NotFound(f"no paired {kind} {name!r} (agent-hook fleet {'devices' if is_device else 'hosts'}"

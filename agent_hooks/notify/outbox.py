@@ -64,6 +64,17 @@ def due(conn: sqlite3.Connection, now: float, limit: int = 100) -> list[dict[str
                               (now, limit)))
 
 
+# A row taken for sending is due again this long after, should its sender die before it said how it went.
+CLAIM_S = 120.0
+
+
+def claim(conn: sqlite3.Connection, row: dict[str, Any], now: float) -> bool:
+    """Take a due row for sending: True for the one sender that did (several command centers may drain
+    one outbox in PostgreSQL; the others leave it)."""
+    return conn.execute("UPDATE notify_outbox SET next_at = ? WHERE id = ? AND next_at = ?",
+                        (now + CLAIM_S, row["id"], row["next_at"])).rowcount == 1
+
+
 def next_due(conn: sqlite3.Connection) -> float | None:
     row = conn.execute("SELECT min(next_at) FROM notify_outbox WHERE next_at IS NOT NULL").fetchone()
     return row[0] if row else None

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from agent_hooks.center import fleetstore
 from agent_hooks.notify import outbox, push, rules, text
 from agent_hooks.notify.text import Message
 
@@ -324,17 +325,18 @@ class Notifier:
                 wait = IDLE_WAKE_S
                 try:
                     watch = self.state.watch
-                    if store is not None and (watch.down or store.generation != watch.generation or store.moved()):
+                    if store is not None and not isinstance(store, fleetstore.PgStore) \
+                            and (watch.down or store.generation != watch.generation or store.moved()):
                         # A connection opened while the store could not be written stays read-only in SQLite
                         # (and keeps its -shm so): let it go, as the hub does (center/hub.py, _follow_store).
                         store.close()
                         store = None
-                    if watch.down:
+                    if watch.down and not fleetstore.postgres_of(self.state):
                         self.wake.wait(1.0)
                         self.wake.clear()
                         continue
                     if store is None:
-                        store = self.state.open_store()
+                        store = fleetstore.open_store(self.state)
                     if not warmed and self.config and self.channels:
                         warmed = True
                         try:  # Apprise's first import (~0.3 s): here, not on the first request's send
@@ -344,6 +346,9 @@ class Notifier:
                     wait = self.drain(store, pool)
                     self.last_error = None
                 except Exception as exc:  # noqa: BLE001 - the sender outlives a bad row or a store that is down
+                    if isinstance(store, fleetstore.PgStore) and fleetstore.unreachable(exc):
+                        store.close()  # PostgreSQL away: a new connection once it is back
+                        store = None
                     if self.last_error != str(exc):
                         log.exception("notifications: sending failed (said once until it changes)")
                     self.last_error = str(exc)
@@ -379,6 +384,9 @@ class Notifier:
                 with store.write() as wconn:
                     outbox.given_up(wconn, row["id"], now, job, None)
                 continue
+            with store.write() as wconn:
+                if not outbox.claim(wconn, row, now):
+                    continue  # another command center sends it (a fleet in PostgreSQL)
             jobs[pool.submit(job)] = row
         for fut in concurrent.futures.as_completed(jobs):
             row = jobs[fut]

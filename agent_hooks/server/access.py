@@ -431,6 +431,14 @@ class CredentialCache:
         self._stamp: tuple[Any, ...] | None = None
 
     def _usable(self, state: ServerState) -> bool:
+        hub = state.hub
+        if hub is not None and hub.postgres:
+            # Credentials in PostgreSQL: every center hears of a pairing or a revocation (fleetstore's
+            # NOTIFY, counted by the hub), so the entries hold until one comes.
+            if hub.credentials_version != self._version:
+                self._found.clear()
+                self._version = hub.credentials_version
+            return True
         store = state.loop_store()
         if store is None:  # no connection on the loop (yet): every request reads, as before
             self._found.clear()
@@ -464,16 +472,24 @@ class CredentialCache:
         self._found[credentials.sha256(presented)] = (self._clock() + credentials.SEEN_EVERY_S, found)
 
 
+def store_errors() -> tuple[type[BaseException], ...]:
+    from agent_hooks.center import fleetstore
+
+    return fleetstore.errors()
+
+
 def _verify(state: ServerState, presented: str, address: str) -> credentials.Found | None:
     """A paired credential's row (on a pool thread: it reads the store); its last-seen time noted."""
-    store = state.store()
+    from agent_hooks.center import fleetstore
+
+    store = fleetstore.thread_store(state)
     found = credentials.verify(store.conn, presented)
     now = time.time()
     if found is not None and found.refused is None and found.seen_due(now):
         try:
             with store.write() as conn:
                 credentials.seen(conn, found.credential_id, now, address)
-        except sqlite3.Error:  # when it was last seen is a nicety: never refuse a caller for it
+        except fleetstore.errors():  # when it was last seen is a nicety: never refuse a caller for it
             pass
     return found
 
@@ -493,7 +509,7 @@ async def identify(state: ServerState, conn: HTTPConnection) -> Caller:
         if not known:
             try:
                 found = await state.run_blocking(_verify, state, paired, address)
-            except sqlite3.Error as exc:
+            except store_errors() as exc:
                 state.stats.count("credential_check_failed")
                 raise Refused(503, f"the credential cannot be checked now ({exc}): try again") from None
             state.stats.count("credential_read")

@@ -25,10 +25,10 @@ PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "ses
 
 
 @pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
-    # Sessions without tmux get cards on A too.
+def hosts(tmp_path: Path, center_db: str) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+    # Sessions without tmux get cards on A too. A's fleet in its SQLite store, then in PostgreSQL.
     with two_hosts(tmp_path, forward={"AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true"},
-                   hook_env={"TMUX": "", "TMUX_PANE": ""}) as hosts:
+                   hook_env={"TMUX": "", "TMUX_PANE": ""}, center_db=center_db) as hosts:
         yield hosts
 
 

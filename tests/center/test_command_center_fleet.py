@@ -40,10 +40,11 @@ def decision(proc: subprocess.CompletedProcess[bytes]) -> str | None:
 
 
 @pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+def hosts(tmp_path: Path, center_db: str) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+    # A's fleet in its SQLite store, then in PostgreSQL.
     with two_hosts(tmp_path, forward={"AGENT_HOOKS__FORWARD__POLL_INTERVAL_S": "0.02",
                                       "AGENT_HOOKS__FORWARD__BACKOFF_INITIAL_S": "0.1",
-                                      "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.3"}) as hosts:
+                                      "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.3"}, center_db=center_db) as hosts:
         yield hosts
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from support.approvals import Held
-from support.center import Center
+from support.center import Center, fleet_rows
 from support.pairing import (
     bearer,
     center_and_paired_host,
@@ -58,16 +58,16 @@ def _host_a(center: Center) -> tuple[str, dict[str, Any], str, int]:
     return cred_a, request, card["id"], int(r.json()["seq"])
 
 
-def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_path: Path) -> None:
+def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_path: Path, center_db: str) -> None:
     extra = {"AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true", "AGENT_HOOKS__FLEET__SUBSCRIBE_WAIT_S": "1"}
-    with center_and_paired_host(tmp_path, extra=extra) as (center, b, env):
+    with center_and_paired_host(tmp_path, extra=extra, center_db=center_db) as (center, b, env):
         # Joined: the credential file is the host's own (0600), for this center, under B's name.
         saved = read_credential_file(b.home)
         assert saved["host"] == "host-b" and saved["center"] == center.base
         assert saved["credential"].startswith("ah1.")
         cred_b = saved["credential"]
         # The center keeps only a hash of it.
-        stored = store_rows(center.home, "SELECT secret_sha256 FROM fleet_credentials WHERE name = 'host-b'")
+        stored = fleet_rows(center, "SELECT secret_sha256 FROM fleet_credentials WHERE name = 'host-b'")
         assert len(stored) == 1 and cred_b.split(".")[2] not in stored[0][0]
 
         # A code works once: the second join is told it was used.
@@ -86,10 +86,10 @@ def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_
         hosts = wait_for(lambda: [h for h in json_out(center, "fleet", "hosts", "--json")["hosts"]
                                   if h["name"] == "host-b" and h["last_seen_at"]], what="host-b seen")
         assert hosts[0]["paired_at"] <= hosts[0]["last_seen_at"]
-        seen = store_rows(center.home, "SELECT auth FROM fleet_hosts WHERE host = 'host-b'")
+        seen = fleet_rows(center, "SELECT auth FROM fleet_hosts WHERE host = 'host-b'")
         assert seen and seen[0][0] == "credential"
         # B's drainer delivered B's hook calls under B's name too.
-        wait_for(lambda: store_rows(center.home, "SELECT 1 FROM fleet_events e JOIN fleet_sessions s ON s.id ="
+        wait_for(lambda: fleet_rows(center, "SELECT 1 FROM fleet_events e JOIN fleet_sessions s ON s.id ="
                                     " e.fleet_id WHERE s.host = 'host-b' AND e.source = 'ingest'"),
                  what="an event of B's delivered by its drainer")
 
@@ -132,7 +132,7 @@ def test_a_paired_host_speaks_only_for_itself_and_a_revoked_one_is_shut_out(tmp_
         # A's request is still pending, A's card still there, and A's cancel still undelivered: A gets it.
         assert request_a["id"] in [p["id"] for p in _owner_pending(center)]
         assert card_a in center.board_cards() and center.card(card_a)["state"] == "running"
-        applied = store_rows(center.home, "SELECT applied_seq FROM fleet_hosts WHERE host = 'host-a'")
+        applied = fleet_rows(center, "SELECT applied_seq FROM fleet_hosts WHERE host = 'host-a'")
         assert not applied or (applied[0][0] or 0) < seq_a
         got = httpx.get(f"{center.base}/api/fleet/controls", params={"wait": "0"}, headers=bearer(cred_a),
                         trust_env=False, timeout=10)

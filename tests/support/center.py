@@ -67,6 +67,30 @@ class Center(Server):
         raise AssertionError(f"timed out waiting for {what}: {list(self.board_cards().values())}")
 
 
+def fleet_rows(center: Center, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Rows of the center's fleet store: its PostgreSQL database when [center] database names one, else its
+    SQLite store (the query in SQLite's spelling either way: center/fleetstore.py translates it)."""
+    url = center.env.get("AGENT_HOOKS__CENTER__DATABASE", "")
+    if not url:
+        from support.scripts import store_rows
+
+        return store_rows(center.home, sql, params)
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from agent_hooks.center import fleetstore
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        rows = conn.execute(fleetstore.translate(sql, bool(params)).encode(), list(params) or None).fetchall()
+    # Read by name or by position, as sqlite3.Row is.
+    return [_Row(r) for r in rows]
+
+
+class _Row(dict):  # type: ignore[type-arg]
+    def __getitem__(self, key: Any) -> Any:
+        return list(self.values())[key] if isinstance(key, int) else super().__getitem__(key)
+
+
 def messages(ws: ClientConnection, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
     """WebSocket messages until ``until(list)`` is true."""
     got: list[dict[str, Any]] = []
@@ -91,11 +115,13 @@ def hook_env(home: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def two_hosts(tmp_path: Path, forward: dict[str, str] | None = None,
-              hook_env: dict[str, str] | None = None) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+              hook_env: dict[str, str] | None = None, center_db: str = "") -> Iterator[tuple[Center, Center, dict[str, str]]]:
     """Host A, a command center, and host B, whose hooks forward to A and whose server subscribes to
-    A's controls; ``forward`` adds to B's settings, ``hook_env`` to the environment B's hooks run in.
+    A's controls; ``forward`` adds to B's settings, ``hook_env`` to the environment B's hooks run in;
+    ``center_db``: A's [center] database ("" = its SQLite store, or a PostgreSQL URL).
     Yields (a, b, the hooks' environment). B stops first; its drainer exits by itself once idle."""
-    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a"}).start()
+    a = Center(tmp_path / "host-a", env={"AGENT_HOOKS__FLEET__HOST": "host-a",
+                                         **({"AGENT_HOOKS__CENTER__DATABASE": center_db} if center_db else {})}).start()
     settings = {
         "AGENT_HOOKS__FLEET__HOST": "host-b",
         "AGENT_HOOKS__FORWARD__ENABLED": "true",

@@ -54,12 +54,15 @@ def read_credential_file(home: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def center_and_paired_host(tmp_path: Path, name: str = "host-b", extra: dict[str, str] | None = None
-                           ) -> Iterator[tuple[Center, Center, dict[str, str]]]:
+def center_and_paired_host(tmp_path: Path, name: str = "host-b", extra: dict[str, str] | None = None,
+                           center_db: str = "") -> Iterator[tuple[Center, Center, dict[str, str]]]:
     """A command center ("center") and host ``name``, paired with it by `agent-hook fleet join` before its
     server starts; its hooks forward to the center and its server subscribes there with its credential.
-    Yields (center, host, the host's hook environment)."""
-    center = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center"}).start()
+    ``center_db``: the center's [center] database ("" = its SQLite store). Yields (center, host, the host's
+    hook environment)."""
+    center = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center",
+                                              **({"AGENT_HOOKS__CENTER__DATABASE": center_db} if center_db else {})}
+                    ).start()
     settings = {
         "AGENT_HOOKS__FLEET__HOST": name,
         "AGENT_HOOKS__FORWARD__ENABLED": "true",
