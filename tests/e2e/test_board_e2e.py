@@ -64,10 +64,10 @@ def test_real_session_on_the_board_cancel_from_its_page_and_drag(e2e: E2E, cente
     runner = threading.Thread(target=lambda: result.setdefault("run", e2e.run("Do two steps.", allowed_tools=["Bash"])))
     runner.start()
     try:
-        # It appears in "running" as its hooks fire (no reload), with our own state beside it.
+        # It appears in "running" as its hooks fire (no reload), saying in words that it works.
         card = page.wait_for_selector("#col-running .card", timeout=30000)
         sid = card.get_attribute("data-id")
-        page.wait_for_selector(f'#col-running .card[data-id="{sid}"] .own.live', timeout=10000)
+        page.wait_for_selector(f'#col-running .card[data-id="{sid}"] .badge.state.working', timeout=10000)
         assert "board-host" in card.inner_text()
         # The first tool call ran; the model is on its next turn (cancelling before the prompt
         # would block the prompt itself, and no tool call would be left to deny).
