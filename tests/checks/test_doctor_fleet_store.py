@@ -80,6 +80,8 @@ def test_reachable_migrated_listening_then_a_missing_migration_then_postgresql_s
                                         f" {len(schema.MIGRATIONS)} migrations applied")
             assert "connected since" in listen["summary"] and listen["data"]["listener"]["notifications"] > 0
             assert pg.password not in out and ":***@" in reach["summary"]
+            said = center.cli("status").stdout
+            assert f"fleet in PostgreSQL {fleetstore.describe(url)}: listener connected since" in said, said
 
             # One migration's record gone: doctor names that one, and the fix it names mends it.
             gone = schema.MIGRATIONS[len(schema.MIGRATIONS) // 2]
