@@ -424,8 +424,9 @@ DEFAULTS: dict[str, Any] = {
     # enough").
     "center": {
         # Where the fleet's state lives: "" = this host's SQLite store (one command center process), or a
-        # PostgreSQL URL ("postgresql://user:password@db.example.org/fleet") that several command centers
-        # share (needs the postgres extra: pip install 'agent-hooks[postgres]').
+        # PostgreSQL URL ("postgresql://user@db.example.org/fleet") that several command centers share (needs
+        # the postgres extra: pip install 'agent-hooks[postgres]'). The password: a 0600 password file
+        # (~/.pgpass, "?passfile=/path" in the URL, PGPASSFILE), or the URL in AGENT_HOOKS__CENTER__DATABASE.
         "database": "",
     },
     # Sessions started on this host from a command center or `agent-hook launch` (center/launch.py,

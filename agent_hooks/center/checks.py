@@ -218,3 +218,147 @@ def _openclaw_losses(status: dict[str, Any]) -> str:
     if status.get("dropped"):
         parts.append(f"{status['dropped']} event(s) dropped over the bounds")
     return "; ".join(parts)
+
+
+# -- the fleet store ([center] database) -----------------------------------------------------------------
+
+CONNECT_TIMEOUT_S = 3  # libpq's connect_timeout (whole seconds, 2 at least): doctor waits no longer
+
+
+def fleet_store_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
+    """Where the command center keeps the fleet: the embedded SQLite store (one line), or PostgreSQL: the
+    password not in a config.toml others can read, the database reachable and migrated, and the running
+    server's listener connected (read from its /status)."""
+    from agent_hooks.center import fleetstore
+    from agent_hooks.checks import FAIL, OK, Check
+
+    out: list[Any] = _password_exposed(paths)
+    url = fleetstore.database(cfg)
+    if not url:
+        out.append(Check("center", OK, f"the fleet is in the embedded SQLite store ({paths.store}):"
+                         " [center] database is not set"))
+    elif not fleetstore.is_postgres(url):
+        out.append(Check("center", FAIL, f"[center] database = {fleetstore.describe(url)!r} is not a PostgreSQL URL:"
+                         f" the command center keeps the fleet in the embedded SQLite store ({paths.store}) instead",
+                         'database = "postgresql://USER@HOST/DATABASE" in [center], or "" for the embedded store'))
+    else:
+        out.extend(_postgres_checks(url))
+    return out + _server_store_checks(paths, cfg, url if fleetstore.is_postgres(url) else "")
+
+
+def _password_exposed(paths: Paths) -> list[Any]:
+    """A warning when config.toml's [center] database carries a password and others may read the file."""
+    import os
+    import shlex
+    import stat
+    import tomllib
+
+    from agent_hooks.center import fleetstore
+    from agent_hooks.checks import WARN, Check
+
+    path = paths.config_file
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []  # no file, or one the config area already says is broken
+    center = raw.get("center")
+    url = center.get("database") if isinstance(center, dict) else None
+    mode = stat.S_IMODE(st.st_mode)
+    if not isinstance(url, str) or not fleetstore.password(url) or not mode & 0o077:
+        return []
+    return [Check("center", WARN, f"[center] database in {path} carries the database's password, and the file is"
+                  f" readable by others (mode {mode:03o}): they can read and change the whole fleet",
+                  f"chmod 600 {shlex.quote(path)}; better, take the password out of the URL: put it in a 0600"
+                  " password file (~/.pgpass of the server's user, or ?passfile=/path/to/it in the URL, or"
+                  " PGPASSFILE), or give the whole URL in the server's environment (AGENT_HOOKS__CENTER__DATABASE);"
+                  " see docs/command-center.md, When one machine is not enough", {"mode": f"{mode:03o}"})]
+
+
+def _postgres_checks(url: str) -> list[Any]:
+    """The database reachable (a short timeout), and every named migration applied to it. Reads only."""
+    from agent_hooks import schema
+    from agent_hooks.center import fleetstore
+    from agent_hooks.checks import FAIL, OK, WARN, Check
+
+    where = fleetstore.describe(url)
+    try:
+        import psycopg
+    except ImportError:
+        return [Check("center", FAIL, f"[center] database names PostgreSQL ({where}), but psycopg is not installed:"
+                      " the command center does not start", "pip install 'agent-hooks[postgres]'")]
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                             application_name="agent-hooks doctor") as conn:
+            if conn.execute("SELECT to_regclass('_migrations')").fetchone()[0] is None:  # type: ignore[index]
+                applied: set[str] = set()
+            else:
+                applied = {r[0] for r in conn.execute("SELECT name FROM _migrations").fetchall()}
+    except psycopg.Error as exc:
+        why = fleetstore.error_text(exc, url)
+        hint = (" (a password file others can read is ignored: chmod 600 it)"
+                if "no password supplied" in why or "password authentication failed" in why else "")
+        return [Check("center", FAIL, f"the fleet's PostgreSQL at {where} cannot be reached: {why}; the command center"
+                      " answers 503 meanwhile (hosts keep their events and send them again)",
+                      f"start PostgreSQL there, or fix [center] database (host, port, user, database; the password"
+                      f" from a 0600 password file){hint}; then agent-hook doctor again", {"database": where})]
+    missing = [m for m in schema.MIGRATIONS if m not in applied]
+    unknown = sorted(applied - set(schema.MIGRATIONS))
+    out: list[Any] = []
+    if missing:
+        names = ", ".join(missing[:12]) + (f" and {len(missing) - 12} more" if len(missing) > 12 else "")
+        out.append(Check("center", FAIL, f"the fleet's PostgreSQL at {where}: {len(missing)} of the"
+                         f" {len(schema.MIGRATIONS)} migrations not applied ({names}): the command center's"
+                         " reads and writes there fail", "agent-hook server stop; agent-hook server start (a command"
+                         " center applies them when it starts, once, under a lock)",
+                         {"database": where, "missing": missing}))
+    if unknown:
+        out.append(Check("center", WARN, f"the fleet's PostgreSQL at {where} has migrations this agent-hooks does not"
+                         f" know ({', '.join(unknown)}): a newer one migrated it",
+                         "install the agent-hooks version the other command centers run", {"unknown": unknown}))
+    if not out:
+        out.append(Check("center", OK, f"the fleet's PostgreSQL at {where}: reachable, all"
+                         f" {len(schema.MIGRATIONS)} migrations applied", "", {"database": where}))
+    return out
+
+
+def _server_store_checks(paths: Paths, cfg: dict[str, Any], url: str) -> list[Any]:
+    """The running server's fleet store, from its /status: the one config.toml names, and with PostgreSQL
+    its listener (LISTEN/NOTIFY) connected. Nothing while no server runs (the server area says so)."""
+    import time
+
+    from agent_hooks.center import fleetstore
+    from agent_hooks.checks import FAIL, OK, WARN, Check
+    from agent_hooks.server import local, process
+
+    st = process.status(paths, cfg)
+    running = st.get("fleet_store") if st.get("up") else None
+    if not isinstance(running, dict):
+        return []  # not running, or not ours to ask (another uid)
+    restart = "agent-hook server stop; agent-hook server start"
+    if running.get("backend") != ("postgresql" if url else "sqlite") or \
+            (url and running.get("database") != fleetstore.describe(url)):
+        now = running.get("database") or "the embedded SQLite store"
+        said = fleetstore.describe(url) if url else "the embedded SQLite store"
+        return [Check("center", WARN, f"the running server keeps the fleet in {now}, but [center] database names"
+                      f" {said}: it started before the setting changed", restart)]
+    if not url:
+        return []
+
+    def at(ts: Any) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else "?"
+
+    listener = running.get("listener") or {}
+    error = f"; last error {at(listener.get('last_error_at'))}: {listener['last_error']}" \
+        if listener.get("last_error") else ""
+    if listener.get("connected"):
+        again = f", {listener['reconnects']} reconnect(s)" if listener.get("reconnects") else ""
+        return [Check("center", OK, f"the server's listener (LISTEN/NOTIFY) on {running.get('database')}: connected"
+                      f" since {at(listener.get('since'))}, {listener.get('notifications', 0)} notification(s)"
+                      f" received{again}{error}", "", {"listener": listener})]
+    return [Check("center", FAIL, f"the server's listener (LISTEN/NOTIFY) on {running.get('database')} is not"
+                  f" connected{error or ': connecting'}: answers, reports and controls taken by other command"
+                  " centers do not reach this one's hosts and boards until it is",
+                  "is PostgreSQL up and reachable (the line above)? the listener reconnects by itself every"
+                  f" half second; see {local.log_file(paths)}", {"listener": listener})]

@@ -61,7 +61,29 @@ def is_postgres(url: str) -> bool:
 
 def describe(url: str) -> str:
     """The database's URL without its password (for logs and doctor)."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+    url = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+
+
+def error_text(exc: BaseException, url: str) -> str:
+    """An error's first line, without the database's password should it quote the URL."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    secret = password(url)
+    return text.replace(secret, "***") if secret else text
+
+
+def password(url: str) -> str | None:
+    """The password a PostgreSQL URL carries (``user:password@`` or ``?password=``), or None."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            return unquote(parts.password)
+    except ValueError:
+        return None
+    found = parse_qs(parts.query).get("password")
+    return found[0] if found and found[0] else None
 
 
 class Dialect:
@@ -398,6 +420,19 @@ class Listener:
         self.thread = threading.Thread(target=self._run, name="agent-hooks-fleet-listen", daemon=True)
         self._conn: Any = None
         self.ready = threading.Event()
+        # For /status and doctor: since when it listens (wall clock; None while it does not), how many
+        # notifications it took, how often it reconnected, and the last failure (kept once connected again).
+        self.connected_since: float | None = None
+        self.notifications = 0
+        self.reconnects = 0
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+
+    def status(self) -> dict[str, Any]:
+        """What /status shows of the listener (see the attributes set in ``__init__``)."""
+        return {"connected": self.connected_since is not None, "since": self.connected_since,
+                "notifications": self.notifications, "reconnects": self.reconnects,
+                "last_error": self.last_error, "last_error_at": self.last_error_at}
 
     def start(self) -> Listener:
         self.thread.start()
@@ -419,11 +454,15 @@ class Listener:
                 self._conn = connect(self.url, "agent-hooks center listener")
                 self._conn.execute(f"LISTEN {CHANNEL}")
                 if failed_before:
+                    self.reconnects += 1
                     self.on_reconnect()
+                self.connected_since = time.time()
                 self.ready.set()
                 failed_before = False
                 self._listen()
             except Exception as exc:  # noqa: BLE001 - PostgreSQL away: tried again, said once
+                self.connected_since = None
+                self.last_error, self.last_error_at = error_text(exc, self.url), time.time()
                 if not failed_before:
                     log.warning("the fleet's PostgreSQL listener lost its connection (%s); reconnecting", exc)
                 failed_before = True
@@ -434,6 +473,7 @@ class Listener:
                     except Exception:  # noqa: BLE001
                         pass
                     self._conn = None
+                self.connected_since = None
             if not self.stopping:
                 time.sleep(0.5)
 
@@ -443,6 +483,7 @@ class Listener:
             # Each notification as it comes (the generator yields at once); a second's timeout to look
             # at ``stopping``.
             for n in raw.notifies(timeout=1.0):
+                self.notifications += 1
                 topic, _, key = n.payload.partition(":")
                 self.on_notice([(topic, key)])
 

@@ -166,6 +166,15 @@ class Hub:
         if self.thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 5)
 
+    def store_status(self) -> dict[str, Any]:
+        """Where the fleet lives, for /status and doctor: the backend, and with PostgreSQL the database
+        (without its password), whether the writer holds a connection, and the listener's state."""
+        if not self.postgres:
+            return {"backend": "sqlite"}
+        return {"backend": "postgresql", "database": fleetstore.describe(self.postgres),
+                "connected": self.store is not None,
+                "listener": self.listener.status() if self.listener is not None else None}
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``fn(conn, *args)`` on the writer thread (a read, or a write that holds its own transaction)."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()

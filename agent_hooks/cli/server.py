@@ -121,6 +121,13 @@ def status(as_json: bool) -> None:
     elif store.get("outages"):
         click.echo(f"  store writable; {store['outages']} time(s) not writable since start,"
                    f" {store.get('replayed', 0)} spooled call(s) replayed")
+    fleet_store = st.get("fleet_store") or {}
+    listener = fleet_store.get("listener") or {}
+    if fleet_store.get("backend") == "postgresql":  # [center] database (docs/command-center.md)
+        state = f"connected since {iso(listener.get('since'))}" if listener.get("connected") else \
+            f"NOT connected ({listener.get('last_error') or 'connecting'})"
+        click.echo(f"  fleet in PostgreSQL {fleet_store.get('database')}: listener {state};"
+                   f" {listener.get('notifications', 0)} notification(s), {listener.get('reconnects', 0)} reconnect(s)")
     gateway = st.get("openclaw")
     if gateway:  # [openclaw] url is set (docs/openclaw.md)
         error = f": {gateway['last_error']}" if gateway.get("last_error") and gateway["state"] != "connected" else ""

@@ -23,6 +23,8 @@ async def status(request: Request) -> JSONResponse:
     if not state.caller_allowed(request):
         return unauthorized()
     return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
+                         # The command center's fleet store ([center] database), its listener's state included.
+                         "fleet_store": state.hub.store_status() if state.hub is not None else None,
                          **state.channel_status()})
 
 

@@ -333,6 +333,7 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out["p50_ms"] = stats.get("p50_ms")
     out["p99_ms"] = stats.get("p99_ms")
     out["store_state"] = stats.get("store_state")  # writable, or why not and what was spooled (recovery.py)
+    out["fleet_store"] = stats.get("fleet_store")  # the command center's: SQLite, or PostgreSQL and its listener
     out["openclaw"] = stats.get("openclaw")  # the gateway's connection, when [openclaw] url is set
     # How fast it answers right now, from here: one /health round trip.
     t0 = time.perf_counter()

@@ -25,6 +25,7 @@ from agent_hooks.cli.settings import EXECUTABLES, HOOKS
 
 from support.repo import ROOT
 from support.scripts import BIN, sh
+from support.servers import NOBODY, unreachable_by_others
 
 # Read at import: the autouse fixture clears AGENT_HOOKS_* from the environment of each test.
 CLAUDE_CACHE = Path(os.environ.get("AGENT_HOOKS_CLAUDE_CACHE") or ROOT / ".cache")
@@ -316,26 +317,6 @@ def test_corrupt_store(healthy: Env) -> None:
     assert "mv " in line["fix"] and "store.db.broken" in line["fix"] and "agent-hook init" in line["fix"]
     assert "rm " not in line["fix"]
     assert "✗ store" in text
-
-
-NOBODY = 65534
-
-
-def unreachable_by_others(*paths: Path) -> str | None:
-    """Why a user who is neither the owner nor in the group cannot use ``paths``: the first directory
-    on the way it may not enter, or a file it may not read; None when it can."""
-    import stat
-
-    for path in paths:
-        for target in dict.fromkeys((path, path.resolve())):
-            for d in reversed(target.parents):
-                mode = stat.S_IMODE(d.stat().st_mode)
-                if not mode & stat.S_IXOTH:
-                    return f"other users cannot enter {d} (mode {mode:04o})"
-            mode = stat.S_IMODE(target.stat().st_mode)
-            if not mode & stat.S_IROTH:
-                return f"other users cannot read {target} (mode {mode:04o})"
-    return None
 
 
 def test_unreachable_by_others_names_the_directory_in_the_way() -> None:

@@ -114,6 +114,10 @@ class Postgres:
         return self._run(f"{self.bin}/psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", self.dsn(database),
                          "-c", statement).stdout.strip()
 
+    def halt(self) -> None:
+        """Stop the server at once (``-m immediate``), keeping its directory: it is down until started."""
+        self._run(f"{self.bin}/pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w", timeout=30)
+
     def stop(self) -> None:
         """Stop the server (at once: nothing in it is kept) and remove its directory."""
         if self.bin is not None and (self.data / "postmaster.pid").exists():

@@ -135,6 +135,26 @@ def as_nobody() -> list[str]:
     return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
 
 
+NOBODY = 65534
+
+
+def unreachable_by_others(*paths: Path) -> str | None:
+    """Why a user who is neither the owner nor in the group cannot use ``paths``: the first directory
+    on the way it may not enter, or a file it may not read; None when it can."""
+    import stat
+
+    for path in paths:
+        for target in dict.fromkeys((path, path.resolve())):
+            for d in reversed(target.parents):
+                mode = stat.S_IMODE(d.stat().st_mode)
+                if not mode & stat.S_IXOTH:
+                    return f"other users cannot enter {d} (mode {mode:04o})"
+            mode = stat.S_IMODE(target.stat().st_mode)
+            if not mode & stat.S_IROTH:
+                return f"other users cannot read {target} (mode {mode:04o})"
+    return None
+
+
 def start_with_prefix(server: Server, prefix: list[str]) -> None:
     """`agent-hook server start` run under ``prefix`` (mode_binding_prefix's), kept on the server for
     the test's later commands."""
