@@ -21,6 +21,13 @@ One drainer per store (a filelock, held for its whole life). Rules:
 * every request carries the event's stable id as ``Idempotency-Key``; a row is
   deleted only after a 2xx, so a crash (even SIGKILL) between answer and delete
   resends the same id: at-least-once delivery;
+* several command centers (``forward.url`` a list, agent_hooks.forward.centers):
+  events go to the host's current one. A pass that the current center did not
+  answer (unreachable, or nothing but 5xx) counts one failed try; at
+  ``forward.failover_after`` the host moves on to the next center, and every
+  queued event is due there at once, with the same ``Idempotency-Key`` (a
+  center that took it already answers it as a duplicate). An outage is over
+  when any center answers; ``give_up_after_s`` counts until then;
 * exit protocol: when the queue has been empty for ``idle_exit_s`` the drainer
   releases the lock, then looks once more inside a write transaction. A hook
   probes the lock inside its own write transaction, after its insert: if it
@@ -46,6 +53,7 @@ from filelock import FileLock, Timeout
 
 from agent_hooks import __version__, fleet
 from agent_hooks.config import load_lenient
+from agent_hooks.forward import centers
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.log import log_error
@@ -167,6 +175,50 @@ class Drainer:
         self.lock: FileLock | None = None
         self._woken_at = _wake_stamp(paths)
         self._credential_stamp = fleet.credential_stamp(paths)
+        self.urls: list[str] = []
+        self.url = ""
+        self.counter = centers.Counter(centers.settings(self.fwd)[0])
+        # Answers of the last pass: any that is not a failure (2xx, 4xx) shows the center answers.
+        self._answered_ok = 0
+        self.switches = 0
+
+    def _use(self, url: str) -> None:
+        """Send to ``url`` from now on, with this host's headers for that center."""
+        if self.client is not None and url != self.url:
+            self.client.headers.pop("Authorization", None)
+            self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
+        self.url = url
+
+    def _current(self) -> str:
+        """The host's current center (the store's row, shared with the server), after a failback that
+        is due (forward.failback_after_s); a move made by another process is followed here."""
+        choice = centers.read(self.conn, self.urls)
+        if centers.failback_due(choice, centers.settings(self.fwd)[1], time.time()):
+            with self.store.write() as conn:  # type: ignore[union-attr]
+                choice = centers.move(conn, self.urls, choice.url, "back to the first command center"
+                                      " (forward.failback_after_s)", time.time(), to=0)
+        if self.url and choice.url != self.url:
+            self._say(f"now sending to {choice.url} (the host moved on from {self.url})")
+            self.counter.reset()
+            self._due_now()
+        self._use(choice.url)
+        return choice.url
+
+    def _failed_try(self, url: str, why: str) -> bool:
+        """One pass the current center did not answer; True when the host moved on to the next one."""
+        if len(self.urls) < 2 or not self.counter.failed(centers.DRAIN, url):
+            return False
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            choice = centers.move(conn, self.urls, url, f"events: {why}", time.time())
+        self.counter.reset()
+        if choice.url == url:
+            return False
+        self.switches += 1
+        log_error(self.paths, "forward", "failover", f"{url} does not answer ({why}); moved on to {choice.url}")
+        self._say(f"{url} does not answer ({why}); sending to {choice.url} from now on")
+        self._due_now()  # everything queued goes to the new center at once, with its own Idempotency-Key
+        self._use(choice.url)
+        return True
 
     def _follow_credential(self, url: str) -> None:
         """A host paired (``agent-hook fleet join``) while this drainer runs sends its new credential from
@@ -363,6 +415,8 @@ class Drainer:
                     outage = outage or error
                     continue
                 answered += 1
+                if not centers.failure(status):
+                    self._answered_ok += 1
                 self._settle(row, kind, status, error, hint, time.time())
         if failure is not None:
             raise failure
@@ -448,18 +502,20 @@ class Drainer:
             return 0
         self.store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
         self._replay_spool()
-        url = str(fwd["url"])
+        self.urls = centers.ingest_urls(fwd)
         if not fwd["enabled"]:
             self._say("forwarding is disabled (forward.enabled = false); events stay queued")
             return 0
-        if not url:
+        if not self.urls:
             self._say("no command center is named (forward.url is empty); events stay queued")
             return 0
-        problem = url_problem(url, bool(fwd["allow_remote"]))
-        if problem:
-            self._problem(problem)
-            self._pause_hooks(float(fwd["give_up_after_s"]))
-            return 0
+        for listed in self.urls:
+            problem = url_problem(listed, bool(fwd["allow_remote"]))
+            if problem:
+                self._problem(problem)
+                self._pause_hooks(float(fwd["give_up_after_s"]))
+                return 0
+        url = self._current()
         if self.client is None:
             # This host's credential for that command center, else the fleet token (agent_hooks.fleet):
             # the center keeps each session with the host the credential names.
@@ -470,12 +526,15 @@ class Drainer:
         poll = max(0.005, float(fwd["poll_interval_s"]))
         outage_since: float | None = None
         outage_tries = 0
+        moves = 0  # moves to another center since one last answered
         idle_since: float | None = None
         while True:
             if not os.path.exists(self.paths.store):
                 return 0  # the store went away (a test's temp dir): nothing left to deliver
             delivered = self.delivered
+            url = self._current()
             self._follow_credential(url)
+            self._answered_ok = 0
             try:
                 answered, outage = self._pass(url)
             except SendFailed as exc:
@@ -485,6 +544,17 @@ class Drainer:
                 self._pause_hooks(float(fwd["give_up_after_s"]))
                 return 0
             now = time.time()
+            if answered and self._answered_ok:
+                self.counter.answered(centers.DRAIN, url)
+                moves = 0
+            elif outage is not None or answered:  # no answer, or nothing but 5xx: one failed try
+                if self._failed_try(url, outage or "HTTP 5xx"):
+                    moves += 1
+                    if moves < len(self.urls):
+                        outage_tries = 0
+                        continue  # the next center now, without a backoff
+                    # Round the whole list without an answer: back off as from one center, and give up
+                    # after give_up_after_s as ever (never a tight loop over centers that are all down).
             if outage is not None:
                 give_up = float(fwd["give_up_after_s"])
                 if outage_since is None:

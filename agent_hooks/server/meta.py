@@ -23,7 +23,7 @@ async def status(request: Request) -> JSONResponse:
     if not state.caller_allowed(request):
         return unauthorized()
     return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
-                         **state.channel_status()})
+                         **state.channel_status(), "centers": state.centers_status()})
 
 
 def routes(state: ServerState) -> list[BaseRoute]:

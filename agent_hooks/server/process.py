@@ -334,6 +334,7 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out["p99_ms"] = stats.get("p99_ms")
     out["store_state"] = stats.get("store_state")  # writable, or why not and what was spooled (recovery.py)
     out["openclaw"] = stats.get("openclaw")  # the gateway's connection, when [openclaw] url is set
+    out["centers"] = stats.get("centers")  # the command centers this host talks to, and the current one
     # How fast it answers right now, from here: one /health round trip.
     t0 = time.perf_counter()
     fetch(port, "/health")
