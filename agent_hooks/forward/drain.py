@@ -27,7 +27,11 @@ One drainer per store (a filelock, held for its whole life). Rules:
   ``forward.failover_after`` the host moves on to the next center, and every
   queued event is due there at once, with the same ``Idempotency-Key`` (a
   center that took it already answers it as a duplicate). An outage is over
-  when any center answers; ``give_up_after_s`` counts until then;
+  when any center answers; ``give_up_after_s`` counts until then. Once a
+  host has moved, a session's first event in a drainer's life is preceded by
+  its registration (``POST /api/hooks/sessions``, the contract's "returns the
+  existing session"): a center with another store has never seen the
+  session's start, and would refuse its later events (404, final);
 * exit protocol: when the queue has been empty for ``idle_exit_s`` the drainer
   releases the lock, then looks once more inside a write transaction. A hook
   probes the lock inside its own write transaction, after its insert: if it
@@ -37,6 +41,7 @@ One drainer per store (a filelock, held for its whole life). Rules:
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import socket
@@ -181,18 +186,42 @@ class Drainer:
         # Answers of the last pass: any that is not a failure (2xx, 4xx) shows the center answers.
         self._answered_ok = 0
         self.switches = 0
+        # Sessions known to the current center (registered, or an event taken) since this drainer came to
+        # it, and whether the host ever moved (else every center had every session's start).
+        self._known: set[str] = set()
+        self._moved = False
 
     def _use(self, url: str) -> None:
         """Send to ``url`` from now on, with this host's headers for that center."""
-        if self.client is not None and url != self.url:
-            self.client.headers.pop("Authorization", None)
-            self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
+        if url != self.url:
+            self._known = set()
+            if self.client is not None:
+                self.client.headers.pop("Authorization", None)
+                self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
         self.url = url
+
+    def _register(self, url: str, body: str) -> None:
+        """Make sure the center at ``url`` knows the session of an event (``POST /api/hooks/sessions``,
+        which returns the existing session when it knows it): after a move, a center that never saw the
+        session's start would refuse its later events. A failure here is left to the event's own send."""
+        base = fleet.center_base(url)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return
+        if base is None or not isinstance(doc, dict) or doc.get("event") == "start":
+            return  # a start registers its session itself
+        reg = {k: doc[k] for k in ("session_id", "tmux_session", "agent_type") if doc.get(k)}
+        try:
+            self.client.post(base + "/api/hooks/sessions", content=json.dumps(reg).encode())  # type: ignore[union-attr]
+        except httpx.HTTPError:
+            pass
 
     def _current(self) -> str:
         """The host's current center (the store's row, shared with the server), after a failback that
         is due (forward.failback_after_s); a move made by another process is followed here."""
         choice = centers.read(self.conn, self.urls)
+        self._moved = self._moved or choice.switches > 0
         if centers.failback_due(choice, centers.settings(self.fwd)[1], time.time()):
             with self.store.write() as conn:  # type: ignore[union-attr]
                 choice = centers.move(conn, self.urls, choice.url, "back to the first command center"
@@ -214,6 +243,7 @@ class Drainer:
         if choice.url == url:
             return False
         self.switches += 1
+        self._moved = True
         log_error(self.paths, "forward", "failover", f"{url} does not answer ({why}); moved on to {choice.url}")
         self._say(f"{url} does not answer ({why}); sending to {choice.url} from now on")
         self._due_now()  # everything queued goes to the new center at once, with its own Idempotency-Key
@@ -377,12 +407,16 @@ class Drainer:
 
         def session_worker(rows: list[tuple[int, str, str, str, int]]) -> None:
             try:
+                if self._moved and rows and rows[0][2] not in self._known:
+                    self._register(url, rows[0][3])
                 for row in rows:
                     if stop.is_set():
                         break
                     answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
                     results.put((row, answer))
                     kind = answer[0]
+                    if kind == OK:
+                        self._known.add(row[2])
                     if kind == UNREACHABLE:
                         stop.set()
                         break
