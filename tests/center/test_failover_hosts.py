@@ -30,6 +30,7 @@ import pytest
 
 from agent_hooks.forward import outbox
 from agent_hooks.paths import Paths
+
 from support.approvals import Held
 from support.center import Center
 from support.repo import fixture_payload
@@ -209,3 +210,37 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
     doc = json.loads(status.stdout)
     assert doc["current"] == f"{c2.base}/api/hooks/ingest" and doc["switched_from"] == f"{c1.base}/api/hooks/ingest"
     print(f"\nB moved to the second center {moved_in:.2f} s after the first was killed")
+
+
+def cancelled(home: Path, session: str) -> bool:
+    conn = sqlite3.connect(home / "store.db")
+    try:
+        row = conn.execute("SELECT cancelled_at FROM sessions WHERE session_id = ?", (session,)).fetchone()
+    finally:
+        conn.close()
+    return bool(row and row[0])
+
+
+def test_back_at_a_center_polled_before_no_control_is_applied_twice(fleet: Fleet) -> None:
+    """The subscription's cursor is kept per store: B, moved away and back, never applies the first
+    center's cancel again, though it was lifted on B in between."""
+    b, c1, c2 = fleet.b, fleet.c1, fleet.c2
+    wait(lambda: fleet.on(c1), 10, "B subscribed to the first center")
+    fleet.hook("SessionStart-startup", "fo-c")
+    fleet.drain()
+    wait(lambda: any(c.get("session_id") == "fo-c" for c in c1.board_cards().values()), 10, "B's card at the first")
+    card = next(c["id"] for c in c1.board_cards().values() if c.get("session_id") == "fo-c")
+    r = c1.http.post(f"/api/sessions/{card}/cancel", json={"reason": "stop"})
+    assert r.status_code == 200, r.text
+    wait(lambda: cancelled(b.home, "fo-c"), 10, "the cancel applied on B")
+    agent_hook("uncancel", "fo-c", env=fleet.hooks)  # the person at B lifts it there
+    assert not cancelled(b.home, "fo-c")
+
+    kill(c1)
+    wait(lambda: fleet.on(c2), MOVE_BOUND_S, "B on the second center")
+    c1 = fleet.c1 = Center(c1.home, port=c1.port, env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
+    kill(c2)
+    wait(lambda: fleet.on(c1), MOVE_BOUND_S, "B back on the first center")
+    assert fleet.centers()["switches"] == 2
+    time.sleep(1.0)  # a poll or two at the first: its old cancel must not come back
+    assert not cancelled(b.home, "fo-c"), "the first center's cancel was applied a second time"

@@ -130,6 +130,9 @@ class Fleet:
 
         def route(request: httpx.Request) -> httpx.Response:
             url = str(request.url)
+            if request.url.path == "/api/hooks/sessions":  # a registration goes to its center's handler
+                url = url.replace("/api/hooks/sessions", "/api/hooks/ingest")
+                return handlers[url](request)  # type: ignore[no-any-return]
             self.sent.append((url, request.headers["idempotency-key"]))
             return handlers[url](request)  # type: ignore[no-any-return]
 
@@ -189,3 +192,26 @@ def test_with_every_center_down_the_drainer_gives_up_and_loses_nothing(tmp_path:
     f.drain()
     assert {u for u, _ in f.sent} == {FIRST, SECOND}, "both tried"
     assert f.store.conn.execute("SELECT state, attempts FROM outbox").fetchall() == [("queued", 0)]
+
+
+def test_after_a_move_a_session_is_registered_before_its_first_event(tmp_path: Path) -> None:
+    """The second center never saw the session's start: without its registration first, it would refuse
+    the session's next event with 404 (final), and the event would be lost to a dead letter."""
+    known: set[str] = set()
+
+    def second(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/api/hooks/sessions":
+            known.add(body["session_id"])
+            return httpx.Response(201, json={"id": body["session_id"]})
+        if body["event"] != "start" and body["session_id"] not in known:
+            return httpx.Response(404, json={"error": "session not found"})
+        return httpx.Response(200)
+
+    f = Fleet(tmp_path, {FIRST: refused, SECOND: second}, failover_after=1)
+    with f.store.write() as conn:
+        eid = outbox.enqueue(conn, "s-1", "x", "tool_use", {"session_id": "s-1", "event": "tool_use",
+                                                           "agent_type": "claude-code"}, time.time())
+    d = f.drain()
+    assert d.delivered == 1 and d.dead == 0 and known == {"s-1"}
+    assert f.sent[-1] == (SECOND, eid)
