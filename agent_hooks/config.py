@@ -326,9 +326,16 @@ DEFAULTS: dict[str, Any] = {
     "forward": {
         # Forward lifecycle events to the command center's ingest endpoint, once url names one.
         "enabled": True,
-        # The command center's ingest endpoint, e.g. "http://127.0.0.1:<its port>/api/hooks/ingest".
+        # The command center's ingest endpoint, e.g. "http://127.0.0.1:<its port>/api/hooks/ingest", or a list
+        # of several command centers of one fleet, in order: the host talks to the first, and moves to the
+        # next when one stops answering (forward/centers.py, docs/forwarding.md "Several command centers").
         # "" = no command center: nothing is queued, sent or subscribed to, and doctor flags nothing.
         "url": "",
+        # Tries in a row that a command center does not answer (no connection, a timeout, a 5xx; never a
+        # 4xx) before the host moves on to the next one of forward.url's list.
+        "failover_after": 3,
+        # Go back to the first command center this long after leaving it (0: stay where the host moved to).
+        "failback_after_s": 0.0,
         # A URL whose host is not loopback is refused unless this is true.
         "allow_remote": False,
         # Claude Code hook event -> contract event name; "" (or absent) = not forwarded.
@@ -665,6 +672,20 @@ def _coerce(raw: str, default: Any) -> Any:
     return raw
 
 
+def _url_list(value: Any, section: str, key: str) -> Any:
+    """forward.url from the environment: a JSON list (``["http://a/...", "http://b/..."]``) names several
+    command centers; any other text is one URL."""
+    if (section, key) != ("forward", "url") or not isinstance(value, str) or not value.lstrip().startswith("["):
+        return value
+    try:
+        urls = json.loads(value)
+    except ValueError:
+        raise ConfigError(f"expected a URL or a JSON list of URLs, got {value!r}") from None
+    if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+        raise ConfigError(f"expected a URL or a JSON list of URLs, got {value!r}")
+    return urls
+
+
 def read_file(path: str, cache_path: str | None = None) -> dict[str, Any]:
     """The TOML file as a dict ({} when absent). Raises ConfigError when invalid."""
     try:
@@ -719,7 +740,7 @@ def env_layer(environ: os._Environ[str] | dict[str, str], problems: list[str] | 
         raw = environ.get(var)
         if raw:
             try:
-                layer.setdefault(section, {})[key] = _coerce(raw, DEFAULTS[section][key])
+                layer.setdefault(section, {})[key] = _url_list(_coerce(raw, DEFAULTS[section][key]), section, key)
             except ConfigError as exc:
                 bad(f"${var}: {exc}")
     for var, raw in environ.items():
@@ -732,7 +753,7 @@ def env_layer(environ: os._Environ[str] | dict[str, str], problems: list[str] | 
         section, key = parts
         default = DEFAULTS.get(section, {}).get(key, "")
         try:
-            value = _coerce(raw, default)
+            value = _url_list(_coerce(raw, default), section, key)
         except ConfigError as exc:
             bad(f"${var}: {exc}")
             continue
@@ -770,7 +791,7 @@ def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tu
 
 INF = float("inf")
 # Settings below which the value makes no sense (every handler "timed out after 0 ms").
-_MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
+_MINIMUM = {("forward", "failover_after"): 1, ("forward", "failback_after_s"): 0, ("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin_ms"): 0, ("approvals", "wait_s"): 0,
             ("serve", "request_timeout_s"): 1, ("serve", "connections_per_uid"): 1,
             ("serve", "connections_per_address"): 1, ("fleet", "max_hosts"): 1,
             ("fleet", "max_cards_per_host"): 1, ("fleet", "max_requests_per_host"): 1, ("fleet", "max_rows"): 1,
@@ -780,6 +801,8 @@ _MINIMUM = {("handlers", "default_timeout_ms"): 1, ("handlers", "deadline_margin
 
 
 def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> bool:
+    if where == ("forward", "url"):  # one URL, or several command centers in order
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
     if isinstance(default, bool):
         return isinstance(value, bool)
     if isinstance(default, (int, float)):
@@ -793,6 +816,8 @@ def _type_ok(value: Any, default: Any, where: tuple[str, str] | None = None) -> 
 
 def _expected(value: Any, default: Any, where: tuple[str, str]) -> str:
     """What ``value`` should have been, for a message."""
+    if where == ("forward", "url"):
+        return "a URL or a list of URLs"
     if isinstance(value, (int, float)) and not isinstance(value, bool) and _type_ok(value, default):
         return f"at least {_MINIMUM[where]}"  # a number, but too small
     if isinstance(value, float) and isinstance(default, (int, float)) and not isinstance(default, bool):

@@ -2,11 +2,21 @@
 
 A host paired with a command center (``agent-hook fleet join``) keeps its own
 credential in ``<config dir>/fleet-credential`` (0600): the center's URL, the
-name it was paired as, and the credential. Everything that talks to that
-center (the drainer, the server's subscription and reporter, ``agent-hook
-cancel --server``, ``approvals --server``) sends ``Authorization: Bearer
-<credential>``, and the center takes the host's name from it. The credential
-goes only to the center that issued it.
+name it was paired as, the credential, and the command centers it goes to
+(``centers``). Everything that talks to one of those centers (the drainer,
+the server's subscription and reporter, ``agent-hook cancel --server``,
+``approvals --server``) sends ``Authorization: Bearer <credential>``, and the
+center takes the host's name from it.
+
+Where a credential goes: to the center that issued it, and to the other
+command centers named at ``fleet join`` time, never anywhere else. Several
+command centers can serve one fleet from one store (one table of credentials);
+``fleet join URL`` records, besides URL, the other centers of ``forward.url``'s
+list when URL is one of them (or those given with ``--also``). The list is
+fixed at pairing: a ``forward.url`` edited later to name another server does
+not make it a receiver of this credential (pair again for that). Only the
+host's own user can write the list, and that user can read the credential
+anyway, so the list gives nobody a secret they did not have.
 
 A host not paired (or talking to another center) sends the shared fleet token
 when one is set, ``Authorization: Bearer <fleet token>``: the command center
@@ -110,8 +120,9 @@ def credential_path(paths: Paths) -> str:
 
 
 def read_credential(paths: Paths) -> dict[str, Any] | None:
-    """This host's paired credential ``{"center", "host", "credential", "paired_at"}``, or None (none, or
-    a file that is not one)."""
+    """This host's paired credential ``{"center", "host", "credential", "paired_at", "centers"}``, or None
+    (none, or a file that is not one). ``centers`` always lists ``center`` (a file written before there
+    were several: that one alone)."""
     try:
         with open(credential_path(paths), encoding="utf-8") as f:
             doc = json.load(f)
@@ -120,13 +131,18 @@ def read_credential(paths: Paths) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) and doc[k]
                                             for k in ("center", "host", "credential")):
         return None
+    raw = doc.get("centers")
+    listed: list[Any] = raw if isinstance(raw, list) else []
+    doc["centers"] = [doc["center"], *(c for c in listed if isinstance(c, str) and c and c != doc["center"])]
     return doc
 
 
-def write_credential(paths: Paths, center: str, host: str, credential: str) -> str:
-    """Keep the credential a command center gave this host (0600); the file's path."""
+def write_credential(paths: Paths, center: str, host: str, credential: str, also: list[str] | None = None) -> str:
+    """Keep the credential a command center gave this host (0600), for that center and the centers
+    ``also`` names (command centers that share its fleet); the file's path."""
     path = credential_path(paths)
-    doc = {"center": center, "host": host, "credential": credential, "paired_at": time.time()}
+    centers = [center, *(c for c in (also or []) if not same_center(c, center))]
+    doc = {"center": center, "host": host, "credential": credential, "paired_at": time.time(), "centers": centers}
     _write_private(path, json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -167,9 +183,10 @@ def same_center(a: str, b: str) -> bool:
 
 
 def credential_for(paths: Paths, url: str | None) -> dict[str, Any] | None:
-    """This host's credential when it was issued by the command center at ``url``, else None."""
+    """This host's credential when ``url`` names a command center it is for (the one that issued it, or
+    one of the centers recorded with it at pairing), else None."""
     cred = read_credential(paths)
-    if cred is None or not url or not same_center(cred["center"], url):
+    if cred is None or not url or not any(same_center(c, url) for c in cred["centers"]):
         return None
     return cred
 

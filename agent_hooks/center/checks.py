@@ -154,12 +154,29 @@ def pairing_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
         out.append(Check("board", FAIL, f"fleet credential: {fleet.credential_path(paths)} cannot be read as one:"
                          " this host sends no credential to its command center",
                          "pair it again (agent-hook fleet join URL --code CODE)"))
+    from agent_hooks.forward.centers import ingest_urls
+
     fwd = cfg["forward"]
-    url = str(fwd.get("url") or "")
-    base = fleet.center_base(url) if url and fwd.get("enabled") else None
-    if base is None:
+    bases = [b for b in (fleet.center_base(u) for u in ingest_urls(fwd)) if b] if fwd.get("enabled") else []
+    if not bases:
         return out
-    if cred is not None and fleet.same_center(cred["center"], base):
+    base = bases[0]
+    if cred is not None and len(bases) > 1:
+        # Several command centers: the credential goes to those recorded with it at pairing, no others.
+        covered = [b for b in bases if fleet.credential_for(paths, b) is not None]
+        left = [b for b in bases if b not in covered]
+        if covered and not left:
+            out.append(Check("board", OK, f"paired as host {cred['host']!r}; the credential goes to all"
+                             f" {len(bases)} command centers of forward.url"))
+            return out
+        if covered:
+            out.append(Check("board", WARN, f"the credential in {fleet.credential_path(paths)} goes to"
+                             f" {', '.join(covered)} but not to {', '.join(left)}: this host is not known there by"
+                             " its credential once it moves on to that center",
+                             f"pair again naming every center of the fleet: agent-hook fleet join {covered[0]}"
+                             f" --code CODE {' '.join('--also ' + b for b in bases if b != covered[0])}"))
+            return out
+    if cred is not None and fleet.credential_for(paths, base) is not None:
         out.append(Check("board", OK, f"paired with the command center {base} as host {cred['host']!r}"))
         return out
     if cred is not None:

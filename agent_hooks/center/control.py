@@ -15,8 +15,12 @@ On the command center:
   to N was applied; the board shows a cancel as delivered from then on.
 
 On every other host, :class:`Subscriber` (in that host's own server) keeps the
-long poll open to the command center its ``forward.url`` names, and writes
-each control into its own store in one transaction with its cursor. So
+long poll open to the command center its ``forward.url`` names (the current
+one of several: center/failover.py), and writes each control into its own
+store in one transaction with its cursor. The cursor is kept per store (the
+center's epoch): a center on the same store goes on from the same control,
+and a control already applied is never applied twice when the host comes back
+to a center it polled before. So
 PreToolUse still decides from the local store, with no network on its path,
 and keeps working while the command center is down.
 """
@@ -37,8 +41,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, credentials, fleetdb, fleetstore, launch, limits, numbers, reply
+from agent_hooks.center import contract, credentials, failover, fleetdb, fleetstore, launch, limits, numbers, reply
 from agent_hooks.center.hub import Hub, hub_of
+from agent_hooks.forward import centers
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState, state_of, stop_background
@@ -92,8 +97,22 @@ def _local_targets(conn: sqlite3.Connection, control: dict[str, Any], cancel: bo
     return [r[0] for r in conn.execute(f"SELECT session_id FROM sessions WHERE tmux_session = ?{live}", (tmux,))]
 
 
+# The subscription's cursor in the host's store (once one per center: "fleet.subscription:<base>").
+CURSOR_KEY = "fleet.subscription"
+# Stores (epochs) whose cursor a host keeps: the centers of its forward.url list, and some it left.
+CURSORS_KEPT = 16
+
+
+def cursor_doc(epoch: str, seq: int, seen: dict[str, int]) -> str:
+    """The subscription's cursor as the store keeps it: the current store's (``epoch``, ``seq``), and the
+    last control applied from every store polled lately (``seen``)."""
+    seen = {**seen, epoch: max(seq, int(seen.get(epoch) or 0))} if epoch else dict(seen)
+    kept = dict(list(seen.items())[-CURSORS_KEPT:])
+    return json.dumps({"epoch": epoch, "seq": seq, "seen": kept})
+
+
 def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cursor_key: str,
-                   epoch: str, at: float, center: str = "") -> fleetdb.Result:
+                   epoch: str, at: float, center: str = "", seen: dict[str, int] | None = None) -> fleetdb.Result:
     """A subscriber writes the controls it received, and its cursor, in one transaction."""
     out = fleetdb.Result(200, {"applied": [], "results": []})
     last = 0
@@ -129,7 +148,7 @@ def apply_controls(conn: sqlite3.Connection, controls: list[dict[str, Any]], cur
                 mark_session(conn, sid, cancel, reason, at)
         out.changed.update(targets)
         out.body["applied"].append({"seq": c.get("seq"), "sessions": targets})
-    fleetdb.meta_set(conn, cursor_key, json.dumps({"epoch": epoch, "seq": last}))
+    fleetdb.meta_set(conn, cursor_key, cursor_doc(epoch, last, seen or {}))
     return out
 
 
@@ -590,6 +609,7 @@ async def fleet_status(request: Request) -> Response:
     on_token = await hub.submit(credentials.shared_token_hosts, time.time())
     return JSONResponse({"host": hub.own_host, "epoch": hub.epoch, "hosts_on_shared_token": on_token,
                          "subscription": sub.status() if sub is not None else None,
+                         "centers": state.centers_status(),
                          "report": rep.status() if rep is not None else None,
                          # What the center's limits kept out of each host (doctor shows it).
                          "limits": {"max_hosts": caps.hosts, "max_cards_per_host": caps.cards_per_host,
@@ -619,11 +639,12 @@ async def host_word(hub: Hub, seq: int, wait_s: float, host: str) -> dict[str, A
 class Subscriber:
     """Keeps a long poll open to the command center, and writes what it sends into the store."""
 
-    def __init__(self, state: ServerState, hub: Hub, base: str) -> None:
+    def __init__(self, state: ServerState, hub: Hub, upstream: failover.Upstream) -> None:
         self.state = state
         self.hub = hub
-        self.base = base
-        self.key = f"fleet.subscription:{base}"
+        self.upstream = upstream
+        # One cursor for the host, whichever center it polls: kept per store (epoch), see cursor_doc.
+        self.key = CURSOR_KEY
         self.task: asyncio.Task[None] | None = None
         self.connected = False
         self.last_ok_at: float | None = None
@@ -635,6 +656,18 @@ class Subscriber:
         self.synced: bool | None = None
         self.synced_at = 0.0
         self._notes: set[asyncio.Future[Any]] = set()
+        # Set when the host moves on to another center: the long poll at the old one is dropped.
+        self.moved = asyncio.Event()
+        upstream.listeners.append(self._moved)
+
+    @property
+    def base(self) -> str:
+        """The command center polled now (the host's current one)."""
+        return self.upstream.base
+
+    def _moved(self, old: str, new: str) -> None:
+        self.connected = False
+        self.moved.set()
 
     def status(self) -> dict[str, Any]:
         return {"center": self.base, "connected": self.connected, "last_ok_at": self.last_ok_at,
@@ -655,6 +688,51 @@ class Subscriber:
                 self._failed(f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(float(self.state.config["fleet"]["subscribe_backoff_max_s"]))
 
+    async def _cursor(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """The stored cursor, and the last control applied per store; a host that kept one cursor per
+        center (before several centers) starts from the current center's."""
+        def read(conn: sqlite3.Connection) -> str | None:
+            raw = fleetdb.meta_get(conn, self.key)
+            for base in [self.base, *self.upstream.bases]:
+                raw = raw or fleetdb.meta_get(conn, f"{self.key}:{base}")
+            return raw
+
+        raw = await self.hub.submit(read)
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            doc = {}
+        if not isinstance(doc, dict):
+            doc = {}
+        raw_seen = doc.get("seen")
+        seen = {str(k): int(v) for k, v in (raw_seen.items() if isinstance(raw_seen, dict) else ())
+                if isinstance(v, int) and not isinstance(v, bool)}
+        if doc.get("epoch") and isinstance(doc.get("seq"), int):
+            seen.setdefault(str(doc["epoch"]), int(doc["seq"]))
+        return {"epoch": doc.get("epoch"), "seq": doc.get("seq")}, seen
+
+    async def _get(self, client: Any, base: str, params: dict[str, str]) -> Any:
+        """The long poll at ``base``; None when the host moved on to another center meanwhile."""
+        poll = asyncio.ensure_future(client.get(base + "/api/fleet/controls", params=params,
+                                                headers=self.fleet_headers(base)))
+        moved = asyncio.ensure_future(self.moved.wait())
+        try:
+            await asyncio.wait({poll, moved}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the server stops: the poll goes with it, its end unheard
+            poll.cancel()
+            poll.add_done_callback(lambda t: t.cancelled() or t.exception())
+            raise
+        finally:
+            moved.cancel()
+        if not poll.done():
+            poll.cancel()
+            try:
+                await poll
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - dropped on purpose
+                pass
+            return None
+        return poll.result()
+
     async def _run(self) -> None:
         import httpx  # here, not at import: only a server that has a command center to reach needs it (~25 ms)
 
@@ -662,31 +740,38 @@ class Subscriber:
         wait = float(cfg["subscribe_wait_s"])
         cap = max(0.25, float(cfg["subscribe_backoff_max_s"]))
         headers = {"User-Agent": f"agent-hooks/{__version__}"}
-        raw = await self.hub.submit(lambda conn: fleetdb.meta_get(conn, self.key))
-        try:
-            cursor = json.loads(raw) if raw else {}
-        except ValueError:
-            cursor = {}
+        cursor, seen = await self._cursor()
         delay = 0.25
         async with httpx.AsyncClient(timeout=httpx.Timeout(wait + 10, connect=2.0), trust_env=False,
                                      headers=headers) as client:
             while True:
+                base = self.base
+                self.moved.clear()
                 # After a (re)connect, one quick poll first: it proves the link and catches up at once.
-                params = {"host": fleet.name_on(self.state.paths, self.state.config, self.base),
+                params = {"host": fleet.name_on(self.state.paths, self.state.config, base),
                           "after": str(cursor.get("seq") or 0),
                           "epoch": str(cursor.get("epoch") or ""), "wait": str(wait if self.connected else 0),
                           "budgets": self.budget_version}
                 try:
-                    response = await client.get(self.base + "/api/fleet/controls", params=params,
-                                                headers=self.fleet_headers())
+                    response = await self._get(client, base, params)
                 except httpx.HTTPError as exc:
                     self._failed(f"{type(exc).__name__}: {exc}")
+                    if await self.upstream.failed(centers.SUBSCRIBE, base, f"{type(exc).__name__}: {exc}"):
+                        delay = 0.25
+                        continue  # the next center, at once
                     await asyncio.sleep(delay)
                     delay = min(cap, delay * 2)
                     continue
+                if response is None:
+                    continue  # the host moved on: poll the new center now
                 if response.status_code != 200:
                     # 404: a command center without control (OptimalOS's own); 401: no or a wrong token.
                     self._failed(f"HTTP {response.status_code}: {response.text[:200]}")
+                    if centers.failure(response.status_code):
+                        if await self.upstream.failed(centers.SUBSCRIBE, base, f"HTTP {response.status_code}"):
+                            continue
+                    else:
+                        self.upstream.answered(centers.SUBSCRIBE, base)  # a 4xx is an answer: never a move
                     # Not ours to reach (404, 405), or past the center's limits (429): not every few seconds.
                     await asyncio.sleep(60.0 if response.status_code in (404, 405, 429) else cap)
                     continue
@@ -698,13 +783,27 @@ class Subscriber:
                     self._failed(f"bad answer: {exc}")
                     await asyncio.sleep(cap)
                     continue
+                self.upstream.answered(centers.SUBSCRIBE, base)
                 self.connected, self.last_ok_at, self.last_error, delay = True, time.time(), None, 0.25
                 await self._budgets(doc)
                 if epoch != cursor.get("epoch"):
-                    cursor = {"epoch": epoch, "seq": 0}
+                    # Another store (a center that started over, or another center): from what was applied
+                    # from that store before, if anything; a control it sent already is not applied again.
+                    known = int(seen.get(epoch) or 0)
+                    cursor = {"epoch": epoch, "seq": known}
+                    fresh = [c for c in controls if int(numbers.clean(c.get("seq"), "seq") or 0) > known]
+                    if len(fresh) < len(controls):
+                        log.info("%d control(s) from %s were applied before: skipped", len(controls) - len(fresh),
+                                 base)
+                        if not fresh:
+                            last = max(known, *(int(c["seq"]) for c in controls))
+                            cursor = {"epoch": epoch, "seq": last}
+                            seen[epoch] = last
+                            await self.hub.write(fleetdb.meta_set, self.key, cursor_doc(epoch, last, seen))
+                    controls = fresh
                 if controls:
                     out = await self.hub.write(apply_controls, controls, self.key, epoch, time.time(),
-                                               str(doc.get("center") or self.base))
+                                               str(doc.get("center") or base), seen)
                     results = list(out.body["results"])
                     if out.body["results"]:
                         self.state.holds.wake()  # held http hooks of this host look at their rows now
@@ -720,19 +819,21 @@ class Subscriber:
                             float(self.state.config["launch"]["max_age_s"]), time.time())
                     if results:
                         try:  # the command center's caller waits for this word (a lost one: it says "sent")
-                            await client.post(self.base + "/api/fleet/replies", json={"results": results},
-                                              headers=self.fleet_headers())
+                            await client.post(base + "/api/fleet/replies", json={"results": results},
+                                              headers=self.fleet_headers(base))
                         except httpx.HTTPError as exc:
                             log.warning("could not tell %s what became of %d reply(ies) or answer(s): %s",
-                                        self.base, len(results), exc)
-                    cursor = {"epoch": epoch, "seq": max(int(c["seq"]) for c in controls)}
+                                        base, len(results), exc)
+                    last = max(int(c["seq"]) for c in controls)
+                    cursor = {"epoch": epoch, "seq": last}
+                    seen[epoch] = max(last, int(seen.get(epoch) or 0))
                     self.applied += len(controls)
-                    log.info("applied %d control(s) from %s", len(controls), self.base)
+                    log.info("applied %d control(s) from %s", len(controls), base)
 
-    def fleet_headers(self) -> dict[str, str]:
+    def fleet_headers(self, base: str | None = None) -> dict[str, str]:
         """This host's credential for the center (or the fleet token), read for each request: a host
         paired while its server runs uses its credential from the next poll on."""
-        return fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
+        return fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=base or self.base)
 
     async def _budgets(self, doc: dict[str, Any]) -> None:
         """Write the fleet's budgets when they changed, and that the center answered (now and then)."""
@@ -771,37 +872,65 @@ class Subscriber:
             log.debug("could not note the lost command center: %s", task.exception())
 
 
-def subscription_target(state: ServerState) -> str | None:
-    """The command center to subscribe to, or None (off, not ours to reach, or this very server)."""
+def subscription_targets(state: ServerState) -> list[str] | None:
+    """The command centers to subscribe to, in order (forward.url's list), or None (off, not ours to
+    reach, or this very server: a server named in the list is itself a command center of the fleet)."""
     cfg = state.config
     fwd = cfg["forward"]
     if fleetstore.postgres_of(state):
         return None  # a command center on PostgreSQL serves the fleet: it subscribes to none
     if not cfg["fleet"].get("subscribe") or not fwd.get("enabled"):
         return None
-    url = str(fwd.get("url") or "")
-    if not url or url_problem(url, bool(fwd.get("allow_remote"))):
+    urls = centers.ingest_urls(fwd)
+    if not urls or any(url_problem(u, bool(fwd.get("allow_remote"))) for u in urls):
         return None  # no command center named (the default), or one we may not reach
-    base = fleet.center_base(url)
-    if base is None:
-        return None
     import httpx
 
-    parts = httpx.URL(base)
-    if access.is_loopback(parts.host) or parts.host == "localhost":
-        if (parts.port or 80) == state.port:
-            return None  # forward.url is this server: it is the command center
-    return base
+    for url in urls:
+        base = fleet.center_base(url)
+        if base is None:
+            return None
+        parts = httpx.URL(base)
+        if access.is_loopback(parts.host) or parts.host == "localhost":
+            if (parts.port or 80) == state.port:
+                return None  # forward.url is this server: it is the command center
+    return urls
+
+
+def subscription_target(state: ServerState) -> str | None:
+    """The command center the host talks to now (the current one of forward.url's list), or None."""
+    if state.upstream is not None:
+        return state.upstream.base
+    urls = subscription_targets(state)
+    return fleet.center_base(urls[0]) if urls else None
+
+
+async def upstream_of(state: ServerState) -> failover.Upstream | None:
+    """The host's :class:`~agent_hooks.center.failover.Upstream` (made once, by the first who asks), or
+    None when the server talks to no command center."""
+    if state.upstream is None:
+        urls = subscription_targets(state)
+        if urls is None:
+            return None
+        hub = hub_of(state)
+        up = failover.Upstream(hub, state.config["forward"], urls)
+        try:
+            await up.load()
+        except Exception as exc:  # noqa: BLE001 - a store not ready: the first center, until a commit says
+            log.debug("could not read the current command center: %s", exc)
+        state.upstream = up
+        hub.change_listeners.append(up.store_changed)
+    return state.upstream
 
 
 async def startup(state: ServerState) -> None:
     # A server asked to stop: every long poll answers now (with no controls), not at its wait's end.
     state.stop_listeners.append(hub_of(state).wake_controls)
-    base = subscription_target(state)
-    hub_of(state).set_center(base is None)  # a command center counts the fleet's budgets (center/ledger.py)
-    if base is None:
+    up = await upstream_of(state)
+    hub_of(state).set_center(up is None)  # a command center counts the fleet's budgets (center/ledger.py)
+    if up is None:
         return
-    sub = Subscriber(state, hub_of(state), base)
+    sub = Subscriber(state, hub_of(state), up)
     state.subscriber = sub
     sub.task = asyncio.create_task(sub.run())
 

@@ -38,6 +38,7 @@ import time
 from typing import Any
 
 from agent_hooks.center import contract, fleetdb, numbers, windows
+from agent_hooks.forward.centers import COST
 
 log = logging.getLogger("agent_hooks.center.ledger")
 ROW_FIELDS = ("key", "session_id", "agent_id", "model", "at", "input_tokens", "output_tokens",
@@ -106,13 +107,22 @@ def unsent(conn: sqlite3.Connection, after: int, limit: int = BATCH_ROWS) -> tup
 class Sender:
     """Sends this host's messages to its command center (called by the Reporter on each wake-up)."""
 
-    def __init__(self, hub: Any, base: str) -> None:
+    def __init__(self, hub: Any, base: str, upstream: Any = None) -> None:
         self.hub = hub
-        self.base = base
-        self.key = f"fleet.cost_sent:{base}"
+        self._base = base
+        # The host's current command center (center/failover.py); the cursor is per center.
+        self.upstream = upstream
         self.sent = 0
         self.last_error: str | None = None
         self.pause_until = 0.0
+
+    @property
+    def base(self) -> str:
+        return str(self.upstream.base) if self.upstream is not None else self._base
+
+    @property
+    def key(self) -> str:
+        return f"fleet.cost_sent:{self.base}"
 
     def status(self) -> dict[str, Any]:
         return {"sent": self.sent, "last_error": self.last_error}
@@ -123,8 +133,9 @@ class Sender:
 
         if time.time() < self.pause_until:
             return
+        base, key = self.base, self.key
         for _ in range(10_000):  # a bound, not a limit anyone meets: 2 million messages per wake-up
-            cursor = await self.hub.submit(_cursor, self.key)
+            cursor = await self.hub.submit(_cursor, key)
             try:
                 rows, sessions, last = await self.hub.submit(unsent, int(cursor.get("rowid") or 0))
             except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
@@ -133,23 +144,32 @@ class Sender:
                 return
             body = json.dumps({"rows": rows, "sessions": sessions}).encode()
             try:
-                r = await client.post(self.base + "/api/fleet/cost", content=body,
+                r = await client.post(base + "/api/fleet/cost", content=body,
                                       headers={**headers, "Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
+                if self.upstream is not None:
+                    await self.upstream.failed(COST, base, self.last_error)
                 return
             if r.status_code != 200:
                 self.last_error = f"HTTP {r.status_code}: {r.text[:200]}"
+                if self.upstream is not None:
+                    if r.status_code >= 500:
+                        await self.upstream.failed(COST, base, f"HTTP {r.status_code}")
+                    else:
+                        self.upstream.answered(COST, base)  # a 4xx: an answer, never a move
                 if r.status_code in (404, 405, 429):  # a center without the ledger, or past its limits
                     self.pause_until = time.time() + 60.0
                 return
+            if self.upstream is not None:
+                self.upstream.answered(COST, base)
             epoch = str(r.json().get("epoch") or "")
             self.last_error = None
             if cursor.get("epoch") and epoch != cursor["epoch"]:
                 # Another store at the center: everything again (its keys make the rows sent already no-ops).
-                await self.hub.write(_set_cursor, self.key, epoch, 0)
+                await self.hub.write(_set_cursor, key, epoch, 0)
                 continue
-            await self.hub.write(_set_cursor, self.key, epoch, last)
+            await self.hub.write(_set_cursor, key, epoch, last)
             self.sent += len(rows)
             if not rows:
                 return

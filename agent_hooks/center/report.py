@@ -13,8 +13,9 @@ a change) to ``POST /api/fleet/report``:
 
 The command center keeps each as the card's ``details`` (JSON) and builds the
 remote card from it (agent_hooks.center.cards). ``full`` is sent after every
-(re)connect, and every ``REFRESH_S`` when nothing changed: the command center
-may have restarted with a new store. The reporting host is the caller
+(re)connect, after the host moved on to another of its command centers
+(center/failover.py), and every ``REFRESH_S`` when nothing changed: the
+command center may have restarted with a new store. The reporting host is the caller
 (server/access.py): a paired host reports for itself only (a header or a body
 naming another host is 403); the owner (its uid on loopback, or the shared
 fleet token) names the host in the ``X-Agent-Hooks-Host`` header. ``fleet.report = false`` turns it off; ``fleet.report_commands =
@@ -35,9 +36,10 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute
 
 from agent_hooks import __version__, fleet
-from agent_hooks.center import contract, fleetdb, limits, numbers
-from agent_hooks.center.control import subscription_target
+from agent_hooks.center import contract, failover, fleetdb, limits, numbers
+from agent_hooks.center.control import upstream_of
 from agent_hooks.center.hub import Hub, hub_of
+from agent_hooks.forward import centers
 from agent_hooks.server import access, fastpath
 from agent_hooks.server.app import ServerState, stop_background
 from agent_hooks.server.body import read
@@ -279,10 +281,10 @@ def batches(items: list[dict[str, Any]], requests: list[dict[str, Any]] | None, 
 class Reporter:
     """Sends this host's changed local cards to the command center (full after each reconnect)."""
 
-    def __init__(self, state: ServerState, hub: Hub, base: str) -> None:
+    def __init__(self, state: ServerState, hub: Hub, upstream: failover.Upstream) -> None:
         self.state = state
         self.hub = hub
-        self.base = base
+        self.upstream = upstream
         self.dirty: set[str] = set()
         self.full = True
         self.wake = asyncio.Event()
@@ -293,7 +295,18 @@ class Reporter:
         self.sent_requests = ""
         from agent_hooks.center.ledger import Sender
 
-        self.cost = Sender(hub, base)  # this host's priced messages, for the center's ledger
+        self.cost = Sender(hub, upstream.base, upstream)  # this host's priced messages, for the center's ledger
+        upstream.listeners.append(self._moved)
+
+    @property
+    def base(self) -> str:
+        """The command center reported to now (the host's current one)."""
+        return self.upstream.base
+
+    def _moved(self, old: str, new: str) -> None:
+        """The host moved on to another center: it learns everything, now."""
+        self.full = True
+        self.wake.set()
 
     def status(self) -> dict[str, Any]:
         """For /api/fleet/status and doctor: where it reports, and the last failure (None once it worked)."""
@@ -352,10 +365,11 @@ class Reporter:
                 ids, full = (list(self.hub.cards) if self.full else sorted(self.dirty)), self.full
                 self.dirty, self.poked = set(), False
                 requests, text = await self._requests()
+                base = self.base
                 # The priced messages the center has not acknowledged yet, on every wake-up (a hook's
                 # commit): a budget spent here reaches the other hosts within one report.
                 await self.cost.send(client, fleet.client_headers(self.state.paths, self.state.config,
-                                                                  self.state.env, url=self.base))
+                                                                  self.state.env, url=base))
                 if not ids and not full and text == self.sent_requests:
                     continue  # a commit that changed neither a card nor a request
                 with_command = bool(self.state.config["fleet"]["report_commands"])
@@ -372,27 +386,35 @@ class Reporter:
                                                  [(item.get("agent"), item.get("task_id")) for item in items])
                     for item, kinds in zip(items, told, strict=True):
                         item["notified_by_host"] = kinds
-                ok, problem = True, None
+                ok, problem, status = True, None, None
                 try:
                     # This host's credential for the center (or the fleet token), read for each report.
-                    auth = fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=self.base)
+                    auth = fleet.client_headers(self.state.paths, self.state.config, self.state.env, url=base)
                     from agent_hooks.center import launch
 
                     for doc in batches(items[:MAX_CARDS], requests, full, launch.offer(self.state.config)):
-                        r = await client.post(self.base + "/api/fleet/report", content=doc, headers=auth)
+                        r = await client.post(base + "/api/fleet/report", content=doc, headers=auth)
+                        status = r.status_code
                         if r.status_code != 200:
                             ok, problem = False, f"HTTP {r.status_code}: {r.text[:200]}"
                             break
                 except httpx.HTTPError as exc:
-                    ok, problem = False, f"{type(exc).__name__}: {exc}"
+                    ok, problem, status = False, f"{type(exc).__name__}: {exc}", None
                 if ok:
-                    self.full, self.last_error, delay, self.sent_requests = False, None, 0.25, text
+                    self.upstream.answered(centers.REPORT, base)
+                    if self.base == base:  # else: the host moved on meanwhile, and this goes out again in full
+                        self.full, self.last_error, delay, self.sent_requests = False, None, 0.25, text
                     self.sent += len(items)
                     continue
                 if self.last_error is None:
-                    log.warning("report to %s failed: %s", self.base, problem)
+                    log.warning("report to %s failed: %s", base, problem)
                 self.last_error = problem
                 self.full = True  # whatever the command center missed: all of it again once it answers
+                if not centers.failure(status):
+                    self.upstream.answered(centers.REPORT, base)  # a 4xx: an answer, never a move
+                elif await self.upstream.failed(centers.REPORT, base, problem or "no answer"):
+                    delay = 0.25
+                    continue  # the next center, at once
                 # A center without the route (404), or past its limits (429): not every few seconds.
                 await asyncio.sleep(60.0 if any(f"HTTP {c}" in (problem or "") for c in (404, 429)) else delay)
                 delay = min(cap, delay * 2)
@@ -401,11 +423,11 @@ class Reporter:
 async def startup(state: ServerState) -> None:
     if not state.config["fleet"].get("report"):
         return
-    base = subscription_target(state)
-    if base is None:
+    up = await upstream_of(state)
+    if up is None:
         return
     hub = hub_of(state)
-    rep = Reporter(state, hub, base)
+    rep = Reporter(state, hub, up)
     state.reporter = rep
     hub.local_listeners.append(rep.changed)
     # Any commit (a hook's request, an answer at the terminal or the CLI): requests may have changed.

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import Exit, NotFound, echo_json, load_config, open_store, paths, writing
+from agent_hooks.cli.common import Exit, NotFound, echo_json, load_config, open_store, to_center, writing
 from agent_hooks.cli.table import cell
 from agent_hooks.features import approvals as ap
 
@@ -41,15 +41,8 @@ def _who() -> str:
 
 def _request(server: str, method: str, path: str, body: dict[str, Any] | None = None,
              params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    import httpx
-
-    cfg = load_config()
-    base = fleet.center_base(server) or server.rstrip("/")
-    try:
-        r = httpx.request(method, base + path, json=body, params=params, timeout=10, trust_env=False,
-                          headers=fleet.client_headers(paths(), cfg, os.environ, url=base))
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"server {base} unreachable: {exc}") from None
+    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
+    base, r = to_center(server, method, path, json=body, params=params, timeout=10)
     try:
         doc = r.json()
     except ValueError:

@@ -113,3 +113,33 @@ def echo_json(value: Any) -> None:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 error', '2 errors'."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def to_center(server: str, method: str, path: str, headers: Any = None, **kwargs: Any) -> tuple[str, Any]:
+    """One request to the command center ``--server`` names: (its base URL, the httpx response).
+
+    When that center is one of forward.url's several and it cannot be reached (no connection: nothing
+    was sent), the others of the list are tried in order, and the one that answered is returned. Any
+    other failure (a timeout after sending, a reset) is said, not retried: the request may have been
+    taken. ``headers(base)`` gives each center's headers (default: this host's credential for it, else
+    the fleet token, as agent_hooks.fleet decides)."""
+    import httpx
+
+    from agent_hooks import fleet
+    from agent_hooks.forward.centers import ingest_urls
+
+    base = fleet.center_base(server) or server.rstrip("/")
+    cfg = load_config()
+    listed = [b for b in (fleet.center_base(u) for u in ingest_urls(cfg["forward"])) if b]
+    tries = [base, *(b for b in listed if not fleet.same_center(b, base))] \
+        if any(fleet.same_center(b, base) for b in listed) else [base]
+    problems = []
+    for target in tries:
+        sent = headers(target) if headers is not None else fleet.client_headers(paths(), cfg, os.environ, url=target)
+        try:
+            return target, httpx.request(method, target + path, headers=sent, trust_env=False, **kwargs)
+        except httpx.ConnectError as exc:
+            problems.append(f"{target}: {exc}")
+        except httpx.HTTPError as exc:
+            raise click.ClickException(f"command center {target} unreachable: {exc}") from None
+    raise click.ClickException("command center unreachable: " + "; ".join(problems))

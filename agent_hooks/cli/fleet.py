@@ -9,7 +9,6 @@ the host's own credential; a browser trades a device's code at ``/pair``. ``flee
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 from urllib.parse import quote
@@ -24,27 +23,22 @@ from agent_hooks.cli.common import (
     iso,
     load_config,
     open_fleet_store,
+    open_store,
     paths,
+    to_center,
 )
 
 
 def remote(server: str, action: str, session_id: str | None, task_id: str | None, tmux: str | None,
            reason: str | None, host: str | None = None) -> list[str]:
     """POST a cancel / uncancel to the command center at ``server``; the lines to print."""
-    import httpx
-
-    cfg = load_config()
-    base = fleet.center_base(server) or server.rstrip("/")
     if task_id:
-        url = f"{base}/api/tasks/{quote(task_id, safe='')}/{action}"
+        path = f"/api/tasks/{quote(task_id, safe='')}/{action}"
     else:
-        url = f"{base}/api/sessions/{quote(session_id or tmux or '', safe='')}/{action}"
+        path = f"/api/sessions/{quote(session_id or tmux or '', safe='')}/{action}"
     body: dict[str, Any] = {"reason": reason} if reason else {}
-    try:
-        r = httpx.post(url, json=body, params={"host": host} if host else None, timeout=10, trust_env=False,
-                       headers=fleet.client_headers(paths(), cfg, os.environ, url=base))
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"command center {base} unreachable: {exc}") from None
+    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
+    base, r = to_center(server, "POST", path, json=body, params={"host": host} if host else None, timeout=10)
     try:
         doc = r.json()
     except ValueError:
@@ -176,12 +170,17 @@ def pair(host: str | None, device: str | None, minutes: int | None, url: str | N
 @fleet_group.command()
 @click.argument("url")
 @click.option("--code", required=True, metavar="CODE", help="The code `agent-hook fleet pair --host NAME` printed.")
-def join(url: str, code: str) -> None:
+@click.option("--also", multiple=True, metavar="URL",
+              help="Another command center of the same fleet (one store) the credential may go to; repeatable."
+                   " Default: the other centers of forward.url's list, when URL is one of them.")
+def join(url: str, code: str, also: tuple[str, ...]) -> None:
     """On a host: pair it with the command center at URL, trading the one-time CODE for its own credential.
 
-    The credential is kept in <config dir>/fleet-credential (0600) and sent to that command center (and no
-    other) by the drainer, the server's subscription and reports, and `cancel --server`. The command center
-    takes this host's name from it. A code works once; an expired one says so.
+    The credential is kept in <config dir>/fleet-credential (0600) and sent to that command center, and to
+    the other command centers of its fleet recorded now (--also, else the rest of forward.url's list when
+    URL is in it), and to no other, by the drainer, the server's subscription and reports, and
+    `cancel --server`. The command center takes this host's name from it. A code works once; an expired
+    one says so.
     """
     import httpx
 
@@ -199,20 +198,71 @@ def join(url: str, code: str) -> None:
     if r.status_code != 200 or not isinstance(doc, dict) or not isinstance(doc.get("credential"), str):
         error = doc.get("error", doc) if isinstance(doc, dict) else doc
         raise click.ClickException(f"{base}: HTTP {r.status_code}: {error}")
+    from agent_hooks.forward.centers import ingest_urls
+
     p, cfg = paths(), load_config()
     name = str(doc["host"])
-    path = fleet.write_credential(p, base, name, doc["credential"])
+    listed = [b for b in (fleet.center_base(u) for u in ingest_urls(cfg["forward"])) if b]
+    others: list[str] = []
+    for extra in also:
+        other = fleet.center_base(extra)
+        if other is None:
+            raise click.UsageError(f"--also {extra!r} is not a command center's URL (http(s)://HOST:PORT)")
+        others.append(other)
+    if not also and any(fleet.same_center(b, base) for b in listed):
+        others = [b for b in listed if not fleet.same_center(b, base)]
+    path = fleet.write_credential(p, base, name, doc["credential"], others)
     notes = []
-    forward_url = str(cfg["forward"].get("url") or "")
-    if not forward_url or not fleet.same_center(forward_url, base):
+    if not any(fleet.same_center(b, base) for b in listed):
         notes.append(f"forward.url does not name this command center: set it to {base}/api/hooks/ingest"
                      " ([forward] url in config.toml) for this host to forward and subscribe there")
     if fleet.host_name(cfg) != name:
         notes.append(f"the command center knows this host as {name!r} ([fleet] host here is"
                      f" {fleet.host_name(cfg)!r}); set [fleet] host = {name!r} for the same name everywhere")
     click.echo(f"paired: this host is {name!r} on the command center {base}; credential in {path} (0600)")
+    if others:
+        click.echo(f"the credential also goes to the command centers of the same fleet: {', '.join(others)}")
     for line in notes:
         click.echo(f"note: {line}")
+
+
+@fleet_group.command(name="status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status_(as_json: bool) -> None:
+    """This host on its fleet: its name, its command centers (forward.url), the current one, when the host
+    last moved on from one, and which of them its credential goes to."""
+    from agent_hooks.forward import centers
+
+    p, cfg = paths(), load_config()
+    urls = centers.ingest_urls(cfg["forward"])
+    choice = centers.Choice(urls)
+    store = open_store()
+    if store is not None:
+        try:
+            choice = centers.read(store.conn, urls)
+        finally:
+            store.close()
+    cred = fleet.read_credential(p)
+    doc: dict[str, Any] = {
+        "host": fleet.host_name(cfg), **choice.status(),
+        "credential": None if cred is None else {"host": cred["host"], "centers": cred["centers"]},
+        "sent_credential": {u: fleet.credential_for(p, u) is not None for u in urls},
+    }
+    if as_json:
+        echo_json(doc)
+        return
+    if not urls:
+        click.echo(f"host {doc['host']}: no command center named (forward.url is empty)")
+        return
+    click.echo(f"host {doc['host']}: {len(urls)} command center(s) in forward.url, current: {choice.url}")
+    for i, url in enumerate(urls):
+        said = "its credential" if doc["sent_credential"][url] else "the fleet token (if one is set)"
+        click.echo(f"  {'*' if i == choice.current else ' '} {url}  (sent {said})")
+    if choice.switched_at:
+        click.echo(f"last moved {iso(choice.switched_at)} from {choice.switched_from}: {choice.reason}"
+                   f" ({choice.switches} move(s) in all)")
+    else:
+        click.echo("never moved on from a command center")
 
 
 def _paired(kind: str, show_all: bool, as_json: bool) -> None:

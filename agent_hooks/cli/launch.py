@@ -8,18 +8,14 @@ from typing import Any
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import echo_json, load_config, paths
+from agent_hooks.cli.common import echo_json, load_config, paths, to_center
 from agent_hooks.config import LAUNCH_MODES
 
 
 def _post(base: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
-    import httpx
-
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        r = httpx.post(f"{base}/api/sessions", json=body, headers=headers, timeout=30, trust_env=False)
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"server {base} unreachable: {exc}") from None
+    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
+    _base, r = to_center(base, "POST", "/api/sessions", headers=lambda _b: headers, json=body, timeout=30)
     try:
         doc = r.json()
     except ValueError:

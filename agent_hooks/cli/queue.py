@@ -19,7 +19,7 @@ from agent_hooks.cli.common import (
     writing,
 )
 from agent_hooks.cli.table import cell
-from agent_hooks.forward import eventmap, outbox
+from agent_hooks.forward import centers, eventmap, outbox
 from agent_hooks.forward.urls import url_problem
 
 
@@ -28,11 +28,15 @@ def collect() -> dict[str, Any]:
     p = paths()
     cfg = load_config()
     fwd = cfg["forward"]
+    urls = centers.ingest_urls(fwd)
+    refused = [why for why in (url_problem(u, bool(fwd["allow_remote"])) for u in urls) if why]
     data: dict[str, Any] = {
         "enabled": fwd["enabled"],
         "url": fwd["url"],
         # No URL is no command center (the default): nothing to send, not a problem to fix.
-        "problem": url_problem(str(fwd["url"]), bool(fwd["allow_remote"])) if fwd["url"] else None,
+        "problem": refused[0] if refused else None,
+        # The command centers (forward.url may list several) and the one events go to now.
+        "centers": centers.Choice(urls).status(),
         "problems": eventmap.problems(cfg),
         "depth": 0,
         "oldest_at": None,
@@ -66,6 +70,7 @@ def collect() -> dict[str, Any]:
             " FROM outbox WHERE state = 'dead' ORDER BY id"
         ).fetchall()
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'forward.%'").fetchall())
+        data["centers"] = centers.read(conn, urls).status()
     finally:
         store.close()
     now = time.time()
@@ -95,7 +100,10 @@ def queue(ctx: click.Context, as_json: bool) -> None:
         echo_json(data)
         return
     if data["url"]:
-        click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(data['url'])}")
+        now_to = data["centers"]["current"]
+        listed = len(data["centers"]["centers"])
+        more = f" (1 of {listed} command centers in forward.url)" if listed > 1 else ""
+        click.echo(f"forwarding: {'on' if data['enabled'] else 'off'} -> {cell(now_to)}{more}")
     else:
         click.echo("forwarding: no command center named (set forward.url to send events to one)")
     for problem in ([data["problem"]] if data["problem"] else []) + data["problems"]:

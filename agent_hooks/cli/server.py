@@ -76,6 +76,19 @@ def stop() -> None:
     click.echo("no server was running" if pid is None else f"server stopped (pid {pid})")
 
 
+def centers_line(doc: Any, echo: Any) -> None:
+    """The command centers this host talks to, the current one, and its last move (none: nothing)."""
+    if not isinstance(doc, dict) or not doc.get("centers"):
+        return
+    listed = doc["centers"]
+    state = "connected" if doc.get("connected") else f"not connected: {doc.get('last_error') or 'connecting'}"
+    echo(f"  command center {doc.get('current_base') or doc.get('current')} ({state});"
+         f" {doc.get('index', 0) + 1} of {len(listed)} in forward.url")
+    if doc.get("switched_at"):
+        echo(f"    moved there {iso(doc.get('switched_at'))} from {doc.get('switched_from')}: {doc.get('reason')}"
+             f" ({doc.get('switches', 0)} move(s) in all)")
+
+
 @server.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
@@ -128,6 +141,7 @@ def status(as_json: bool) -> None:
             f"NOT connected ({listener.get('last_error') or 'connecting'})"
         click.echo(f"  fleet in PostgreSQL {fleet_store.get('database')}: listener {state};"
                    f" {listener.get('notifications', 0)} notification(s), {listener.get('reconnects', 0)} reconnect(s)")
+    centers_line(st.get("centers"), click.echo)
     gateway = st.get("openclaw")
     if gateway:  # [openclaw] url is set (docs/openclaw.md)
         error = f": {gateway['last_error']}" if gateway.get("last_error") and gateway["state"] != "connected" else ""

@@ -21,6 +21,17 @@ One drainer per store (a filelock, held for its whole life). Rules:
 * every request carries the event's stable id as ``Idempotency-Key``; a row is
   deleted only after a 2xx, so a crash (even SIGKILL) between answer and delete
   resends the same id: at-least-once delivery;
+* several command centers (``forward.url`` a list, agent_hooks.forward.centers):
+  events go to the host's current one. A pass that the current center did not
+  answer (unreachable, or nothing but 5xx) counts one failed try; at
+  ``forward.failover_after`` the host moves on to the next center, and every
+  queued event is due there at once, with the same ``Idempotency-Key`` (a
+  center that took it already answers it as a duplicate). An outage is over
+  when any center answers; ``give_up_after_s`` counts until then. Once a
+  host has moved, a session's first event in a drainer's life is preceded by
+  its registration (``POST /api/hooks/sessions``, the contract's "returns the
+  existing session"): a center with another store has never seen the
+  session's start, and would refuse its later events (404, final);
 * exit protocol: when the queue has been empty for ``idle_exit_s`` the drainer
   releases the lock, then looks once more inside a write transaction. A hook
   probes the lock inside its own write transaction, after its insert: if it
@@ -30,6 +41,7 @@ One drainer per store (a filelock, held for its whole life). Rules:
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import socket
@@ -46,6 +58,7 @@ from filelock import FileLock, Timeout
 
 from agent_hooks import __version__, fleet
 from agent_hooks.config import load_lenient
+from agent_hooks.forward import centers
 from agent_hooks.forward.outbox import lock_path, resume_path, starting_path
 from agent_hooks.forward.urls import url_problem
 from agent_hooks.log import log_error
@@ -167,6 +180,75 @@ class Drainer:
         self.lock: FileLock | None = None
         self._woken_at = _wake_stamp(paths)
         self._credential_stamp = fleet.credential_stamp(paths)
+        self.urls: list[str] = []
+        self.url = ""
+        self.counter = centers.Counter(centers.settings(self.fwd)[0])
+        # Answers of the last pass: any that is not a failure (2xx, 4xx) shows the center answers.
+        self._answered_ok = 0
+        self.switches = 0
+        # Sessions known to the current center (registered, or an event taken) since this drainer came to
+        # it, and whether the host ever moved (else every center had every session's start).
+        self._known: set[str] = set()
+        self._moved = False
+
+    def _use(self, url: str) -> None:
+        """Send to ``url`` from now on, with this host's headers for that center."""
+        if url != self.url:
+            self._known = set()
+            if self.client is not None:
+                self.client.headers.pop("Authorization", None)
+                self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
+        self.url = url
+
+    def _register(self, url: str, body: str) -> None:
+        """Make sure the center at ``url`` knows the session of an event (``POST /api/hooks/sessions``,
+        which returns the existing session when it knows it): after a move, a center that never saw the
+        session's start would refuse its later events. A failure here is left to the event's own send."""
+        base = fleet.center_base(url)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return
+        if base is None or not isinstance(doc, dict) or doc.get("event") == "start":
+            return  # a start registers its session itself
+        reg = {k: doc[k] for k in ("session_id", "tmux_session", "agent_type") if doc.get(k)}
+        try:
+            self.client.post(base + "/api/hooks/sessions", content=json.dumps(reg).encode())  # type: ignore[union-attr]
+        except httpx.HTTPError:
+            pass
+
+    def _current(self) -> str:
+        """The host's current center (the store's row, shared with the server), after a failback that
+        is due (forward.failback_after_s); a move made by another process is followed here."""
+        choice = centers.read(self.conn, self.urls)
+        self._moved = self._moved or choice.switches > 0
+        if centers.failback_due(choice, centers.settings(self.fwd)[1], time.time()):
+            with self.store.write() as conn:  # type: ignore[union-attr]
+                choice = centers.move(conn, self.urls, choice.url, "back to the first command center"
+                                      " (forward.failback_after_s)", time.time(), to=0)
+        if self.url and choice.url != self.url:
+            self._say(f"now sending to {choice.url} (the host moved on from {self.url})")
+            self.counter.reset()
+            self._due_now()
+        self._use(choice.url)
+        return choice.url
+
+    def _failed_try(self, url: str, why: str) -> bool:
+        """One pass the current center did not answer; True when the host moved on to the next one."""
+        if len(self.urls) < 2 or not self.counter.failed(centers.DRAIN, url):
+            return False
+        with self.store.write() as conn:  # type: ignore[union-attr]
+            choice = centers.move(conn, self.urls, url, f"events: {why}", time.time())
+        self.counter.reset()
+        if choice.url == url:
+            return False
+        self.switches += 1
+        self._moved = True
+        log_error(self.paths, "forward", "failover", f"{url} does not answer ({why}); moved on to {choice.url}")
+        self._say(f"{url} does not answer ({why}); sending to {choice.url} from now on")
+        self._due_now()  # everything queued goes to the new center at once, with its own Idempotency-Key
+        self._use(choice.url)
+        return True
 
     def _follow_credential(self, url: str) -> None:
         """A host paired (``agent-hook fleet join``) while this drainer runs sends its new credential from
@@ -325,12 +407,16 @@ class Drainer:
 
         def session_worker(rows: list[tuple[int, str, str, str, int]]) -> None:
             try:
+                if self._moved and rows and rows[0][2] not in self._known:
+                    self._register(url, rows[0][3])
                 for row in rows:
                     if stop.is_set():
                         break
                     answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
                     results.put((row, answer))
                     kind = answer[0]
+                    if kind == OK:
+                        self._known.add(row[2])
                     if kind == UNREACHABLE:
                         stop.set()
                         break
@@ -363,6 +449,8 @@ class Drainer:
                     outage = outage or error
                     continue
                 answered += 1
+                if not centers.failure(status):
+                    self._answered_ok += 1
                 self._settle(row, kind, status, error, hint, time.time())
         if failure is not None:
             raise failure
@@ -448,18 +536,20 @@ class Drainer:
             return 0
         self.store = Store(self.paths.store, int(self.config["runtime"]["busy_timeout_ms"]))
         self._replay_spool()
-        url = str(fwd["url"])
+        self.urls = centers.ingest_urls(fwd)
         if not fwd["enabled"]:
             self._say("forwarding is disabled (forward.enabled = false); events stay queued")
             return 0
-        if not url:
+        if not self.urls:
             self._say("no command center is named (forward.url is empty); events stay queued")
             return 0
-        problem = url_problem(url, bool(fwd["allow_remote"]))
-        if problem:
-            self._problem(problem)
-            self._pause_hooks(float(fwd["give_up_after_s"]))
-            return 0
+        for listed in self.urls:
+            problem = url_problem(listed, bool(fwd["allow_remote"]))
+            if problem:
+                self._problem(problem)
+                self._pause_hooks(float(fwd["give_up_after_s"]))
+                return 0
+        url = self._current()
         if self.client is None:
             # This host's credential for that command center, else the fleet token (agent_hooks.fleet):
             # the center keeps each session with the host the credential names.
@@ -470,12 +560,15 @@ class Drainer:
         poll = max(0.005, float(fwd["poll_interval_s"]))
         outage_since: float | None = None
         outage_tries = 0
+        moves = 0  # moves to another center since one last answered
         idle_since: float | None = None
         while True:
             if not os.path.exists(self.paths.store):
                 return 0  # the store went away (a test's temp dir): nothing left to deliver
             delivered = self.delivered
+            url = self._current()
             self._follow_credential(url)
+            self._answered_ok = 0
             try:
                 answered, outage = self._pass(url)
             except SendFailed as exc:
@@ -485,6 +578,17 @@ class Drainer:
                 self._pause_hooks(float(fwd["give_up_after_s"]))
                 return 0
             now = time.time()
+            if answered and self._answered_ok:
+                self.counter.answered(centers.DRAIN, url)
+                moves = 0
+            elif outage is not None or answered:  # no answer, or nothing but 5xx: one failed try
+                if self._failed_try(url, outage or "HTTP 5xx"):
+                    moves += 1
+                    if moves < len(self.urls):
+                        outage_tries = 0
+                        continue  # the next center now, without a backoff
+                    # Round the whole list without an answer: back off as from one center, and give up
+                    # after give_up_after_s as ever (never a tight loop over centers that are all down).
             if outage is not None:
                 give_up = float(fwd["give_up_after_s"])
                 if outage_since is None:

@@ -42,6 +42,7 @@ from agent_hooks.store import Store, StoreError, Transaction
 if TYPE_CHECKING:
     from agent_hooks.center.channels import Channel
     from agent_hooks.center.control import Subscriber
+    from agent_hooks.center.failover import Upstream
     from agent_hooks.center.hub import Hub
     from agent_hooks.center.report import Reporter
     from agent_hooks.notify.service import Notifier
@@ -311,6 +312,7 @@ class ServerState:
         # What the route modules set up when the app is built or starts; None while theirs is off.
         self.hub: Hub | None = None  # the command center's writer thread and live board (center/hub.py)
         self.subscriber: Subscriber | None = None  # this host's long poll to its command center (center/control.py)
+        self.upstream: Upstream | None = None  # which of its command centers this host talks to (center/failover.py)
         self.reporter: Reporter | None = None  # this host's reports to its command center (center/report.py)
         self.channels: list[Channel] = []  # agents reached through a client of their own (center/channels.py)
         self.embedder: Embedder | None = None  # the embedding thread (server/embedding.py)
@@ -332,6 +334,15 @@ class ServerState:
     def channel_status(self) -> dict[str, Any]:
         """Each channel's connection under its name (``{"openclaw": ...}``), for /status and the board."""
         return {channel.name: channel.status() for channel in self.channels}
+
+    def centers_status(self) -> dict[str, Any] | None:
+        """The command centers this host talks to and the current one (center/failover.py), with whether
+        the subscription is connected there; None when it talks to none."""
+        if self.upstream is None:
+            return None
+        sub = self.subscriber
+        return {**self.upstream.status(), "connected": bool(sub is not None and sub.connected),
+                "last_error": sub.last_error if sub is not None else None}
 
     def fast_route(self, path: str, fn: fastpath.ASGIApp, method: str = "POST") -> BaseRoute:
         """A raw ASGI route taken before Starlette's router (see :mod:`agent_hooks.server.fastpath`);

@@ -25,7 +25,7 @@ async def status(request: Request) -> JSONResponse:
     return JSONResponse({**state.info(), **state.stats.snapshot(), "store_state": state.watch.snapshot(),
                          # The command center's fleet store ([center] database), its listener's state included.
                          "fleet_store": state.hub.store_status() if state.hub is not None else None,
-                         **state.channel_status()})
+                         **state.channel_status(), "centers": state.centers_status()})
 
 
 def routes(state: ServerState) -> list[BaseRoute]:

@@ -335,6 +335,7 @@ def status(paths: Paths, config: dict[str, Any]) -> dict[str, Any]:
     out["store_state"] = stats.get("store_state")  # writable, or why not and what was spooled (recovery.py)
     out["fleet_store"] = stats.get("fleet_store")  # the command center's: SQLite, or PostgreSQL and its listener
     out["openclaw"] = stats.get("openclaw")  # the gateway's connection, when [openclaw] url is set
+    out["centers"] = stats.get("centers")  # the command centers this host talks to, and the current one
     # How fast it answers right now, from here: one /health round trip.
     t0 = time.perf_counter()
     fetch(port, "/health")

@@ -8,7 +8,7 @@ import os
 from support.forward import Home, fixture, home, server  # noqa: F401 - fixtures
 from support.ingest_server import IngestServer
 
-KEYS = {"enabled", "url", "problem", "problems", "depth", "oldest_at", "oldest_age_s", "retrying", "dead",
+KEYS = {"enabled", "url", "centers", "problem", "problems", "depth", "oldest_at", "oldest_age_s", "retrying", "dead",
         "dead_letters", "drainer_alive", "drainer_pid", "last_ok_at", "last_error", "last_error_at"}
 
 

@@ -1,0 +1,246 @@
+"""A host with two command centers (forward.url a list): the first is killed, and the host goes on with the second.
+
+Two real command centers on loopback, each a server with its own SQLite store (this test is about the
+host: with one shared store they would serve one fleet), and host B, whose server subscribes and
+reports, and whose hooks (the installed executables) queue events. B has events queued, a pending
+permission request held by its hook, and its cards reported to the first center. The first center is
+killed (SIGKILL to its process groups). Then:
+
+* B's subscription, reports and events move to the second center within a bounded time;
+* nothing is lost: every event B queued arrived at one of the two centers; the second lists B's
+  card and B's pending request, and an answer given there reaches the hook waiting on B;
+* nothing is doubled: B's outbox never sends an event again once a center acknowledged it (the
+  events the first took are not at the second), and the first, back on its store, answers the same
+  bytes with the same Idempotency-Key as a duplicate, adding no row;
+* B stays with the second once the first is back (forward.failback_after_s = 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_hooks.forward import outbox
+from agent_hooks.paths import Paths
+
+from support.approvals import Held
+from support.center import Center
+from support.repo import fixture_payload
+from support.scripts import agent_hook, run_hook
+
+PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "session_id": "fo-asks"}
+# What B's move to the second center may take at most, from the kill (3 failed tries each way, with
+# backoffs of at most 0.5 s, and a new long poll): seconds.
+MOVE_BOUND_S = 10.0
+
+
+class Fleet:
+    def __init__(self, tmp_path: Path) -> None:
+        self.c1 = Center(tmp_path / "center-1", env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
+        self.c2 = Center(tmp_path / "center-2", env={"AGENT_HOOKS__FLEET__HOST": "center-2"}).start()
+        self.settings = {
+            "AGENT_HOOKS__FLEET__HOST": "host-b",
+            "AGENT_HOOKS__FORWARD__ENABLED": "true",
+            "AGENT_HOOKS_INGEST_URL": json.dumps([f"{self.c1.base}/api/hooks/ingest",
+                                                  f"{self.c2.base}/api/hooks/ingest"]),
+            "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
+            "AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true",
+            "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.5",
+            "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+        }
+        self.b = Center(tmp_path / "host-b", env=self.settings).start()
+        # The hooks queue and do not start a drainer: the test reads what was queued, then starts one.
+        self.hooks = {"AGENT_HOOKS_HOME": str(self.b.home), "HOME": self.b.env["HOME"], "TMUX": "", "TMUX_PANE": "",
+                      **self.settings, "AGENT_HOOKS__FORWARD__AUTOSTART": "false"}
+
+    def stop(self) -> None:
+        for c in (self.b, self.c1, self.c2):
+            c.stop()
+
+    def hook(self, name: str, session: str) -> None:
+        assert run_hook({**fixture_payload(f"{name}.json", "2.1.330"), "session_id": session}, self.hooks).returncode == 0
+
+    def queued(self) -> dict[str, str]:
+        """B's queued events: event id (its Idempotency-Key) -> the body sent."""
+        conn = sqlite3.connect(self.b.home / "store.db")
+        try:
+            return dict(conn.execute("SELECT event_id, body FROM outbox WHERE state = 'queued'").fetchall())
+        finally:
+            conn.close()
+
+    def drain(self) -> None:
+        """Start B's detached drainer (as a hook does), unless one runs."""
+        outbox.maybe_start_drainer(Paths(self.hooks), {**os.environ, **self.hooks}, force=True)
+
+    def centers(self) -> dict[str, Any]:
+        doc = self.b.http.get("/api/fleet/status").json()
+        return doc["centers"]  # type: ignore[no-any-return]
+
+    def on(self, center: Center) -> bool:
+        st = self.centers()
+        return bool(st["current_base"] == center.base and st["connected"])
+
+
+def keys_at(center: Center) -> list[str]:
+    conn = sqlite3.connect(center.home / "store.db")
+    try:
+        return [r[0] for r in conn.execute("SELECT idem_key FROM fleet_events WHERE idem_key IS NOT NULL")]
+    finally:
+        conn.close()
+
+
+def pending(center: Center) -> list[dict[str, Any]]:
+    return center.http.get("/api/approvals").json()["approvals"]  # type: ignore[no-any-return]
+
+
+def wait(predicate: Any, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if predicate():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def kill(center: Center) -> None:
+    """SIGKILL the center's process groups (supervisor and worker): no goodbye to anyone."""
+    st = center.status()
+    for pid in {st["pid"], st["worker_pid"]}:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait(lambda: not center.status()["up"], 10, "the first center to be gone")
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    f = Fleet(tmp_path)
+    try:
+        yield f
+    finally:
+        f.stop()
+
+
+def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) -> None:
+    b, c1, c2 = fleet.b, fleet.c1, fleet.c2
+    # Before: B talks to the first center; its events, cards and a pending request are there.
+    wait(lambda: fleet.on(c1), 10, "B subscribed to the first center")
+    for sid in ("fo-1", "fo-2"):
+        fleet.hook("SessionStart-startup", sid)
+        fleet.hook("UserPromptSubmit", sid)
+    held = Held(PERMISSION, {**fleet.hooks, "AGENT_HOOKS__APPROVALS__WAIT_S": "60"})
+    wait(lambda: len(pending(b)) == 1, 10, "B's own request")
+    first = fleet.queued()
+    assert len(first) >= 5, first
+    fleet.drain()
+    wait(lambda: set(first) <= set(keys_at(c1)), 15, "B's events at the first center")
+    wait(lambda: len(pending(c1)) == 1, 10, "the first center to list B's request")
+    wait(lambda: {"fo-1", "fo-2", "fo-asks"} <= {c.get("session_id") for c in c1.board_cards().values()
+                                                 if c["host"] == "host-b"}, 10, "B's cards at the first center")
+    assert keys_at(c2) == [] and pending(c2) == []
+
+    kill(c1)
+    t_kill = time.monotonic()
+    # While the first is down, B's hooks go on: more events queued.
+    for sid in ("fo-1", "fo-2"):
+        fleet.hook("PostToolUse-Bash", sid)
+        fleet.hook("Stop", sid)
+    fleet.hook("SessionStart-startup", "fo-3")
+    second = fleet.queued()
+    assert second and not set(second) & set(first)
+    fleet.drain()
+
+    # B's polls, reports and events go to the second center, within the bound.
+    wait(lambda: fleet.on(c2), MOVE_BOUND_S, "B subscribed to the second center")
+    wait(lambda: len(pending(c2)) == 1, MOVE_BOUND_S, "the second center to list B's request")
+    wait(lambda: set(second) <= set(keys_at(c2)), MOVE_BOUND_S, "B's new events at the second center")
+    moved_in = time.monotonic() - t_kill
+    assert moved_in < MOVE_BOUND_S
+    cards = {c.get("session_id"): c for c in c2.board_cards().values() if c["host"] == "host-b"}
+    assert {"fo-1", "fo-2", "fo-3", "fo-asks"} <= set(cards), cards
+    st = fleet.centers()
+    assert st["switched_from"] == c1.base + "/api/hooks/ingest" and st["switches"] == 1, st
+    assert fleet.queued() == {}
+
+    # An answer given on the second reaches the hook waiting on B.
+    [row] = pending(c2)
+    assert row["host"] == "host-b" and row["session_id"] == "fo-asks"
+    r = c2.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
+    assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
+    assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+
+    # Nothing lost: every event B queued is at one of the two centers. Nothing doubled: once a center
+    # acknowledged an event, B never sent it again (the first's events are not at the second).
+    at1, at2 = keys_at(c1), keys_at(c2)
+    assert set(first) | set(second) <= set(at1) | set(at2)
+    assert not set(first) & set(at2), "an event the first center acknowledged was sent again"
+    assert len(at1) == len(set(at1)) and len(at2) == len(set(at2))
+    b_conn = sqlite3.connect(b.home / "store.db")
+    assert b_conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 0, "no dead letter, nothing left"
+    b_conn.close()
+
+    # The first center comes back on its store: the same bytes with the same Idempotency-Key (what a
+    # drainer whose answer was lost sends again) are a duplicate there, and add no row.
+    c1 = Center(c1.home, port=c1.port, env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
+    fleet.c1 = c1
+    rows_before = len(keys_at(c1))
+    for key, body in first.items():
+        again = c1.ingest(body.encode(), key=key, headers={"X-Agent-Hooks-Host": "host-b"})
+        assert again.status_code == 200 and again.json().get("duplicate") is True, again.text
+    assert len(keys_at(c1)) == rows_before
+
+    # And B stays with the second (forward.failback_after_s = 0): a new event goes there.
+    fleet.hook("UserPromptSubmit", "fo-3")
+    [late] = fleet.queued()
+    fleet.drain()
+    wait(lambda: late in keys_at(c2), 10, "B's next event at the second center")
+    assert late not in keys_at(c1) and fleet.on(c2)
+
+    # Doctor and `fleet status` say where B is, and when it moved.
+    status = agent_hook("fleet", "status", "--json", env=fleet.hooks)
+    doc = json.loads(status.stdout)
+    assert doc["current"] == f"{c2.base}/api/hooks/ingest" and doc["switched_from"] == f"{c1.base}/api/hooks/ingest"
+    print(f"\nB moved to the second center {moved_in:.2f} s after the first was killed")
+
+
+def cancelled(home: Path, session: str) -> bool:
+    conn = sqlite3.connect(home / "store.db")
+    try:
+        row = conn.execute("SELECT cancelled_at FROM sessions WHERE session_id = ?", (session,)).fetchone()
+    finally:
+        conn.close()
+    return bool(row and row[0])
+
+
+def test_back_at_a_center_polled_before_no_control_is_applied_twice(fleet: Fleet) -> None:
+    """The subscription's cursor is kept per store: B, moved away and back, never applies the first
+    center's cancel again, though it was lifted on B in between."""
+    b, c1, c2 = fleet.b, fleet.c1, fleet.c2
+    wait(lambda: fleet.on(c1), 10, "B subscribed to the first center")
+    fleet.hook("SessionStart-startup", "fo-c")
+    fleet.drain()
+    wait(lambda: any(c.get("session_id") == "fo-c" for c in c1.board_cards().values()), 10, "B's card at the first")
+    card = next(c["id"] for c in c1.board_cards().values() if c.get("session_id") == "fo-c")
+    r = c1.http.post(f"/api/sessions/{card}/cancel", json={"reason": "stop"})
+    assert r.status_code == 200, r.text
+    wait(lambda: cancelled(b.home, "fo-c"), 10, "the cancel applied on B")
+    agent_hook("uncancel", "fo-c", env=fleet.hooks)  # the person at B lifts it there
+    assert not cancelled(b.home, "fo-c")
+
+    kill(c1)
+    wait(lambda: fleet.on(c2), MOVE_BOUND_S, "B on the second center")
+    c1 = fleet.c1 = Center(c1.home, port=c1.port, env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
+    kill(c2)
+    wait(lambda: fleet.on(c1), MOVE_BOUND_S, "B back on the first center")
+    assert fleet.centers()["switches"] == 2
+    time.sleep(1.0)  # a poll or two at the first: its old cancel must not come back
+    assert not cancelled(b.home, "fo-c"), "the first center's cancel was applied a second time"
