@@ -200,22 +200,24 @@ class Drainer:
                 self.client.headers.update(fleet.client_headers(self.paths, self.config, url=url))
         self.url = url
 
-    def _register(self, url: str, body: str) -> None:
+    def _register(self, url: str, body: str) -> bool:
         """Make sure the center at ``url`` knows the session of an event (``POST /api/hooks/sessions``,
         which returns the existing session when it knows it): after a move, a center that never saw the
-        session's start would refuse its later events. A failure here is left to the event's own send."""
+        session's start would refuse its later events. True when the center now knows it; a failure
+        here is left to the event's own send."""
         base = fleet.center_base(url)
         try:
             doc = json.loads(body)
         except ValueError:
-            return
+            return False
         if base is None or not isinstance(doc, dict) or doc.get("event") == "start":
-            return  # a start registers its session itself
+            return False  # a start registers its session itself
         reg = {k: doc[k] for k in ("session_id", "tmux_session", "agent_type") if doc.get(k)}
         try:
-            self.client.post(base + "/api/hooks/sessions", content=json.dumps(reg).encode())  # type: ignore[union-attr]
+            r = self.client.post(base + "/api/hooks/sessions", content=json.dumps(reg).encode())  # type: ignore[union-attr]
         except httpx.HTTPError:
-            pass
+            return False
+        return r.status_code in (200, 201)
 
     def _current(self) -> str:
         """The host's current center (the store's row, shared with the server), after a failback that
@@ -413,6 +415,11 @@ class Drainer:
                     if stop.is_set():
                         break
                     answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
+                    if answer[1] == 404 and row[2] not in self._known and self._register(url, row[3]):
+                        # The center never saw this session's start (not forwarded: a session outside tmux
+                        # whose start came before forwarding was on, or a start that went to another
+                        # center): registered now, the event goes again rather than dying on a 404.
+                        answer = send(self.client, url, row[1], row[3])  # type: ignore[arg-type]
                     results.put((row, answer))
                     kind = answer[0]
                     if kind == OK:

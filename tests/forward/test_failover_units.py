@@ -215,3 +215,31 @@ def test_after_a_move_a_session_is_registered_before_its_first_event(tmp_path: P
     d = f.drain()
     assert d.delivered == 1 and d.dead == 0 and known == {"s-1"}
     assert f.sent[-1] == (SECOND, eid)
+
+
+def test_an_event_of_a_session_the_center_never_saw_start_is_registered_and_sent_again(tmp_path: Path) -> None:
+    """One center, no move: a session whose start was never forwarded (its first event here is a
+    permission dialog) is answered 404, which is final; the drainer registers it and sends the event
+    again, once, instead of letting it die. Another 404 after that is final, as the contract says."""
+    known: set[str] = set()
+
+    def center(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if request.url.path == "/api/hooks/sessions":
+            if body["session_id"] != "s-unregistrable":
+                known.add(body["session_id"])
+                return httpx.Response(201, json={"id": body["session_id"]})
+            return httpx.Response(400, json={"error": "no"})
+        if body["event"] != "start" and body["session_id"] not in known:
+            return httpx.Response(404, json={"error": "session not found"})
+        return httpx.Response(200)
+
+    f = Fleet(tmp_path, {FIRST: center})
+    with f.store.write() as conn:
+        eid = outbox.enqueue(conn, "s-1", "x", "to_review", {"session_id": "s-1", "event": "to_review",
+                                                            "agent_type": "claude-code"}, time.time())
+        lost = outbox.enqueue(conn, "s-unregistrable", "x", "to_review",
+                              {"session_id": "s-unregistrable", "event": "to_review"}, time.time())
+    d = f.drain()
+    assert known == {"s-1"} and d.delivered == 1 and d.dead == 1
+    assert f.sent.count((FIRST, eid)) == 2 and f.sent.count((FIRST, lost)) == 1  # once more, after the registration
