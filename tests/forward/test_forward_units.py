@@ -260,14 +260,20 @@ def test_failing_answers_dead_letter_after_max_attempts_then_the_session_goes_on
 
 
 def test_a_permanent_answer_is_dead_lettered_at_once(tmp_path: Path) -> None:
+    # A 404 (session not found) first tries to register the session; refused too, the event is dead at once.
     w = World(tmp_path, lambda r: httpx.Response(404, json={"error": "session not found"}))
     w.put("agent-a", "tool_use")
     d = w.drain()
-    assert d.dead == 1 and len(w.requests) == 1
+    assert d.dead == 1 and [r.url.path for r in w.requests] == ["/api/hooks/ingest", "/api/hooks/sessions"]
     (row,) = w.rows()
     assert row[2:] == ("dead", 1, 404)
     err = w.store.conn.execute("SELECT last_error FROM outbox").fetchone()[0]
     assert err.startswith("HTTP 404") and "session not found" in err
+    # Any other 4xx: one request, nothing more.
+    w = World(tmp_path / "other", lambda r: httpx.Response(422, json={"error": "unknown event"}))
+    w.put("agent-a", "tool_use")
+    d = w.drain()
+    assert d.dead == 1 and [r.url.path for r in w.requests] == ["/api/hooks/ingest"]
 
 
 def test_retry_after_is_honoured_within_the_cap(tmp_path: Path) -> None:
