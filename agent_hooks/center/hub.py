@@ -576,15 +576,7 @@ class Hub:
                 out = fleetdb.sync_local(conn, event_map if isinstance(event_map, dict) else {}, now)
             if out.transitions and self.clients:
                 self._publish([{"type": "event", **t} for t in out.transitions])
-        if changed or force or now - self._last_full >= FULL_REBUILD_S:
-            ids, self._dirty = self._dirty, set()
-            self._last_full = now
-            self._refresh(now, ids, everything=True)
-            self._approvals_diff()
-        elif self._dirty:
-            self._flush()
-        else:
-            self._approvals_diff()  # a listed copy may have expired
+        self._publish_changes(now, changed or force or now - self._last_full >= FULL_REBUILD_S)
 
     def _tick_postgres(self, force: bool) -> None:
         """_tick on PostgreSQL: what other centers committed comes as notifications, not as a changed
@@ -599,6 +591,11 @@ class Hub:
         if notices & {"\0cost", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
             self._cost_dirty = True
         self._dirty |= {n for n in notices if not n.startswith("\0")}
+        self._publish_changes(now, everything)
+
+    def _publish_changes(self, now: float, everything: bool) -> None:
+        """After a tick: every card looked at again (``everything``), else the written ones; then the
+        pending list, which also notices a listed copy that expired."""
         if everything:
             ids, self._dirty = self._dirty, set()
             self._last_full = now
@@ -607,7 +604,7 @@ class Hub:
         elif self._dirty:
             self._flush()
         else:
-            self._approvals_diff()
+            self._approvals_diff()  # a listed copy may have expired
 
     def set_center(self, is_center: bool) -> None:
         """Said by center/control.py at startup: whether this server is a command center (it subscribes to
