@@ -100,11 +100,14 @@ def local_covers(conn: sqlite3.Connection, config: dict[str, Any], own_host: str
     agent, task = who(conn, "", session_id)
     if rules.covers(config, rules.REQUEST, own_host, agent, task):
         return True
-    if rules.REQUEST not in rules.push_kinds(config):
-        return False
+    return rules.REQUEST in rules.push_kinds(config) and _subscribed(conn)
+
+
+def _subscribed(conn: sqlite3.Connection) -> bool:
+    """Whether any device subscribed to this host's Web Push."""
     try:
         return conn.execute("SELECT 1 FROM push_subscriptions LIMIT 1").fetchone() is not None
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError:  # a store without the table
         return False
 
 
@@ -117,12 +120,8 @@ def told_here(conn: sqlite3.Connection, config: dict[str, Any], own_host: str,
     finished) this host tells its person about itself: its card's report says so (``notified_by_host``), so
     that its command center does not tell them again."""
     pushed = [k for k in SESSION_KINDS if k in rules.push_kinds(config)]
-    if pushed:
-        try:
-            subscribed = conn.execute("SELECT 1 FROM push_subscriptions LIMIT 1").fetchone() is not None
-        except sqlite3.OperationalError:
-            subscribed = False
-        pushed = pushed if subscribed else []
+    if pushed and not _subscribed(conn):
+        pushed = []
     return [[k for k in SESSION_KINDS if k in pushed or rules.covers(config, k, own_host, agent, task)]
             for agent, task in sessions]
 
