@@ -113,9 +113,13 @@ def test_refusals_say_why_and_start_nothing(center: Center, tmux: TmuxDir, work:
         status, doc = start(center, **body)
         assert status == want and text in doc.get("error", ""), (body, status, doc)
     assert tmux.sessions() == []
-    # A refused launch stays on the board as such, with the host's reason.
-    refused = [c for c in center.board_cards().values() if c["launch"]]
-    assert refused and all(c["launch"]["state"] == "refused" and c["launch"]["error"] for c in refused), refused
+    # A refused launch stays on the board as such, with the host's reason (the board hears of the last
+    # refusal a tick after its answer).
+    def refused() -> list[dict[str, Any]]:
+        return [c for c in center.board_cards().values() if c["launch"]]
+
+    wait_for(lambda: refused() and all(c["launch"]["state"] == "refused" and c["launch"]["error"] for c in refused()),
+             what="every launched card refused, with its reason", show=refused)
 
 
 def test_a_host_with_no_roots_launches_nothing(tmp_path: Path, tmux: TmuxDir) -> None:
