@@ -435,6 +435,9 @@ DEFAULTS: dict[str, Any] = {
         # the postgres extra: pip install 'agent-hooks[postgres]'). The password: a 0600 password file
         # (~/.pgpass, "?passfile=/path" in the URL, PGPASSFILE), or the URL in AGENT_HOOKS__CENTER__DATABASE.
         "database": "",
+        # PostgreSQL only: the most connections this center's server threads hold (psycopg_pool's pool; the
+        # writer and the listener have one each besides).
+        "pool_size": 10,
     },
     # Sessions started on this host from a command center or `agent-hook launch` (center/launch.py,
     # docs/command-center.md#launching). This host decides from these alone, whoever asks.

@@ -149,5 +149,5 @@ def routes(state: ServerState) -> list[BaseRoute]:
 
 
 def _detail(state: ServerState, env: dict[str, str], own_host: str, card_id: str) -> dict[str, Any] | None:
-    conn = fleetstore.thread_store(state).conn
-    return cards.detail(conn, state.config, env, own_host, card_id, time.time())
+    with fleetstore.borrowed(state) as store:
+        return cards.detail(store.conn, state.config, env, own_host, card_id, time.time())

@@ -30,6 +30,7 @@ psycopg is imported only here, and only when the database names PostgreSQL (the 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
@@ -183,15 +184,27 @@ class PgConnection:
         self.raw.close()
 
 
-def connect(url: str, application: str = "agent-hooks center") -> PgConnection:
-    """A new autocommit connection to the fleet's PostgreSQL database."""
+# libpq's keepalives: a connection whose database vanished without a word (a partition, a dead machine) is
+# found dead in about a minute, not at the next write the kernel gives up on (the listener only reads).
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
+def _connect_args(application: str) -> dict[str, Any]:
+    return {"autocommit": True, "application_name": application, "connect_timeout": 10, **_KEEPALIVES}
+
+
+def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - the extra is not installed
         raise RuntimeError("[center] database names PostgreSQL, but psycopg is not installed:"
                            " pip install 'agent-hooks[postgres]'") from exc
-    raw = psycopg.connect(url, autocommit=True, application_name=application, connect_timeout=10)
-    return PgConnection(raw)
+    return psycopg
+
+
+def connect(url: str, application: str = "agent-hooks center") -> PgConnection:
+    """A new autocommit connection to the fleet's PostgreSQL database."""
+    return PgConnection(_psycopg().connect(url, **_connect_args(application)))
 
 
 class _PgTransaction:
@@ -216,13 +229,14 @@ class _PgTransaction:
 
 
 class PgStore:
-    """The fleet store on PostgreSQL, in the shape the hub and the notifier use a ServerStore in."""
+    """The fleet store on PostgreSQL, in the shape the hub and the notifier use a ServerStore in: a
+    connection of its own (``PgStore(url)``), or one borrowed from the process's pool (:func:`borrowed`)."""
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, migrate_now: bool = True) -> None:
+    def __init__(self, url: str, migrate_now: bool = True, conn: PgConnection | None = None) -> None:
         self.url = url
-        self.conn = connect(url)
+        self.conn = conn if conn is not None else connect(url)
         self.generation = 0
         if migrate_now:
             try:
@@ -407,9 +421,10 @@ def notify(conn: Any, topic: str, key: str) -> None:
 
 
 class Listener:
-    """A thread that LISTENs on the fleet's channel and hands each notification (topic, key) to
-    ``on_notice``; on a lost connection it reconnects (``on_reconnect`` then: what it missed is unknown,
-    so the caller looks at everything again)."""
+    """LISTENs on the fleet's channel on the server's event loop (psycopg's async connection: no thread,
+    no hop between threads) and hands each notification (topic, key) to ``on_notice``, on the loop; on a
+    lost connection it reconnects (``on_reconnect`` then: what it missed is unknown, so the caller looks
+    at everything again)."""
 
     def __init__(self, url: str, on_notice: Callable[[list[tuple[str, str]]], None],
                  on_reconnect: Callable[[], None]) -> None:
@@ -417,9 +432,8 @@ class Listener:
         self.on_notice = on_notice
         self.on_reconnect = on_reconnect
         self.stopping = False
-        self.thread = threading.Thread(target=self._run, name="agent-hooks-fleet-listen", daemon=True)
-        self._conn: Any = None
-        self.ready = threading.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Event | None = None
         # For /status and doctor: since when it listens (wall clock; None while it does not), how many
         # notifications it took, how often it reconnected, and the last failure (kept once connected again).
         self.connected_since: float | None = None
@@ -434,32 +448,45 @@ class Listener:
                 "notifications": self.notifications, "reconnects": self.reconnects,
                 "last_error": self.last_error, "last_error_at": self.last_error_at}
 
-    def start(self) -> Listener:
-        self.thread.start()
+    async def start(self, wait_s: float = 10.0) -> Listener:
+        """Start listening; return once it listens, or after ``wait_s`` (PostgreSQL away: it keeps trying)."""
+        self.ready = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="agent-hooks-fleet-listen")
+        try:
+            await asyncio.wait_for(self.ready.wait(), wait_s)
+        except TimeoutError:
+            pass
         return self
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         self.stopping = True
-        conn = self._conn
-        if conn is not None:
+        if self.task is not None:
+            self.task.cancel()
             try:
-                conn.raw.cancel_safe()
-            except Exception:  # noqa: BLE001
+                await self.task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping: nothing left to tell
                 pass
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
+        psycopg = _psycopg()
         failed_before = False
         while not self.stopping:
+            conn: Any = None
             try:
-                self._conn = connect(self.url, "agent-hooks center listener")
-                self._conn.execute(f"LISTEN {CHANNEL}")
+                conn = await psycopg.AsyncConnection.connect(self.url, **_connect_args("agent-hooks center listener"))
+                await conn.execute(f"LISTEN {CHANNEL}".encode())
                 if failed_before:
                     self.reconnects += 1
                     self.on_reconnect()
                 self.connected_since = time.time()
+                assert self.ready is not None
                 self.ready.set()
                 failed_before = False
-                self._listen()
+                async for n in conn.notifies():
+                    self.notifications += 1
+                    topic, _, key = n.payload.partition(":")
+                    self.on_notice([(topic, key)])
+                raise psycopg.OperationalError("the listener's connection closed")
             except Exception as exc:  # noqa: BLE001 - PostgreSQL away: tried again, said once
                 self.connected_since = None
                 self.last_error, self.last_error_at = error_text(exc, self.url), time.time()
@@ -467,25 +494,14 @@ class Listener:
                     log.warning("the fleet's PostgreSQL listener lost its connection (%s); reconnecting", exc)
                 failed_before = True
             finally:
-                if self._conn is not None:
+                self.connected_since = None
+                if conn is not None:
                     try:
-                        self._conn.close()
+                        await conn.close()
                     except Exception:  # noqa: BLE001
                         pass
-                    self._conn = None
-                self.connected_since = None
             if not self.stopping:
-                time.sleep(0.5)
-
-    def _listen(self) -> None:
-        raw = self._conn.raw
-        while not self.stopping:
-            # Each notification as it comes (the generator yields at once); a second's timeout to look
-            # at ``stopping``.
-            for n in raw.notifies(timeout=1.0):
-                self.notifications += 1
-                topic, _, key = n.payload.partition(":")
-                self.on_notice([(topic, key)])
+                await asyncio.sleep(0.5)
 
 
 @contextmanager
@@ -513,22 +529,71 @@ def open_store(state: Any) -> Any:
     return PgStore(url) if url else state.open_store()
 
 
-_local = threading.local()
+class Pool:
+    """The process's connections to the fleet's PostgreSQL for what the server's threads read and write (a
+    paired credential's check, a session's page): psycopg_pool's pool, so that however many threads serve
+    requests, the database sees at most ``[center] pool_size`` connections from this center, each opened
+    once and lent out one use at a time. A connection PostgreSQL dropped is found broken when it comes back
+    and replaced; a borrower waits at most ``POOL_WAIT_S`` (then psycopg_pool.PoolTimeout: answered 503,
+    as PostgreSQL away is)."""
+
+    def __init__(self, url: str, size: int) -> None:
+        _psycopg()
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.pool = ConnectionPool(url, min_size=1, max_size=max(1, size), kwargs=_connect_args("agent-hooks center"),
+                                   timeout=POOL_WAIT_S, name="agent-hooks-fleet", open=False)
+        self.pool.open(wait=False)
+
+    @contextmanager
+    def store(self) -> Iterator[PgStore]:
+        with self.pool.connection() as raw:
+            yield PgStore(self.url, migrate_now=False, conn=PgConnection(raw))
+
+    def close(self) -> None:
+        self.pool.close(timeout=1.0)
 
 
-def thread_store(state: Any) -> Any:
-    """This thread's connection to the fleet store (the pool's threads: a credential check, a session
-    page): PostgreSQL's own per thread, else the thread's SQLite store (``state.store()``)."""
+POOL_WAIT_S = 5.0
+_pools: dict[str, Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_of(state: Any, url: str) -> Pool:
+    """The process's pool for ``url`` (made at the first use)."""
+    pool = _pools.get(url)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(url)
+            if pool is None:
+                pool = _pools[url] = Pool(url, int((state.config.get("center") or {}).get("pool_size") or 10))
+    return pool
+
+
+def close_pools() -> None:
+    """At the server's shutdown: every pool's connections closed."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        try:
+            pool.close()
+        except Exception:  # noqa: BLE001 - at shutdown, nothing is left to tell
+            pass
+
+
+@contextmanager
+def borrowed(state: Any) -> Iterator[Any]:
+    """The fleet store for one piece of work on a server thread: a connection lent by the process's pool
+    (PostgreSQL), else the thread's SQLite store (``state.store()``). Its ``conn`` and ``write()`` are the
+    store's; it is given back when the block ends."""
     url = postgres_of(state)
     if not url:
-        return state.store()
-    store = getattr(_local, "store", None)
-    if store is not None and (store.url != url or store.conn.raw.closed):
-        store.close()
-        store = None
-    if store is None:
-        store = _local.store = PgStore(url, migrate_now=False)
-    return store
+        yield state.store()
+        return
+    with pool_of(state, url).store() as store:
+        yield store
 
 
 def errors() -> tuple[type[BaseException], ...]:

@@ -75,7 +75,7 @@ class Hub:
         # SQLite store; other processes' commits then come as notifications (fleetstore.Listener).
         self.postgres = fleetstore.postgres_of(state)
         self.listener: fleetstore.Listener | None = None
-        self._notices: set[str] = set()  # card ids another center changed (listener thread -> this one)
+        self._notices: set[str] = set()  # card ids another center changed (the loop's listener -> the writer)
         self._noticed = False
         self._notice_lock = threading.Lock()
         self.credentials_version = 0  # raised when another center paired or revoked (access.CredentialCache)
@@ -149,8 +149,7 @@ class Hub:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         if self.postgres:
-            self.listener = fleetstore.Listener(self.postgres, self._on_notice, self._on_reconnect).start()
-            await asyncio.get_running_loop().run_in_executor(None, self.listener.ready.wait, 10)
+            self.listener = await fleetstore.Listener(self.postgres, self._on_notice, self._on_reconnect).start()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.thread = threading.Thread(target=self._run, args=(ready,), name="agent-hooks-fleet", daemon=True)
         self.thread.start()
@@ -159,12 +158,13 @@ class Hub:
     async def stop(self) -> None:
         self.stopping = True
         if self.listener is not None:
-            self.listener.stop()
+            await self.listener.stop()
         self.jobs.put(None)
         for client in list(self.clients):
             client.queue.put_nowait(None)
         if self.thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 5)
+        fleetstore.close_pools()
 
     def store_status(self) -> dict[str, Any]:
         """Where the fleet lives, for /status and doctor: the backend, and with PostgreSQL the database
@@ -299,15 +299,17 @@ class Hub:
     # -- PostgreSQL: other centers' changes, and the database away ----------------------------------
 
     def _on_notice(self, notices: list[tuple[str, str]]) -> None:
-        """On the listener's thread: what another center (or this one) committed."""
-        wake: set[str] = set()
+        """On the loop (the listener's): what another center (or this one) committed. A host's long poll
+        and a reply's waiter are woken here at once; the rest is the writer thread's, woken once for all the
+        notices it has not taken yet."""
         replies: list[str] = []
         with self._notice_lock:
+            wake_writer = not self._noticed
             for topic, key in notices:
                 if topic == "card":
                     self._notices.add(key)
                 elif topic == "control":
-                    wake.add(key)
+                    self.wake_controls(key)
                 elif topic == "reply":
                     replies.append(key)
                 elif topic == "credentials":
@@ -315,20 +317,17 @@ class Hub:
                 else:  # approvals, cost: looked at again on the writer thread
                     self._notices.add(f"\0{topic}")
             self._noticed = True
-        if self.loop is not None:
-            for host in wake:
-                self.loop.call_soon_threadsafe(self.wake_controls, host)
-            for key in replies:
-                self.loop.call_soon_threadsafe(self._remote_reply, key)
-        self.jobs.put(False)  # the writer thread wakes now, not at its next tick
+        for key in replies:
+            self._remote_reply(key)
+        if wake_writer:
+            self.jobs.put(False)  # the writer thread wakes now, not at its next tick
 
     def _on_reconnect(self) -> None:
-        """The listener was away: what it missed is unknown, so everything is looked at again."""
+        """On the loop: the listener was away; what it missed is unknown, so everything is looked at again."""
         with self._notice_lock:
             self._notices.add("\0all")
             self._noticed = True
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.wake_controls, None)
+        self.wake_controls(None)
         self.jobs.put(False)
 
     def _take_notices(self) -> set[str] | None:
@@ -518,8 +517,7 @@ class Hub:
             # Each card keeps its newest board.events_kept events (and their idempotency keys).
             keep = int(self.state.config["board"]["events_kept"])
             with self.store.write() as conn:  # type: ignore[union-attr]
-                for cid in self._touched:
-                    fleetdb.prune_events(conn, cid, keep)
+                fleetdb.prune_events(conn, sorted(self._touched), keep)
             self._touched = set()
 
     def _flush(self) -> None:

@@ -482,15 +482,15 @@ def _verify(state: ServerState, presented: str, address: str) -> credentials.Fou
     """A paired credential's row (on a pool thread: it reads the store); its last-seen time noted."""
     from agent_hooks.center import fleetstore
 
-    store = fleetstore.thread_store(state)
-    found = credentials.verify(store.conn, presented)
-    now = time.time()
-    if found is not None and found.refused is None and found.seen_due(now):
-        try:
-            with store.write() as conn:
-                credentials.seen(conn, found.credential_id, now, address)
-        except fleetstore.errors():  # when it was last seen is a nicety: never refuse a caller for it
-            pass
+    with fleetstore.borrowed(state) as store:
+        found = credentials.verify(store.conn, presented)
+        now = time.time()
+        if found is not None and found.refused is None and found.seen_due(now):
+            try:
+                with store.write() as conn:
+                    credentials.seen(conn, found.credential_id, now, address)
+            except fleetstore.errors():  # when it was last seen is a nicety: never refuse a caller for it
+                pass
     return found
 
 
