@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,45 @@ def find(conn: sqlite3.Connection, session_id: str | None, tmux: str | None, hos
                            " ORDER BY updated_at DESC LIMIT 1", (host, tmux))
         return row_dict(cur, cur.fetchone())
     return None
+
+
+class Found:
+    """:func:`find` for every session of one host's report, from one query (a round trip per card adds up
+    with PostgreSQL: the writer thread waits for each). ``session(sid)`` is find(sid, None, host),
+    ``tmux(name)`` is find(None, name, host)."""
+
+    def __init__(self, conn: sqlite3.Connection, host: str, session_ids: list[str | None],
+                 tmux_names: list[str | None]) -> None:
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self.by_session: dict[str, dict[str, Any]] = {}
+        self.by_tmux: dict[str, dict[str, Any]] = {}
+        ids, names = sorted(set(filter(None, session_ids))), sorted(set(filter(None, tmux_names)))
+        where, params = [], []
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            where.append(f"id IN ({marks}) OR session_id IN ({marks})")
+            params += ids + ids
+        if names:
+            where.append(f"(host = ? AND tmux_session IN ({', '.join('?' * len(names))}))")
+            params += [host, *names]
+        if not where:
+            return
+        cur = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM fleet_sessions WHERE {' OR '.join(where)}"
+                           " ORDER BY updated_at DESC", params)
+        for row in cur.fetchall():
+            card = row_dict(cur, row)
+            assert card is not None
+            self.by_id[card["id"]] = card
+            if card["session_id"]:
+                self.by_session.setdefault(card["session_id"], card)  # the newest first, as find's LIMIT 1
+            if card["host"] == host and card["tmux_session"]:
+                self.by_tmux.setdefault(card["tmux_session"], card)
+
+    def session(self, session_id: str | None) -> dict[str, Any] | None:
+        return (self.by_id.get(session_id) or self.by_session.get(session_id)) if session_id else None
+
+    def tmux(self, name: str | None) -> dict[str, Any] | None:
+        return self.by_tmux.get(name) if name else None
 
 
 def create(conn: sqlite3.Connection, *, host: str, at: float, session_id: str | None = None,
@@ -310,12 +350,13 @@ def list_cards(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [row_dict(cur, r) for r in cur.fetchall()]  # type: ignore[misc]
 
 
-def prune_events(conn: sqlite3.Connection, card_id: str, keep: int) -> None:
-    """Keep a card's newest ``keep`` events (idempotency keys of older ones are forgotten)."""
-    conn.execute(
+def prune_events(conn: sqlite3.Connection, card_ids: Iterable[str], keep: int) -> None:
+    """Keep each card's newest ``keep`` events (idempotency keys of older ones are forgotten). One
+    executemany: PostgreSQL's runs as one pipeline, not a round trip per card."""
+    conn.executemany(
         "DELETE FROM fleet_events WHERE fleet_id = ? AND id <= coalesce((SELECT id FROM fleet_events"
         " WHERE fleet_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), -1)",
-        (card_id, card_id, keep),
+        [(cid, cid, keep) for cid in card_ids],
     )
 
 

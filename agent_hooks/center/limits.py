@@ -52,11 +52,12 @@ def known(conn: sqlite3.Connection, host: str) -> bool:
     """``host`` already holds a place (cards, pending requests, a subscription), or is this host."""
     if host == THIS_HOST:
         return True
-    return any(conn.execute(sql, (host,)).fetchone() is not None for sql in (
-        "SELECT 1 FROM fleet_sessions WHERE host = ? LIMIT 1",
-        "SELECT 1 FROM fleet_hosts WHERE host = ?",
-        # state = 'pending' as a literal: the partial index of pending rows answers it.
-        "SELECT 1 FROM approvals WHERE state = 'pending' AND host = ? LIMIT 1"))
+    # One query (with PostgreSQL a round trip each would add up: every report asks). state = 'pending' as a
+    # literal: the partial index of pending rows answers it.
+    return conn.execute(
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM fleet_sessions WHERE host = ?)"
+        " OR EXISTS (SELECT 1 FROM fleet_hosts WHERE host = ?)"
+        " OR EXISTS (SELECT 1 FROM approvals WHERE state = 'pending' AND host = ?)", (host, host, host)).fetchone() is not None
 
 
 def hosts_kept(conn: sqlite3.Connection, now: float) -> int:

@@ -149,16 +149,19 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
                          approvals_full=requests_full)
         refused += stored.refused
     new: list[dict[str, Any]] = []
+    kept: list[tuple[str, dict[str, Any]]] = []
+    found = fleetdb.Found(conn, host, [i["session_id"] for i in items], [i.get("tmux_session") for i in items])
     for item in items:
-        card = fleetdb.find(conn, item["session_id"], None, host)
+        card = found.session(item["session_id"])
         if card is not None and card["host"] != host:
             continue  # a session id of another host's card: never overwritten from here
-        if card is None and item.get("tmux_session"):
-            card = fleetdb.find(conn, None, item["tmux_session"], host)
+        if card is None:
+            card = found.tmux(item.get("tmux_session"))
         if card is None:
             new.append(item)
             continue
-        _keep(conn, out, card["id"], item, at)
+        kept.append((card["id"], item))
+    _keep(conn, out, kept, at)
     if caps is not None and new:
         new.sort(key=lambda i: i.get("last_activity") or 0.0, reverse=True)  # the newest first
         out.body["left_out"]["cards"] = max(0, len(new) - caps.cards_per_host)
@@ -173,11 +176,11 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
                               or contract.DEFAULT_AGENT_TYPE, state=contract.RUNNING)
         out.transitions.append({"id": card["id"], "event": "register", "from": None, "to": card["state"],
                                 "ignored": False, "source": "report", "at": at})
-        _keep(conn, out, card["id"], item, at)
+        _keep(conn, out, [(card["id"], item)], at)
     from agent_hooks.center import ledger
 
     # A session's agent and task as its card now says: its spend in the ledger moves with them.
-    if sum(ledger.attribute(conn, host, i["session_id"], i.get("agent"), i.get("task_id")) for i in items):
+    if ledger.attribute(conn, host, [(i["session_id"], i.get("agent"), i.get("task_id")) for i in items]):
         out.extra["cost"] = True
     if refused and caps is not None:
         out.status = 429
@@ -187,12 +190,15 @@ def store_report(conn: sqlite3.Connection, host: str, items: list[dict[str, Any]
     return out
 
 
-def _keep(conn: sqlite3.Connection, out: fleetdb.Result, card_id: str, item: dict[str, Any], at: float) -> None:
-    """A reported session as its card's details."""
-    conn.execute("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
-                 " WHERE id = ?", (json.dumps(item, sort_keys=True), at, item["session_id"], card_id))
-    out.changed.add(card_id)
-    out.body["cards"] += 1
+def _keep(conn: sqlite3.Connection, out: fleetdb.Result, kept: list[tuple[str, dict[str, Any]]], at: float) -> None:
+    """Reported sessions as their cards' details (card id, item): one executemany, PostgreSQL's one pipeline."""
+    if not kept:
+        return
+    conn.executemany("UPDATE fleet_sessions SET details = ?, details_at = ?, session_id = coalesce(session_id, ?)"
+                     " WHERE id = ?", [(json.dumps(item, sort_keys=True), at, item["session_id"], card_id)
+                                       for card_id, item in kept])
+    out.changed.update(card_id for card_id, _item in kept)
+    out.body["cards"] += len(kept)
 
 
 async def report(state: ServerState, scope: fastpath.Scope, receive: fastpath.Receive, send: fastpath.Send) -> None:
