@@ -533,8 +533,8 @@ class Pool:
     """The process's connections to the fleet's PostgreSQL for what the server's threads read and write (a
     paired credential's check, a session's page): psycopg_pool's pool, so that however many threads serve
     requests, the database sees at most ``[center] pool_size`` connections from this center, each opened
-    once and lent out one use at a time. A connection PostgreSQL dropped is found broken when it comes back
-    and replaced; a borrower waits at most ``POOL_WAIT_S`` (then psycopg_pool.PoolTimeout: answered 503,
+    once and lent out one use at a time. A connection PostgreSQL dropped is found before it is lent and
+    replaced; a borrower waits at most ``POOL_WAIT_S`` (then psycopg_pool.PoolTimeout: answered 503,
     as PostgreSQL away is)."""
 
     def __init__(self, url: str, size: int) -> None:
@@ -542,8 +542,11 @@ class Pool:
         from psycopg_pool import ConnectionPool
 
         self.url = url
-        self.pool = ConnectionPool(url, min_size=1, max_size=max(1, size), kwargs=_connect_args("agent-hooks center"),
-                                   timeout=POOL_WAIT_S, name="agent-hooks-fleet", open=False)
+        # check: a connection is looked at (an empty query) before it is lent, so one PostgreSQL dropped
+        # (a restart, an idle timeout) is replaced there, not met by a request that would then fail.
+        self.pool = ConnectionPool(url, min_size=1, max_size=max(1, size),
+                                   kwargs=_connect_args("agent-hooks center pool"), timeout=POOL_WAIT_S,
+                                   check=ConnectionPool.check_connection, name="agent-hooks-fleet", open=False)
         self.pool.open(wait=False)
 
     @contextmanager

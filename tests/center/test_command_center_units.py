@@ -207,3 +207,41 @@ def test_patch_delete_and_controls(conn: sqlite3.Connection) -> None:
     conn.execute("COMMIT")
     assert [c["seq"] for c in fleetdb.controls_after(conn, "host-b", 0)] == [a, b]
     assert [c["seq"] for c in fleetdb.controls_after(conn, "host-b", a)] == [b]
+
+
+class _Counting:
+    """A sqlite3 connection that counts the calls made on it: with PostgreSQL each is a round trip the
+    writer thread waits for (an executemany is one pipeline)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.calls = conn, 0
+
+    def execute(self, *args: object) -> sqlite3.Cursor:
+        self.calls += 1
+        return self.conn.execute(*args)  # type: ignore[arg-type]
+
+    def executemany(self, *args: object) -> sqlite3.Cursor:
+        self.calls += 1
+        return self.conn.executemany(*args)  # type: ignore[arg-type]
+
+
+def test_a_reports_round_trips_do_not_grow_with_its_cards(conn: sqlite3.Connection) -> None:
+    from agent_hooks.center import limits, report
+
+    caps = limits.Limits(hosts=10, cards_per_host=100, requests_per_host=10, rows=1000)
+
+    def calls(n: int, host: str) -> int:
+        items = [{"session_id": f"{host}-{i}", "tmux_session": f"t{i}", "agent": "a", "current_tool": "Bash"}
+                 for i in range(n)]
+        with _Tx(conn) as c:
+            report.store_report(c, host, items, 100.0, requests=[], caps=caps)  # the cards made
+        counting = _Counting(conn)
+        with _Tx(conn):
+            out = report.store_report(counting, host, [{**i, "current_tool": "Read"} for i in items], 101.0,  # type: ignore[arg-type]
+                                      requests=[], caps=caps)
+        assert out.status == 200 and out.body["cards"] == n, out.body
+        assert json.loads(conn.execute("SELECT details FROM fleet_sessions WHERE id = ?",
+                                       (f"{host}-{n - 1}",)).fetchone()[0])["current_tool"] == "Read"
+        return counting.calls
+
+    assert calls(40, "host-big") == calls(4, "host-small")

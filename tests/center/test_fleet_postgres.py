@@ -235,3 +235,43 @@ def test_two_centers_draining_one_outbox_send_each_notification_once(fleet_db: s
     finally:
         one.close()
         two.close()
+
+
+def test_server_threads_borrow_from_a_pool_of_pool_size_connections_and_a_dropped_one_is_replaced(
+        tmp_path: Path, fleet_db: str) -> None:
+    """Every server thread that reads the fleet (here: a presented credential checked) borrows a connection
+    from the process's pool: however many requests run at once, PostgreSQL sees at most [center] pool_size
+    of them; and one PostgreSQL dropped is replaced before it is lent, unseen by the caller."""
+    import concurrent.futures
+    import secrets
+
+    import httpx
+
+    center = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center",
+                                              "AGENT_HOOKS__CENTER__DATABASE": fleet_db,
+                                              "AGENT_HOOKS__CENTER__POOL_SIZE": "2"}).start()
+    admin = fleetstore.PgStore(fleet_db, migrate_now=False)
+    pooled = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()" \
+             " AND application_name = 'agent-hooks center pool'"
+
+    def unknown_credential() -> int:
+        # A credential never paired: looked up in the fleet's table (a borrowed connection), then refused.
+        r = httpx.get(f"{center.base}/api/fleet/status", timeout=10,
+                      headers={"Authorization": f"Bearer ah1.{secrets.token_hex(8)}.{secrets.token_urlsafe(24)}"})
+        return r.status_code
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(lambda _: unknown_credential(), range(48)))
+        assert set(statuses) == {401}, statuses
+        held = admin.conn.execute(pooled).fetchall()
+        assert 1 <= len(held) <= 2, held
+        for (pid,) in held:
+            admin.conn.execute("SELECT pg_terminate_backend(?)", (pid,))
+        wait_for(lambda: all(pid not in {r[0] for r in admin.conn.execute(pooled).fetchall()} for (pid,) in held),
+                 what="the pool's connections dropped by PostgreSQL")
+        # Not 503 (the database is there): the dropped connections are replaced before they are lent.
+        assert [unknown_credential() for _ in range(4)] == [401] * 4
+    finally:
+        admin.close()
+        center.stop()
