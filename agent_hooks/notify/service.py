@@ -292,7 +292,10 @@ class Notifier:
                     continue
                 targets = self._targets(store.conn, kind, card.get("host") or self.own_host, card.get("agent"),
                                         card.get("task_id"))
-                subject = f"{kind}:{cid}:{now:.3f}"
+                # The moment is named by the card's data, not by when this process saw it: several command
+                # centers on one PostgreSQL all see it, and the shared outbox keeps one row per name.
+                moment = card.get("last_activity")
+                subject = f"{kind}:{cid}:{moment if isinstance(moment, (int, float)) else now:.3f}"
                 todo += [(subject, kind, key, name, text.session(kind, card, board)) for key, name in targets]
             self._card_kinds[cid] = now_kinds
         if not partial:

@@ -275,3 +275,31 @@ def test_server_threads_borrow_from_a_pool_of_pool_size_connections_and_a_droppe
     finally:
         admin.close()
         center.stop()
+
+
+def test_a_session_moment_seen_by_two_centers_is_told_once(tmp_path: Path, fleet_db: str) -> None:
+    """Both centers build the failed card (each hears of it through PostgreSQL) and both have the channel:
+    the moment is one row of the shared outbox, so the person is told once."""
+    import json
+
+    from support.receiver import Receiver
+
+    with Receiver(path="/moments") as inbox:
+        env = {"AGENT_HOOKS__CENTER__DATABASE": fleet_db,
+               "AGENT_HOOKS__NOTIFY__CHANNELS": json.dumps([{"url": inbox.url, "on": ["failed"]}])}
+        one = Center(tmp_path / "c1", env={"AGENT_HOOKS__FLEET__HOST": "c1", **env}).start()
+        two = Center(tmp_path / "c2", env={"AGENT_HOOKS__FLEET__HOST": "c2", **env}).start()
+        try:
+            headers = {"X-Agent-Hooks-Host": "host-x"}
+            assert one.ingest({"tmux_session": "agent-x", "event": "start"}, key="x1", headers=headers).status_code == 200
+            card = wait_for(lambda: [c for c in two.board_cards().values() if c["tmux_session"] == "agent-x"],
+                            what="the card on the second center")[0]
+            assert one.ingest({"tmux_session": "agent-x", "event": "failed"}, key="x2", headers=headers).status_code == 200
+            wait_for(lambda: two.card(card["id"])["state"] == "failed", what="the failed card on the second center")
+            [told] = inbox.wait(1)
+            assert "stopped on an error" in told["title"], told
+            time.sleep(2.0)  # the other center's notifier had time to send its own
+            assert len(inbox.bodies()) == 1, inbox.bodies()
+        finally:
+            two.stop()
+            one.stop()
