@@ -141,28 +141,64 @@ def _param(value: Any) -> Any:
     return int(value) if isinstance(value, bool) else value
 
 
+_RIDES_ALONG = re.compile(r"^\s*(BEGIN|SAVEPOINT|RELEASE)\b", re.I)
+_ENDS = re.compile(r"^\s*(COMMIT|ROLLBACK)\s*;?\s*$", re.I)
+
+
 class PgConnection:
     """A psycopg connection that runs the center's SQL as sqlite3's would (see the module docstring).
 
     Autocommit, as the center's sqlite3 connections are (``isolation_level=None``): transactions are the
-    caller's ``BEGIN`` ... ``COMMIT``, savepoints included."""
+    caller's ``BEGIN`` ... ``COMMIT``, savepoints included.
+
+    Each statement is a round trip the caller waits for, and the writer thread opens a savepoint around
+    every job: ``BEGIN``, ``SAVEPOINT`` and ``RELEASE`` (which return nothing) are held back and sent in one
+    pipeline with the next statement, so they cost no round trip of their own. An error of one of them
+    is raised by that next statement, inside the same job. ``COMMIT`` and ``ROLLBACK`` end whatever was held
+    back (both release every savepoint); a transaction whose ``BEGIN`` was never sent is not sent to end."""
 
     dialect = POSTGRES
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
+        self._held: list[bytes] = []
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         if params is None or (not isinstance(params, dict) and len(params) == 0):
-            return self.raw.execute(translate(sql, params=False).encode(), prepare=False)
+            if _RIDES_ALONG.match(sql):
+                self._held.append(translate(sql, params=False).encode())
+                return _NO_ROWS
+            if _ENDS.match(sql):
+                return self._end(sql.strip().rstrip(";").upper())
+            return self._send(translate(sql, params=False).encode(), None)
         args: Any = {k: _param(v) for k, v in params.items()} if isinstance(params, dict) \
             else [_param(v) for v in params]
-        return self.raw.execute(translate(sql).encode(), args)
+        return self._send(translate(sql).encode(), args)
+
+    def _send(self, query: bytes, args: Any) -> Any:
+        if not self._held:
+            return self.raw.execute(query, args, prepare=False) if args is None else self.raw.execute(query, args)
+        held, self._held = self._held, []
+        with self.raw.pipeline():
+            for statement in held:
+                self.raw.execute(statement, prepare=False)
+            return self.raw.execute(query, args, prepare=False) if args is None else self.raw.execute(query, args)
+
+    def _end(self, word: str) -> Any:
+        held, self._held = self._held, []
+        if any(h.upper().startswith(b"BEGIN") for h in held):
+            return _NO_ROWS  # the transaction never reached the server: nothing to end
+        return self.raw.execute(word.encode(), prepare=False)
 
     def executemany(self, sql: str, seq: Any) -> Any:
         cur = self.raw.cursor()
         rows = [[_param(v) for v in row] for row in seq]
-        if rows:
+        if not rows:
+            return cur
+        held, self._held = self._held, []
+        with self.raw.pipeline():
+            for statement in held:
+                self.raw.execute(statement, prepare=False)
             cur.executemany(translate(sql).encode(), rows)
         return cur
 
@@ -170,18 +206,40 @@ class PgConnection:
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
+        if any(h.upper().startswith(b"BEGIN") for h in self._held):
+            return True
         return bool(self.raw.info.transaction_status != TransactionStatus.IDLE)
 
     def commit(self) -> None:
         if self.in_transaction:
-            self.raw.execute(b"COMMIT")
+            self.execute("COMMIT")
 
     def rollback(self) -> None:
         if self.in_transaction:
-            self.raw.execute(b"ROLLBACK")
+            self.execute("ROLLBACK")
 
     def close(self) -> None:
+        self._held = []
         self.raw.close()
+
+
+class _NoRows:
+    """What a statement held back (or one not sent) returns: no rows, nothing changed."""
+
+    rowcount = 0
+    description = None
+
+    def fetchone(self) -> None:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+_NO_ROWS = _NoRows()
 
 
 # libpq's keepalives: a connection whose database vanished without a word (a partition, a dead machine) is

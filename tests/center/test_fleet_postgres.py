@@ -303,3 +303,41 @@ def test_a_session_moment_seen_by_two_centers_is_told_once(tmp_path: Path, fleet
         finally:
             two.stop()
             one.stop()
+
+
+def test_begin_and_savepoints_ride_with_the_next_statement_and_a_failed_job_is_its_own(fleet_db: str) -> None:
+    """The writer's pattern (BEGIN, then SAVEPOINT job / RELEASE job around each job, one COMMIT): the
+    statements that return nothing are sent with the next one, and a job that fails is rolled back alone."""
+    store = fleetstore.PgStore(fleet_db)
+    conn = store.conn
+    try:
+        conn.execute("BEGIN")
+        assert conn.in_transaction  # held, not yet sent: still a transaction to the caller
+        outcomes = []
+        for host in ("h1", "bad", "h2"):
+            conn.execute("SAVEPOINT job")
+            try:
+                if host == "bad":
+                    conn.execute("INSERT INTO fleet_controls (host, kind, action, at) VALUES (?, ?, ?, ?)",
+                                 (host, "cancel", "cancel", "not a number"))
+                else:
+                    conn.execute("INSERT INTO fleet_controls (host, kind, action, at) VALUES (?, ?, ?, ?)",
+                                 (host, "cancel", "cancel", 1.0))
+            except Exception as exc:  # noqa: BLE001
+                conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+                outcomes.append(type(exc).__name__)
+                continue
+            conn.execute("RELEASE job")
+            outcomes.append("ok")
+        conn.execute("COMMIT")
+        assert outcomes == ["ok", "InvalidTextRepresentation", "ok"]
+        assert [r[0] for r in conn.execute("SELECT host FROM fleet_controls ORDER BY seq").fetchall()] == ["h1", "h2"]
+        # A transaction that ran nothing never reached the server, and ends without a word.
+        conn.execute("BEGIN")
+        conn.execute("SAVEPOINT job")
+        conn.execute("RELEASE job")
+        conn.execute("COMMIT")
+        assert not conn.in_transaction
+    finally:
+        store.close()
