@@ -35,7 +35,8 @@ card past ``board.max_sessions`` is not on the board) and ``removed`` messages p
 
 ``--backend``: the fleet store (sqlite, the embedded one; postgres: ``[center] database`` on a cluster the
 bench starts itself, its CPU printed below the table); ``--centers``: command-center processes sharing it
-(one, for sqlite). Hosts are spread over the centers round-robin; the board watches the first, and the
+(one, for sqlite), or several counts to compare (``--centers 1,2``: each count over every ``--hosts``,
+interleaved, and a last line with the most hosts each held at an answer p95 within ``--target-ms``). Hosts are spread over the centers round-robin; the board watches the first, and the
 person answers on the first (so with two centers, half the answers wake a long poll held by the other).
 Server CPU is the centers' together.
 """
@@ -565,7 +566,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per number of hosts (the range is printed)")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                     help="the command center's fleet store (postgres: a cluster of the bench's own)")
-    ap.add_argument("--centers", type=int, default=1, help="command-center processes sharing the store (postgres)")
+    ap.add_argument("--centers", default="1", help="command-center processes sharing the store (postgres);"
+                    " comma-separated to compare them (each is run over every --hosts)")
+    ap.add_argument("--target-ms", type=float, default=1000.0,
+                    help="the answer -> host p95 a number of hosts is held at, for the comparison line")
     ap.add_argument("--events-per-s", type=float, default=0.5, help="ingest events per host per second")
     ap.add_argument("--requesting", type=float, default=0.2, help="share of hosts that hold requests for a person")
     ap.add_argument("--answers-per-s", type=float, default=2.0, help="answers the simulated person gives per second")
@@ -574,39 +578,43 @@ def main() -> int:
     ap.add_argument("--verbose", action="store_true", help="print each run's statuses")
     args = ap.parse_args()
     ns = [int(x) for x in args.hosts.split(",") if x.strip()]
+    counts = [int(x) for x in str(args.centers).split(",") if x.strip()]
     try:
         import uvloop
         uvloop.install()
     except ImportError:
         pass
-    print(f"{args.backend}, {args.centers} center(s); {os.cpu_count()} cores; per host: {CARDS_PER_HOST} cards reported"
-          f" every {REPORT_EVERY_S:g} s, {args.events_per_s:g} events/s, a long poll; {args.requesting:.0%} of hosts"
-          f" hold requests, answered {args.answers_per_s:g}/s; {args.duration:g} s measured x {args.repeat}")
+    print(f"{args.backend}, {'/'.join(map(str, counts))} center(s); {os.cpu_count()} cores; per host: {CARDS_PER_HOST}"
+          f" cards reported every {REPORT_EVERY_S:g} s, {args.events_per_s:g} events/s, a long poll;"
+          f" {args.requesting:.0%} of hosts hold requests, answered {args.answers_per_s:g}/s; {args.duration:g} s"
+          f" measured x {args.repeat}")
     rows = []
     for n in ns:
-        runs = []
-        for _ in range(args.repeat):
-            centers = start_centers(args.backend, args.centers, n)
-            try:
-                runs.append(asyncio.run(run_once(centers, n, args.duration, args)))
-            finally:
-                stop_centers(centers)
-            if args.verbose:
-                print(f"  {n} hosts: {runs[-1]}", flush=True)
-        rows.append((n, runs))
-        r = runs
-        print(f"  done {n} hosts (load average {statistics.median(x['load'] for x in r):.1f})", flush=True)
+        for count in counts:  # interleaved: a machine that gets busier meanwhile weighs on every count alike
+            runs = []
+            for _ in range(args.repeat):
+                centers = start_centers(args.backend, count, n)
+                try:
+                    runs.append(asyncio.run(run_once(centers, n, args.duration, args)))
+                finally:
+                    stop_centers(centers)
+                if args.verbose:
+                    print(f"  {n} hosts, {count} center(s): {runs[-1]}", flush=True)
+            rows.append((count, n, runs))
+            print(f"  done {n} hosts on {count} center(s) (load average"
+                  f" {statistics.median(x['load'] for x in runs):.1f})", flush=True)
     print()
-    head = ("hosts", "server CPU", "ingest p95", "answer -> host p95", "board lag p99", "generator CPU")
+    head = ("centers", "hosts", "server CPU", "ingest p95", "answer -> host p95", "board lag p99", "generator CPU")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    for n, r in rows:
-        print(f"| {n:,} | {fmt([x['server'] for x in r], '%')} | {fmt([x['ingest'] for x in r], 'ms')}"
+    for count, n, r in sorted(rows, key=lambda row: (row[0], row[1])):
+        print(f"| {count} | {n:,} | {fmt([x['server'] for x in r], '%')} | {fmt([x['ingest'] for x in r], 'ms')}"
               f" | {fmt([x['answer'] for x in r], 'ms')} | {fmt([x['lag'] for x in r], 'ms')}"
               f" | {fmt([x['gen'] for x in r], '%')} |")
     print()
-    for n, r in rows:
-        print(f"{n:,} hosts: answers {sum(x['answers'] for x in r)}, events {sum(x['events'] for x in r)},"
+    for count, n, r in sorted(rows, key=lambda row: (row[0], row[1])):
+        print(f"{n:,} hosts, {count} center(s): answers {sum(x['answers'] for x in r)},"
+              f" events {sum(x['events'] for x in r)},"
               f" errors (5xx, failed) {sum(x['errors'] for x in r)}, reconnects {sum(x['reconnects'] for x in r)},"
               f" unseen markers {statistics.median(x['unseen'] for x in r):.0f},"
               f" removed/s {statistics.median(x['removed_per_s'] for x in r):.1f},"
@@ -616,6 +624,21 @@ def main() -> int:
         print(f"  server CPU per host {fmt(per_host, 'ms/s', 1.0).replace(' ms/s', '')} ms a second: one free core"
               f" would hold ~{1000 / statistics.median(per_host):,.0f} such hosts (CPU is what a busy machine"
               " distorts least; the latencies above depend on what else runs)")
+    if len(counts) > 1 or len(ns) > 1:
+        # The most hosts each number of centers held with every run's answer p95 within the target (the
+        # median would hide a run that was not).
+        held = {}
+        for count in counts:
+            ok = [n for c, n, r in rows if c == count and all(x["answer"] is not None and x["answer"] <= args.target_ms
+                                                              and not x["errors"] for x in r)]
+            held[count] = max(ok, default=0)
+        print()
+        said = ", ".join(f"{c} center(s): {held[c]:,} hosts" for c in counts)
+        base = held[counts[0]]
+        ratios = "" if not base or len(counts) < 2 else " (" + ", ".join(
+            f"{held[c] / base:.2f}x of {counts[0]}" for c in counts[1:]) + ")"
+        print(f"held at answer -> host p95 <= {args.target_ms:g} ms in every run: {said}{ratios}"
+              " (the hosts tried: " + ", ".join(f"{n:,}" for n in ns) + ")")
     return 0
 
 
