@@ -130,22 +130,11 @@ def _local_session(conn: sqlite3.Connection, session_id: str | None, tmux: str |
 
 def find(conn: sqlite3.Connection, session_id: str | None, tmux: str | None, host: str) -> dict[str, Any] | None:
     """The contract's lookup: by session id first (card id, then a direct session id), then by tmux
-    name among the cards of the host the request came from (tmux names are per host)."""
-    cols = ", ".join(SESSION_COLUMNS)
-    if session_id:
-        cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE id = ?", (session_id,))
-        row = cur.fetchone()
-        if row is None:
-            cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE session_id = ?"
-                               " ORDER BY updated_at DESC LIMIT 1", (session_id,))
-            row = cur.fetchone()
-        if row is not None:
-            return row_dict(cur, row)
-    if tmux:
-        cur = conn.execute(f"SELECT {cols} FROM fleet_sessions WHERE host = ? AND tmux_session = ?"
-                           " ORDER BY updated_at DESC LIMIT 1", (host, tmux))
-        return row_dict(cur, cur.fetchone())
-    return None
+    name among the cards of the host the request came from (tmux names are per host). One query
+    (:class:`Found`): with PostgreSQL each query is a round trip the writer waits for."""
+    found = Found(conn, host, [session_id], [tmux])
+    card = found.session(session_id)
+    return card if card is not None else found.tmux(tmux)
 
 
 class Found:
