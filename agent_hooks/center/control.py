@@ -614,7 +614,8 @@ async def fleet_status(request: Request) -> Response:
                          # What the center's limits kept out of each host (doctor shows it).
                          "limits": {"max_hosts": caps.hosts, "max_cards_per_host": caps.cards_per_host,
                                     "max_requests_per_host": caps.requests_per_host, "max_rows": caps.rows,
-                                    "left_out": {h: dict(c) for h, c in hub.left_out.items() if any(c.values())}},
+                                    "left_out": {h: dict(c) for h, c in hub.left_out.items()
+                                                 if c["approvals"] or c["cards"] or c["refused"]}},
                          **state.channel_status()})
 
 

@@ -385,6 +385,8 @@ _TRIGGERS = {
     "approvals": ("approvals", "coalesce(NEW.host, OLD.host)"),
     "fleet_cost_messages": ("cost", "coalesce(NEW.host, OLD.host)"),
     "fleet_credentials": ("credentials", "''"),
+    "fleet_left_out": ("left_out", "coalesce(NEW.host, OLD.host)"),
+    "fleet_shared": ("shared", "coalesce(NEW.name, OLD.name)"),
 }
 
 

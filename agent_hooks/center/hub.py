@@ -125,8 +125,10 @@ class Hub:
         self.approvals: list[dict[str, Any]] = []
         self.approvals_left_out: dict[str, int] = {}
         # What the center's limits (agent_hooks.center.limits) kept out, by host: "approvals" (now),
-        # "cards" and "refused" (since the server started). Loop side; for /api/approvals, /api/fleet/status.
-        self.left_out: dict[str, dict[str, int]] = {}
+        # "cards" and "refused" (since "since"). Loop side, as the fleet store last said (fleet_left_out: every
+        # center's counts with PostgreSQL); for /api/approvals, /api/fleet/status.
+        self.left_out: dict[str, dict[str, Any]] = {}
+        self._left_out_dirty = True  # writer side: read fleet_left_out again (counted here, or by another center)
         self._said_left_out: dict[tuple[str, str], float] = {}
         self._left_out_ids: dict[str, set[str]] = {}  # each host's pending requests not kept, by id
         self._approvals_text = ""
@@ -286,6 +288,8 @@ class Hub:
                 next_tick = time.monotonic() + interval
             if self._cost_dirty and not self.paused and time.monotonic() - self._last_cost >= COST_EVERY_S:
                 self._guarded(self._cost)
+            if self._left_out_dirty and not self.paused:
+                self._guarded(self._load_left_out)
         if self.store is not None:
             self.store.close()
 
@@ -588,8 +592,10 @@ class Hub:
             self._approvals_dirty = True
             if self.change_listeners and self.loop is not None:
                 self.loop.call_soon_threadsafe(self._changed)
-        if notices & {"\0cost", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
+        if notices & {"\0cost", "\0shared", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
             self._cost_dirty = True
+        if notices & {"\0left_out", "\0all"}:
+            self._left_out_dirty = True
         self._dirty |= {n for n in notices if not n.startswith("\0")}
         self._publish_changes(now, everything)
 
@@ -854,11 +860,12 @@ class Hub:
         return out
 
     def note_left_out(self, host: str, out: fleetdb.Result) -> None:
-        """After a host's report: what its caps left out, counted, and said in the log (at most once a
-        minute per host and kind, and whenever the number of requests left out changes)."""
-        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        """After a host's report: what its caps left out, counted in the fleet store, and said in the log (at
+        most once a minute per host and kind, and whenever the number of requests left out changes)."""
+        counts = self.left_out.setdefault(host, _no_counts())
         found = out.body.get("left_out")
         left: dict[str, Any] = found if isinstance(found, dict) else {}
+        approvals: int | None = None
         if "approvals_left_out" in out.extra:
             # By id: a report that is not full (its requests did not all fit) adds to what earlier ones left
             # out, and the same request reported again is counted once.
@@ -868,16 +875,19 @@ class Hub:
             ids -= out.extra["approvals_settled"]
             ids |= set(list(out.extra["approvals_left_out"])[:max(0, LEFT_OUT_TRACKED - len(ids))])
             if len(ids) != counts["approvals"]:
-                counts["approvals"] = len(ids)
+                approvals = counts["approvals"] = len(ids)
                 self._said_left_out.pop((host, "approvals"), None)
                 # The boards' strip says it now (the list itself may not have changed).
                 self._broadcast([{"type": "approvals", "approvals": self.approvals,
                                   "left_out": dict(self.approvals_left_out)}])
             left["approvals"] = len(ids)
-        if left.get("cards") or out.removed:
-            counts["cards"] += int(left.get("cards") or 0) + len(out.removed)
-            self._say(host, "cards", f"host {host}: {counts['cards']} card(s) left out or dropped since the server"
-                      " started, past fleet.max_cards_per_host (the host keeps its newest)")
+        cards_out = int(left.get("cards") or 0) + len(out.removed)
+        if cards_out:
+            counts["cards"] += cards_out
+            self._say(host, "cards", f"host {host}: {counts['cards']} card(s) left out or dropped, past"
+                      " fleet.max_cards_per_host (the host keeps its newest)")
+        if approvals is not None or cards_out:
+            self._count_left_out(host, approvals, cards_out, 0)
         if counts["approvals"]:
             self._say(host, "approvals", f"host {host}: {counts['approvals']} pending request(s) left out, past"
                       " fleet.max_requests_per_host (its newest are listed)")
@@ -886,9 +896,43 @@ class Hub:
 
     def note_refused(self, host: str, why: str) -> None:
         """A host (or its new rows) refused for the center's limits (429): counted, and said in the log."""
-        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        counts = self.left_out.setdefault(host, _no_counts())
         counts["refused"] += 1
-        self._say(host, "refused", f"refused host {host} ({counts['refused']} time(s) since the server started): {why}")
+        self._count_left_out(host, None, 0, 1)
+        self._say(host, "refused", f"refused host {host} ({counts['refused']} time(s) counted): {why}")
+
+    def _count_left_out(self, host: str, approvals: int | None, cards: int, refused: int) -> None:
+        """On the loop: add to the fleet store's counts (limits.count_left_out) on the writer thread. Nobody
+        waits for it; the counts shown come back from the store (:meth:`_load_left_out`)."""
+        def count(conn: Any) -> None:
+            from agent_hooks.center import limits
+
+            limits.count_left_out(conn, host, approvals, cards, refused, time.time())
+            self._left_out_dirty = True  # (with PostgreSQL every center hears of it: fleet_left_out's trigger)
+
+        self.jobs.put((True, count, (), concurrent.futures.Future()))
+
+    def _load_left_out(self) -> None:
+        """On the writer thread: what the limits kept out, as the fleet store counts it, to the loop."""
+        import sqlite3
+
+        from agent_hooks.center import limits
+
+        self._left_out_dirty = False
+        try:
+            counts = limits.left_out_counts(self.conn, time.time())
+        except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
+            return
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._left_out_loaded, counts)
+
+    def _left_out_loaded(self, counts: dict[str, dict[str, Any]]) -> None:
+        """On the loop: the counts from the store; the boards' strip told when a host's requests left out changed."""
+        before = {h: c["approvals"] for h, c in self.left_out.items() if c["approvals"]}
+        self.left_out = counts
+        if {h: c["approvals"] for h, c in counts.items() if c["approvals"]} != before:
+            self._broadcast([{"type": "approvals", "approvals": self.approvals,
+                              "left_out": dict(self.approvals_left_out)}])
 
     def _say(self, host: str, kind: str, message: str) -> None:
         now = time.monotonic()
@@ -896,6 +940,10 @@ class Hub:
         if last is None or now - last >= 60.0:
             self._said_left_out[(host, kind)] = now
             log.warning("%s", message)
+
+
+def _no_counts() -> dict[str, Any]:
+    return {"approvals": 0, "cards": 0, "refused": 0, "since": time.time()}
 
 
 def hub_of(state: ServerState) -> Hub:
