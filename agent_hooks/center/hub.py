@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
-from agent_hooks.center import cards, fleetdb, fleetstore
+from agent_hooks.center import cards, fleetdb, fleetstore, lease
 from agent_hooks.server import access, jsonout
 from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
@@ -143,6 +143,9 @@ class Hub:
         self._last_cost = self._last_cost_view = self._last_prune = 0.0
         self._budget_text = self._own_budgets = self._cost_view_text = ""
         self._center: bool | None = None
+        # One center of the fleet counts the budgets at a time (with PostgreSQL; with SQLite this one always):
+        # the others take its counts from the fleet store (fleet_shared). Writer side.
+        self.budgets_lease = lease.Lease(self.postgres, lease.BUDGETS, "counts the budgets")
         # Told of every pending request and every card built, on this thread (agent_hooks.notify.service).
         self.notifier: Any = None
 
@@ -174,7 +177,7 @@ class Hub:
         if not self.postgres:
             return {"backend": "sqlite"}
         return {"backend": "postgresql", "database": fleetstore.describe(self.postgres),
-                "connected": self.store is not None,
+                "connected": self.store is not None, "counts_budgets": self.budgets_lease.holding,
                 "listener": self.listener.status() if self.listener is not None else None}
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -292,6 +295,7 @@ class Hub:
                 self._guarded(self._load_left_out)
         if self.store is not None:
             self.store.close()
+        self.budgets_lease.close()
 
     @property
     def paused(self) -> bool:
@@ -620,7 +624,8 @@ class Hub:
 
     def _cost(self) -> None:
         """Count the fleet's budgets again; when they changed, write this host's copy and wake the hosts'
-        long polls (each takes its share); record alerts; refresh the board's cost header."""
+        long polls (each takes its share); record alerts; refresh the board's cost header. One center of
+        the fleet counts (:attr:`budgets_lease`) and writes its counts to the fleet store; the others read them."""
         import sqlite3
 
         from agent_hooks.center import ledger
@@ -630,6 +635,9 @@ class Hub:
             return  # not known before control's startup: counted once it is (set_center)
         self._cost_dirty = False
         if not self._center:
+            return
+        if not self.budgets_lease.held():
+            self._take_shared_cost()
             return
         now = time.time()
         cfg = self.state.config
@@ -643,7 +651,9 @@ class Hub:
                 self._cost_dirty = True  # the header a moment later
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return
+        self.state.stats.count("fleet_budgets_counted")
         text = json.dumps(state, sort_keys=True)
+        view_text = json.dumps(view, sort_keys=True, default=str) if view is not None else self._cost_view_text
         own = ledger.doc_for(state, self.own_host)
         with self.store.write() as conn:  # type: ignore[union-attr]
             if own["version"] != self._own_budgets:
@@ -653,17 +663,30 @@ class Hub:
             if time.time() - self._last_prune >= COST_PRUNE_EVERY_S:
                 ledger.prune(conn, now, float(cfg["cost"].get("fleet_keep_days") or 90.0))
                 self._last_prune = time.time()
+            for name, doc, before in (("budgets", text, self._budget_text), ("cost_view", view_text,
+                                                                              self._cost_view_text)):
+                if doc != before:  # for the other centers of the fleet (with SQLite: nobody else reads it)
+                    _share(conn, name, doc, now)
         for alert in added:
             log.info("cost alert (%s %s): %s", alert["kind"], alert["subject"], alert["message"])
+        self._cost_counted(text, view_text if view is not None else None)
+
+    def _cost_counted(self, text: str, view_text: str | None) -> None:
+        """Writer side: the budgets (JSON) and the board's cost header (JSON, None: not counted this time) as
+        counted here or by the center that counts them: to the hosts' long polls and the boards, when changed."""
         if text != self._budget_text:
             self._budget_text = text
             if self.loop is not None:
-                self.loop.call_soon_threadsafe(self._budgets_changed, state)
-        if view is not None:
-            view_text = json.dumps(view, sort_keys=True, default=str)
-            if view_text != self._cost_view_text:
-                self._cost_view_text = view_text
-                self._publish([{"type": "cost", "cost": view}])
+                self.loop.call_soon_threadsafe(self._budgets_changed, json.loads(text))
+        if view_text is not None and view_text != self._cost_view_text:
+            self._cost_view_text = view_text
+            self._publish([{"type": "cost", "cost": json.loads(view_text)}])
+
+    def _take_shared_cost(self) -> None:
+        """Another center counts the budgets: its counts, as it wrote them to the fleet store."""
+        found = dict(self.conn.execute("SELECT name, doc FROM fleet_shared WHERE name IN ('budgets', 'cost_view')"))
+        if "budgets" in found:
+            self._cost_counted(found["budgets"], found.get("cost_view"))
 
     def _budgets_changed(self, state: list[dict[str, Any]]) -> None:
         self.budget_state = state
@@ -940,6 +963,12 @@ class Hub:
         if last is None or now - last >= 60.0:
             self._said_left_out[(host, kind)] = now
             log.warning("%s", message)
+
+
+def _share(conn: Any, name: str, doc: str, now: float) -> None:
+    """One document of what the fleet's centers share (fleet_shared): with PostgreSQL its trigger tells them."""
+    conn.execute("INSERT INTO fleet_shared (name, doc, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE"
+                 " SET doc = excluded.doc, at = excluded.at", (name, doc, now))
 
 
 def _no_counts() -> dict[str, Any]:

@@ -4,11 +4,14 @@ Two center processes on one database (a cluster the tests start themselves, supp
 
 * what the limits kept out (requests left out, hosts refused) is counted in the fleet store by whichever
   center saw it, and every center shows the fleet's counts (/api/approvals, /api/fleet/status);
+* the fleet's budgets are counted by one center at a time (an advisory lock it holds while it lives), the
+  other takes its counts from the store, and takes the counting over when the first one dies;
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,3 +88,50 @@ def test_what_the_limits_kept_out_is_the_fleets_count_on_every_center(limited: t
     assert report(second, "host-f", cards=[{"session_id": "f-1"}]).status_code == 429
     wait_for(lambda: kept_out(second).get("host-f", {}).get("refused") == 2, timeout=10,
              what="host-f refused twice, once by each center")
+
+
+def budgets_for(center: Center, host: str) -> dict[str, float]:
+    """The budgets ``host``'s long poll on ``center`` carries: what the rest of the fleet spent on each."""
+    r = center.http.get("/api/fleet/controls", params={"host": host, "wait": "0", "budgets": "none"})
+    assert r.status_code == 200, r.text
+    return {f"{b['kind']}:{b['key']}": b["elsewhere_usd"] for b in r.json()["budgets"]["budgets"]}
+
+
+def counted(center: Center) -> int:
+    return int(center.http.get("/status").json()["counts"].get("fleet_budgets_counted", 0))
+
+
+def spend(center: Center, host: str, key: str, usd: float) -> None:
+    row = [key, f"{host}-s1", None, "claude-opus-4-5", time.time() - 5, 1000, 500, 0, 0, 0, usd]
+    r = center.http.post("/api/fleet/cost", json={"rows": [row], "sessions": {f"{host}-s1": {"agent": "alice"}}},
+                         headers={"X-Agent-Hooks-Host": host})
+    assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+
+
+def test_one_center_counts_the_budgets_and_another_takes_over_when_it_dies(tmp_path: Path, fleet_db: str) -> None:
+    first, second = two_centers(tmp_path, fleet_db,
+                                AGENT_HOOKS__BUDGETS__AGENTS=json.dumps({"alice": {"daily_usd": 50}}))
+    try:
+        spend(first, "host-b", "k-1", 1.25)
+        for center in (first, second):
+            wait_for(lambda center=center: budgets_for(center, "host-c") == {"agent:alice": 1.25},
+                     what="host-b's spend in the budgets of both centers", show=lambda c=center: budgets_for(c, "host-c"))
+        spend(second, "host-d", "k-2", 0.5)  # taken by the second center: counted all the same
+        for center in (first, second):
+            wait_for(lambda center=center: budgets_for(center, "host-c") == {"agent:alice": 1.75},
+                     what="host-d's spend too", show=lambda c=center: budgets_for(c, "host-c"))
+        # One of them counted; the other took its counts from the fleet store.
+        time.sleep(0.5)
+        counts = [counted(first), counted(second)]
+        assert counts[0] > 0 and counts[1] == 0, counts
+        doc = second.http.get("/status").json()["fleet_store"]
+        assert doc["counts_budgets"] is False, doc
+        # The counting center dies: the other takes the counting over (PostgreSQL let the lock go).
+        first.stop()
+        spend(second, "host-b", "k-3", 2.0)
+        wait_for(lambda: budgets_for(second, "host-c") == {"agent:alice": 3.75}, timeout=15,
+                 what="the second center counting once the first is gone", show=lambda: budgets_for(second, "host-c"))
+        assert counted(second) > 0
+    finally:
+        second.stop()
+        first.stop()
