@@ -120,6 +120,7 @@ class Hub:
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
         # seq -> (the host the control went to, the future its word resolves)
         self.reply_waiters: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._reading: set[asyncio.Future[None]] = set()  # words of hosts read from fleet_replies
         # Every pending approval request of the fleet (agent_hooks.center.relay), as last published, and
         # how many of each host's the list leaves out (past its fair share, or past the host's cap).
         self.approvals: list[dict[str, Any]] = []
@@ -347,13 +348,36 @@ class Hub:
         return taken
 
     def _remote_reply(self, text: str) -> None:
-        """On the loop: a host's word on a control, said to another center (control.replies)."""
+        """On the loop: a host's word on a control, said to another center (control.replies): in the
+        notification, or, too large for one, in fleet_replies by id (read only by the center that waits)."""
         try:
             doc = json.loads(text)
             seq = int(doc["seq"])
+            ref = int(doc["ref"]) if "ref" in doc else None
         except (ValueError, KeyError, TypeError):
             return
-        self.settle_reply(seq, doc.get("host"), doc.get("result") or {})
+        if ref is None:
+            self.settle_reply(seq, doc.get("host"), doc.get("result") or {})
+            return
+        waiting = self.reply_waiters.get(seq)
+        if waiting is not None and waiting[0] == doc.get("host") and not waiting[1].done():
+            task = asyncio.ensure_future(self._stored_reply(seq, doc.get("host"), ref))
+            self._reading.add(task)  # (a task nobody holds may be collected before it ends)
+            task.add_done_callback(self._reading.discard)
+
+    async def _stored_reply(self, seq: int, host: Any, ref: int) -> None:
+        def take(conn: Any) -> str | None:
+            row = conn.execute("DELETE FROM fleet_replies WHERE id = ? RETURNING doc", (ref,)).fetchone()
+            return str(row[0]) if row is not None else None
+
+        try:
+            text = await self.write(take)
+            stored = json.loads(text) if text is not None else None
+        except Exception as exc:  # noqa: BLE001 - the waiter says "not confirmed yet" (202) in time
+            log.warning("a host's word on control %s could not be read from the fleet store: %s", seq, exc)
+            return
+        if isinstance(stored, dict):
+            self.settle_reply(seq, host, stored.get("result") or {})
 
     def settle_reply(self, seq: int, host: Any, result: dict[str, Any]) -> bool:
         """On the loop: resolve the request waiting for control ``seq``'s word (host_word), if this

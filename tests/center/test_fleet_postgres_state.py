@@ -6,11 +6,14 @@ Two center processes on one database (a cluster the tests start themselves, supp
   center saw it, and every center shows the fleet's counts (/api/approvals, /api/fleet/status);
 * the fleet's budgets are counted by one center at a time (an advisory lock it holds while it lives), the
   other takes its counts from the store, and takes the counting over when the first one dies;
+* a host's word on an answer too large for a notification between centers (NOTIFY's payload is under
+  8000 bytes) reaches the center where the person waits, whole;
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +138,43 @@ def test_one_center_counts_the_budgets_and_another_takes_over_when_it_dies(tmp_p
     finally:
         second.stop()
         first.stop()
+
+
+@pytest.fixture
+def pair(tmp_path: Path, fleet_db: str) -> Iterator[tuple[Center, Center]]:
+    first, second = two_centers(tmp_path, fleet_db)
+    try:
+        yield first, second
+    finally:
+        second.stop()
+        first.stop()
+
+
+def test_a_hosts_word_too_large_for_a_notification_reaches_the_other_center_whole(
+        pair: tuple[Center, Center]) -> None:
+    first, second = pair
+    big = {"command": "printf '%s' " + "x" * 12_000, "description": "a long one"}
+    request = {"id": "big-1", "kind": "permission", "state": "pending", "session_id": "x-s1", "tool_name": "Bash",
+               "tool_input": json.dumps(big), "created_at": time.time(), "expires_at": FAR}
+    assert report(first, "host-x", cards=[{"session_id": "x-s1"}], requests=[request]).status_code == 200
+    wait_for(lambda: any(a["id"] == "big-1" for a in second.http.get("/api/approvals").json()["approvals"]),
+             what="host-x's request listed by the second center")
+    # A person answers on the second center; host-x holds its long poll on the first.
+    answered: dict[str, Any] = {}
+    person = threading.Thread(target=lambda: answered.update(r=second.http.post(
+        "/api/approvals/big-1", json={"decision": "allow", "via": "board"}, timeout=15)))
+    person.start()
+    try:
+        r = first.http.get("/api/fleet/controls", params={"host": "host-x", "after": "0", "wait": "10"}, timeout=15)
+        [control] = [c for c in r.json()["controls"] if c["kind"] == "approval"]
+        # host-x's word, with its row as answered: over 12 KB.
+        row = {**request, "state": "allowed", "decision": "allow", "answered_by": "owner", "answered_at": time.time()}
+        word = {"seq": control["seq"], "status": 200, "approval": row}
+        assert len(json.dumps(word)) > 12_000
+        r = first.http.post("/api/fleet/replies", json={"results": [word]}, headers={"X-Agent-Hooks-Host": "host-x"})
+        assert r.status_code == 200, r.text
+    finally:
+        person.join(15)
+    r = answered["r"]
+    assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
+    assert r.json()["approval"]["tool_input"] == big  # whole, not cut off nor left out
