@@ -8,6 +8,8 @@ Two center processes on one database (a cluster the tests start themselves, supp
   other takes its counts from the store, and takes the counting over when the first one dies;
 * a host's word on an answer too large for a notification between centers (NOTIFY's payload is under
   8000 bytes) reaches the center where the person waits, whole;
+* a host's report wakes the other centers once per card that changed, and not at all when nothing did
+  (a report rewrites when each card was reported: that alone notifies nobody).
 """
 
 from __future__ import annotations
@@ -178,3 +180,30 @@ def test_a_hosts_word_too_large_for_a_notification_reaches_the_other_center_whol
     r = answered["r"]
     assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
     assert r.json()["approval"]["tool_input"] == big  # whole, not cut off nor left out
+
+
+def heard(center: Center) -> int:
+    return int(center.http.get("/status").json()["fleet_store"]["listener"]["notifications"])
+
+
+def test_a_report_notifies_the_other_centers_of_the_cards_that_changed_only(pair: tuple[Center, Center]) -> None:
+    first, second = pair
+
+    def send(n: int, tool_calls: int) -> None:
+        cards = [{"session_id": f"r-{i}", "state": "running", "tool_calls": tool_calls} for i in range(n)]
+        r = report(first, "host-r", cards=cards)
+        assert r.status_code == 200 and r.json()["cards"] == n, r.text
+
+    def after(step: Any) -> int:
+        time.sleep(0.3)  # what came before has been heard
+        before = heard(second)
+        step()
+        time.sleep(0.5)  # notifications arrive within milliseconds
+        return heard(second) - before
+
+    assert after(lambda: send(20, 1)) == 20  # new cards
+    assert after(lambda: send(20, 1)) == 0  # the same report again: nothing changed
+    assert after(lambda: send(20, 2)) == 20  # each card changed
+    shown = wait_for(lambda: [c for c in second.board_cards().values() if c["host"] == "host-r"],
+                     what="host-r's cards on the second center")
+    assert len(shown) == 20
