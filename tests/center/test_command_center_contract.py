@@ -39,7 +39,8 @@ def center(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     env = {"AGENT_HOOKS__FLEET__HOST": "center-host"}
     if request.param == "postgres":
         pg = request.getfixturevalue("postgres_server")
-        env["AGENT_HOOKS__CENTER__DATABASE"] = pg.create_database(f"contract_{os.getpid()}")
+        # A name of its own each time: the run may set this fixture up again (its params interleaved).
+        env["AGENT_HOOKS__CENTER__DATABASE"] = pg.create_database(f"contract_{os.getpid()}_{time.monotonic_ns()}")
     home = tmp_path_factory.mktemp(f"center-{request.param}")
     server = Center(home / "agent-hooks", env=env).start()
     yield server
