@@ -51,6 +51,9 @@ CHECKPOINT_EVERY_S = 1.0
 PRUNE_EVERY = 1000
 # Requests of one host left out by the center's limits, counted by id up to this many.
 LEFT_OUT_TRACKED = 5000
+# A count of requests left out that has not changed is written again this often (limits.LEFT_OUT_KEPT_S
+# forgets a host's counts a day after they were last written: a host gone for good stops being said).
+LEFT_OUT_REFRESH_S = 3600.0
 # The fleet's budgets are recounted at most this often after spend changed (center/ledger.py), the
 # board's cost header at most this often, and the ledger pruned this often.
 COST_EVERY_S = 0.05
@@ -132,6 +135,7 @@ class Hub:
         self._left_out_dirty = True  # writer side: read fleet_left_out again (counted here, or by another center)
         self._said_left_out: dict[tuple[str, str], float] = {}
         self._left_out_ids: dict[str, set[str]] = {}  # each host's pending requests not kept, by id
+        self._left_out_said_at: dict[str, float] = {}  # when this center last wrote a host's count of them
         self._approvals_text = ""
         # Called on the loop with the id of every local card published (agent_hooks.center.report).
         self.local_listeners: list[Callable[[str], None]] = []
@@ -927,6 +931,8 @@ class Hub:
                 # The boards' strip says it now (the list itself may not have changed).
                 self._broadcast([{"type": "approvals", "approvals": self.approvals,
                                   "left_out": dict(self.approvals_left_out)}])
+            elif ids and time.monotonic() - self._left_out_said_at.get(host, 0.0) >= LEFT_OUT_REFRESH_S:
+                approvals = len(ids)  # still so: said again now and then, or the count is forgotten after a day
             left["approvals"] = len(ids)
         cards_out = int(left.get("cards") or 0) + len(out.removed)
         if cards_out:
@@ -935,6 +941,8 @@ class Hub:
                       " fleet.max_cards_per_host (the host keeps its newest)")
         if approvals is not None or cards_out:
             self._count_left_out(host, approvals, cards_out, 0)
+            if approvals is not None:
+                self._left_out_said_at[host] = time.monotonic()
         if counts["approvals"]:
             self._say(host, "approvals", f"host {host}: {counts['approvals']} pending request(s) left out, past"
                       " fleet.max_requests_per_host (its newest are listed)")

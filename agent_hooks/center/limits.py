@@ -33,7 +33,8 @@ from typing import Any
 
 # A host that polled for controls this long ago (and has nothing stored here) no longer holds a place.
 HOST_SEEN_S = 86400.0
-# A host's counts of what was left out are forgotten this long after the last was counted (none left out now),
+# A host's counts of what was left out are forgotten this long after they were last written (a center writes
+# a host's count of requests left out again every hour while it stays: hub.LEFT_OUT_REFRESH_S),
 # and at most this many hosts are counted by name (invented hosts refused past max_hosts: the rest as "*").
 LEFT_OUT_KEPT_S = 86400.0
 LEFT_OUT_HOSTS = 1000
@@ -149,7 +150,7 @@ def new_card(conn: sqlite3.Connection, host: str, limits: Limits | None, now: fl
 def count_left_out(conn: Any, host: str, approvals: int | None, cards: int, refused: int, now: float) -> None:
     """Add to what the limits kept out of ``host``: ``cards`` left out or dropped and ``refused`` requests
     (429) since its row's ``since``; ``approvals``, when not None, its pending requests left out now."""
-    conn.execute("DELETE FROM fleet_left_out WHERE approvals = 0 AND updated_at < ?", (now - LEFT_OUT_KEPT_S,))
+    conn.execute("DELETE FROM fleet_left_out WHERE updated_at < ?", (now - LEFT_OUT_KEPT_S,))
     if conn.execute("SELECT 1 FROM fleet_left_out WHERE host = ?", (host,)).fetchone() is None and \
             conn.execute("SELECT count(*) FROM fleet_left_out").fetchone()[0] >= LEFT_OUT_HOSTS:
         host, approvals = "*", None
@@ -162,8 +163,8 @@ def count_left_out(conn: Any, host: str, approvals: int | None, cards: int, refu
 
 
 def left_out_counts(conn: Any, now: float) -> dict[str, dict[str, Any]]:
-    """Each host's counts (``approvals`` now, ``cards`` and ``refused`` since ``since``), of the last day."""
+    """Each host's counts (``approvals`` now, ``cards`` and ``refused`` since ``since``), written in the last day."""
     return {host: {"approvals": int(a), "cards": int(c), "refused": int(r), "since": since}
             for host, a, c, r, since in conn.execute(
-                "SELECT host, approvals, cards, refused, since FROM fleet_left_out"
-                " WHERE approvals > 0 OR updated_at >= ?", (now - LEFT_OUT_KEPT_S,))}
+                "SELECT host, approvals, cards, refused, since FROM fleet_left_out WHERE updated_at >= ?",
+                (now - LEFT_OUT_KEPT_S,))}

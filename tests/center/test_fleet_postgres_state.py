@@ -23,6 +23,9 @@ from typing import Any
 
 import pytest
 
+from agent_hooks import schema
+from agent_hooks.center import fleetstore, limits
+
 from support.center import Center
 from support.waiting import wait_for
 
@@ -64,6 +67,47 @@ def limited(tmp_path: Path, fleet_db: str) -> Iterator[tuple[Center, Center]]:
     finally:
         second.stop()
         first.stop()
+
+
+@pytest.fixture
+def fleet_conn(center_db: str, tmp_path: Path) -> Iterator[Any]:
+    """A connection to a migrated fleet store of each backend: a SQLite store, then a PostgreSQL database."""
+    if center_db:
+        store = fleetstore.PgStore(center_db)
+        yield store.conn
+        store.close()
+        return
+    import sqlite3
+
+    schema.migrate(str(tmp_path / "store.db"))
+    conn = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    yield conn
+    conn.close()
+
+
+def test_the_counts_of_what_was_left_out_add_up_and_are_forgotten_after_a_day(fleet_conn: Any) -> None:
+    conn, day = fleet_conn, limits.LEFT_OUT_KEPT_S
+    limits.count_left_out(conn, "host-b", 5, 0, 0, 1000.0)
+    limits.count_left_out(conn, "host-b", None, 2, 1, 1010.0)  # the requests left out now: as they were
+    assert limits.left_out_counts(conn, 1010.0)["host-b"] == {"approvals": 5, "cards": 2, "refused": 1, "since": 1000.0}
+    limits.count_left_out(conn, "host-c", None, 0, 1, 1020.0)
+    limits.count_left_out(conn, "host-b", 3, 0, 1, 1030.0)
+    assert limits.left_out_counts(conn, 1040.0) == {
+        "host-b": {"approvals": 3, "cards": 2, "refused": 2, "since": 1000.0},
+        "host-c": {"approvals": 0, "cards": 0, "refused": 1, "since": 1020.0}}
+    # A day after the last count, a host is forgotten (read, and on the next count, removed).
+    assert set(limits.left_out_counts(conn, 1025.0 + day)) == {"host-b"}
+    limits.count_left_out(conn, "host-d", None, 0, 1, 1040.0 + day)
+    assert set(limits.left_out_counts(conn, 1040.0 + day)) == {"host-d"}
+    # Past LEFT_OUT_HOSTS hosts, a new one is counted as "*" (invented names must not grow the table).
+    with fleetstore.transaction(conn):  # (one commit: a thousand would cost seconds)
+        for i in range(limits.LEFT_OUT_HOSTS):
+            limits.count_left_out(conn, f"inv-{i}", None, 0, 1, 2000.0 + day)
+    limits.count_left_out(conn, "one-more", 7, 0, 1, 2000.0 + day)
+    counts = limits.left_out_counts(conn, 2000.0 + day)  # host-d and 999 of them filled it: the last one is "*"
+    assert "one-more" not in counts and "inv-999" not in counts and "inv-998" in counts
+    assert counts["*"]["refused"] == 2 and counts["*"]["approvals"] == 0
+    assert len(counts) == limits.LEFT_OUT_HOSTS + 1
 
 
 def kept_out(center: Center) -> dict[str, dict[str, Any]]:
