@@ -754,6 +754,28 @@ def m021_launches(db: sqlite_utils.Database) -> None:
     db.table("fleet_hosts").add_column("launch", str)
 
 
+@migration
+def m022_fleet_shared_state(db: sqlite_utils.Database) -> None:
+    # What several command centers on one fleet store (PostgreSQL) share, rather than each keep in its process.
+    # What the center's limits kept out of each host (center/limits.py): its pending requests left out now,
+    # and its cards left out and requests refused since ``since``; written by whichever center saw it.
+    db.table("fleet_left_out").create(
+        {"host": str, "approvals": int, "cards": int, "refused": int, "since": float, "updated_at": float},
+        pk="host",
+        not_null=["approvals", "cards", "refused"],
+        defaults={"approvals": 0, "cards": 0, "refused": 0},
+        if_not_exists=True,
+    )
+    # The fleet's budgets and the board's cost header, as the one center that counts them (center/lease.py)
+    # last counted them: the others take them from here. name: "budgets" | "cost_view"; doc: JSON.
+    db.table("fleet_shared").create({"name": str, "doc": str, "at": float}, pk="name", not_null=["doc"],
+                                    if_not_exists=True)
+    # A host's word on a control too large for a notification between centers (control.py): the center
+    # that waits for it reads it here, by id.
+    db.table("fleet_replies").create({"id": int, "seq": int, "host": str, "doc": str, "at": float}, pk="id",
+                                     not_null=["seq", "doc", "at"], if_not_exists=True)
+
+
 def migrate(path: str, lock: bool = True, step_by_step: bool = False) -> list[str]:
     """Bring the store at ``path`` to the current schema; return the migrations applied.
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Must equal len(agent_hooks.schema.MIGRATIONS); a test checks it.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 
 class StoreError(Exception):

@@ -55,6 +55,10 @@ log = logging.getLogger("agent_hooks.center.control")
 MAX_WAIT_S = 30.0
 # How long a reply to another host's session waits for that host to say it was typed.
 REPLY_WAIT_S = 5.0
+# A host's word on a control larger than this goes to the other centers through fleet_replies (their
+# notification carries its id), kept this long: its waiter has given up well before.
+REPLY_NOTIFY_BYTES = 7000
+REPLY_KEPT_S = 300.0
 # While the center answers, the store hears so at least this often (the budget guard's "last known").
 SYNC_EVERY_S = 10.0
 
@@ -471,7 +475,7 @@ async def reply_results(request: Request) -> Response:
             # tell the person a reply was typed, or settle our copy of a request with its own row.
             if not hub.settle_reply(seq, sender, dict(r)) and hub.postgres and sender is not None:
                 # The request that waits for it may be held by another center: told through PostgreSQL.
-                await hub.submit(_tell_centers, seq, sender, dict(r))
+                await hub.write(_tell_centers, seq, sender, dict(r), time.time())
     except contract.BodyError as exc:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -479,12 +483,16 @@ async def reply_results(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def _tell_centers(conn: Any, seq: int, host: str, result: dict[str, Any]) -> None:
-    """Every center hears a host's word on control ``seq`` (the one holding its waiter answers with it)."""
+def _tell_centers(conn: Any, seq: int, host: str, result: dict[str, Any], now: float) -> None:
+    """Every center hears a host's word on control ``seq`` (the one holding its waiter answers with it). A
+    word too large for a notification (NOTIFY's payload is under 8000 bytes) is kept in ``fleet_replies``, and
+    the notification carries its id: the center that waits for it reads it there (Hub._remote_reply)."""
     text = json.dumps({"seq": seq, "host": host, "result": result}, default=str)
-    if len(text) > 7000:  # past NOTIFY's payload: the row follows with the host's next report
-        text = json.dumps({"seq": seq, "host": host, "result": {k: v for k, v in result.items() if k != "approval"}},
-                          default=str)
+    if len(text.encode()) > REPLY_NOTIFY_BYTES:
+        conn.execute("DELETE FROM fleet_replies WHERE at < ?", (now - REPLY_KEPT_S,))
+        ref = conn.execute("INSERT INTO fleet_replies (seq, host, doc, at) VALUES (?, ?, ?, ?) RETURNING id",
+                           (seq, host, text, now)).fetchone()[0]
+        text = json.dumps({"seq": seq, "host": host, "ref": int(ref)})
     fleetstore.notify(conn, "reply", text)
 
 
@@ -614,7 +622,8 @@ async def fleet_status(request: Request) -> Response:
                          # What the center's limits kept out of each host (doctor shows it).
                          "limits": {"max_hosts": caps.hosts, "max_cards_per_host": caps.cards_per_host,
                                     "max_requests_per_host": caps.requests_per_host, "max_rows": caps.rows,
-                                    "left_out": {h: dict(c) for h, c in hub.left_out.items() if any(c.values())}},
+                                    "left_out": {h: dict(c) for h, c in hub.left_out.items()
+                                                 if c["approvals"] or c["cards"] or c["refused"]}},
                          **state.channel_status()})
 
 

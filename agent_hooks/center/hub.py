@@ -39,7 +39,7 @@ from starlette.websockets import WebSocket
 
 from agent_hooks import fleet as fleet_mod
 from agent_hooks import spool
-from agent_hooks.center import cards, fleetdb, fleetstore
+from agent_hooks.center import cards, fleetdb, fleetstore, lease
 from agent_hooks.server import access, jsonout
 from agent_hooks.server.app import ServerState, ServerStore, close_quietly
 
@@ -51,6 +51,9 @@ CHECKPOINT_EVERY_S = 1.0
 PRUNE_EVERY = 1000
 # Requests of one host left out by the center's limits, counted by id up to this many.
 LEFT_OUT_TRACKED = 5000
+# A count of requests left out that has not changed is written again this often (limits.LEFT_OUT_KEPT_S
+# forgets a host's counts a day after they were last written: a host gone for good stops being said).
+LEFT_OUT_REFRESH_S = 3600.0
 # The fleet's budgets are recounted at most this often after spend changed (center/ledger.py), the
 # board's cost header at most this often, and the ledger pruned this often.
 COST_EVERY_S = 0.05
@@ -120,15 +123,19 @@ class Hub:
         # A reply sent to another host, by control seq: set when that host says it typed it (or why not).
         # seq -> (the host the control went to, the future its word resolves)
         self.reply_waiters: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._reading: set[asyncio.Future[None]] = set()  # words of hosts read from fleet_replies
         # Every pending approval request of the fleet (agent_hooks.center.relay), as last published, and
         # how many of each host's the list leaves out (past its fair share, or past the host's cap).
         self.approvals: list[dict[str, Any]] = []
         self.approvals_left_out: dict[str, int] = {}
         # What the center's limits (agent_hooks.center.limits) kept out, by host: "approvals" (now),
-        # "cards" and "refused" (since the server started). Loop side; for /api/approvals, /api/fleet/status.
-        self.left_out: dict[str, dict[str, int]] = {}
+        # "cards" and "refused" (since "since"). Loop side, as the fleet store last said (fleet_left_out: every
+        # center's counts with PostgreSQL); for /api/approvals, /api/fleet/status.
+        self.left_out: dict[str, dict[str, Any]] = {}
+        self._left_out_dirty = True  # writer side: read fleet_left_out again (counted here, or by another center)
         self._said_left_out: dict[tuple[str, str], float] = {}
         self._left_out_ids: dict[str, set[str]] = {}  # each host's pending requests not kept, by id
+        self._left_out_said_at: dict[str, float] = {}  # when this center last wrote a host's count of them
         self._approvals_text = ""
         # Called on the loop with the id of every local card published (agent_hooks.center.report).
         self.local_listeners: list[Callable[[str], None]] = []
@@ -141,6 +148,9 @@ class Hub:
         self._last_cost = self._last_cost_view = self._last_prune = 0.0
         self._budget_text = self._own_budgets = self._cost_view_text = ""
         self._center: bool | None = None
+        # One center of the fleet counts the budgets at a time (with PostgreSQL; with SQLite this one always):
+        # the others take its counts from the fleet store (fleet_shared). Writer side.
+        self.budgets_lease = lease.Lease(self.postgres, lease.BUDGETS, "counts the budgets")
         # Told of every pending request and every card built, on this thread (agent_hooks.notify.service).
         self.notifier: Any = None
 
@@ -172,7 +182,7 @@ class Hub:
         if not self.postgres:
             return {"backend": "sqlite"}
         return {"backend": "postgresql", "database": fleetstore.describe(self.postgres),
-                "connected": self.store is not None,
+                "connected": self.store is not None, "counts_budgets": self.budgets_lease.holding,
                 "listener": self.listener.status() if self.listener is not None else None}
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -286,8 +296,11 @@ class Hub:
                 next_tick = time.monotonic() + interval
             if self._cost_dirty and not self.paused and time.monotonic() - self._last_cost >= COST_EVERY_S:
                 self._guarded(self._cost)
+            if self._left_out_dirty and not self.paused:
+                self._guarded(self._load_left_out)
         if self.store is not None:
             self.store.close()
+        self.budgets_lease.close()
 
     @property
     def paused(self) -> bool:
@@ -338,13 +351,36 @@ class Hub:
         return taken
 
     def _remote_reply(self, text: str) -> None:
-        """On the loop: a host's word on a control, said to another center (control.replies)."""
+        """On the loop: a host's word on a control, said to another center (control.replies): in the
+        notification, or, too large for one, in fleet_replies by id (read only by the center that waits)."""
         try:
             doc = json.loads(text)
             seq = int(doc["seq"])
+            ref = int(doc["ref"]) if "ref" in doc else None
         except (ValueError, KeyError, TypeError):
             return
-        self.settle_reply(seq, doc.get("host"), doc.get("result") or {})
+        if ref is None:
+            self.settle_reply(seq, doc.get("host"), doc.get("result") or {})
+            return
+        waiting = self.reply_waiters.get(seq)
+        if waiting is not None and waiting[0] == doc.get("host") and not waiting[1].done():
+            task = asyncio.ensure_future(self._stored_reply(seq, doc.get("host"), ref))
+            self._reading.add(task)  # (a task nobody holds may be collected before it ends)
+            task.add_done_callback(self._reading.discard)
+
+    async def _stored_reply(self, seq: int, host: Any, ref: int) -> None:
+        def take(conn: Any) -> str | None:
+            row = conn.execute("DELETE FROM fleet_replies WHERE id = ? RETURNING doc", (ref,)).fetchone()
+            return str(row[0]) if row is not None else None
+
+        try:
+            text = await self.write(take)
+            stored = json.loads(text) if text is not None else None
+        except Exception as exc:  # noqa: BLE001 - the waiter says "not confirmed yet" (202) in time
+            log.warning("a host's word on control %s could not be read from the fleet store: %s", seq, exc)
+            return
+        if isinstance(stored, dict):
+            self.settle_reply(seq, host, stored.get("result") or {})
 
     def settle_reply(self, seq: int, host: Any, result: dict[str, Any]) -> bool:
         """On the loop: resolve the request waiting for control ``seq``'s word (host_word), if this
@@ -586,8 +622,10 @@ class Hub:
             self._approvals_dirty = True
             if self.change_listeners and self.loop is not None:
                 self.loop.call_soon_threadsafe(self._changed)
-        if notices & {"\0cost", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
+        if notices & {"\0cost", "\0shared", "\0all"} or now - self._last_full >= FULL_REBUILD_S:
             self._cost_dirty = True
+        if notices & {"\0left_out", "\0all"}:
+            self._left_out_dirty = True
         self._dirty |= {n for n in notices if not n.startswith("\0")}
         self._publish_changes(now, everything)
 
@@ -612,7 +650,8 @@ class Hub:
 
     def _cost(self) -> None:
         """Count the fleet's budgets again; when they changed, write this host's copy and wake the hosts'
-        long polls (each takes its share); record alerts; refresh the board's cost header."""
+        long polls (each takes its share); record alerts; refresh the board's cost header. One center of
+        the fleet counts (:attr:`budgets_lease`) and writes its counts to the fleet store; the others read them."""
         import sqlite3
 
         from agent_hooks.center import ledger
@@ -622,6 +661,9 @@ class Hub:
             return  # not known before control's startup: counted once it is (set_center)
         self._cost_dirty = False
         if not self._center:
+            return
+        if not self.budgets_lease.held():
+            self._take_shared_cost()
             return
         now = time.time()
         cfg = self.state.config
@@ -635,7 +677,9 @@ class Hub:
                 self._cost_dirty = True  # the header a moment later
         except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
             return
+        self.state.stats.count("fleet_budgets_counted")
         text = json.dumps(state, sort_keys=True)
+        view_text = json.dumps(view, sort_keys=True, default=str) if view is not None else self._cost_view_text
         own = ledger.doc_for(state, self.own_host)
         with self.store.write() as conn:  # type: ignore[union-attr]
             if own["version"] != self._own_budgets:
@@ -645,17 +689,30 @@ class Hub:
             if time.time() - self._last_prune >= COST_PRUNE_EVERY_S:
                 ledger.prune(conn, now, float(cfg["cost"].get("fleet_keep_days") or 90.0))
                 self._last_prune = time.time()
+            for name, doc, before in (("budgets", text, self._budget_text), ("cost_view", view_text,
+                                                                              self._cost_view_text)):
+                if doc != before:  # for the other centers of the fleet (with SQLite: nobody else reads it)
+                    _share(conn, name, doc, now)
         for alert in added:
             log.info("cost alert (%s %s): %s", alert["kind"], alert["subject"], alert["message"])
+        self._cost_counted(text, view_text if view is not None else None)
+
+    def _cost_counted(self, text: str, view_text: str | None) -> None:
+        """Writer side: the budgets (JSON) and the board's cost header (JSON, None: not counted this time) as
+        counted here or by the center that counts them: to the hosts' long polls and the boards, when changed."""
         if text != self._budget_text:
             self._budget_text = text
             if self.loop is not None:
-                self.loop.call_soon_threadsafe(self._budgets_changed, state)
-        if view is not None:
-            view_text = json.dumps(view, sort_keys=True, default=str)
-            if view_text != self._cost_view_text:
-                self._cost_view_text = view_text
-                self._publish([{"type": "cost", "cost": view}])
+                self.loop.call_soon_threadsafe(self._budgets_changed, json.loads(text))
+        if view_text is not None and view_text != self._cost_view_text:
+            self._cost_view_text = view_text
+            self._publish([{"type": "cost", "cost": json.loads(view_text)}])
+
+    def _take_shared_cost(self) -> None:
+        """Another center counts the budgets: its counts, as it wrote them to the fleet store."""
+        found = dict(self.conn.execute("SELECT name, doc FROM fleet_shared WHERE name IN ('budgets', 'cost_view')"))
+        if "budgets" in found:
+            self._cost_counted(found["budgets"], found.get("cost_view"))
 
     def _budgets_changed(self, state: list[dict[str, Any]]) -> None:
         self.budget_state = state
@@ -852,11 +909,12 @@ class Hub:
         return out
 
     def note_left_out(self, host: str, out: fleetdb.Result) -> None:
-        """After a host's report: what its caps left out, counted, and said in the log (at most once a
-        minute per host and kind, and whenever the number of requests left out changes)."""
-        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        """After a host's report: what its caps left out, counted in the fleet store, and said in the log (at
+        most once a minute per host and kind, and whenever the number of requests left out changes)."""
+        counts = self.left_out.setdefault(host, _no_counts())
         found = out.body.get("left_out")
         left: dict[str, Any] = found if isinstance(found, dict) else {}
+        approvals: int | None = None
         if "approvals_left_out" in out.extra:
             # By id: a report that is not full (its requests did not all fit) adds to what earlier ones left
             # out, and the same request reported again is counted once.
@@ -866,16 +924,23 @@ class Hub:
             ids -= out.extra["approvals_settled"]
             ids |= set(list(out.extra["approvals_left_out"])[:max(0, LEFT_OUT_TRACKED - len(ids))])
             if len(ids) != counts["approvals"]:
-                counts["approvals"] = len(ids)
+                approvals = counts["approvals"] = len(ids)
                 self._said_left_out.pop((host, "approvals"), None)
                 # The boards' strip says it now (the list itself may not have changed).
                 self._broadcast([{"type": "approvals", "approvals": self.approvals,
                                   "left_out": dict(self.approvals_left_out)}])
+            elif ids and time.monotonic() - self._left_out_said_at.get(host, 0.0) >= LEFT_OUT_REFRESH_S:
+                approvals = len(ids)  # still so: said again now and then, or the count is forgotten after a day
             left["approvals"] = len(ids)
-        if left.get("cards") or out.removed:
-            counts["cards"] += int(left.get("cards") or 0) + len(out.removed)
-            self._say(host, "cards", f"host {host}: {counts['cards']} card(s) left out or dropped since the server"
-                      " started, past fleet.max_cards_per_host (the host keeps its newest)")
+        cards_out = int(left.get("cards") or 0) + len(out.removed)
+        if cards_out:
+            counts["cards"] += cards_out
+            self._say(host, "cards", f"host {host}: {counts['cards']} card(s) left out or dropped, past"
+                      " fleet.max_cards_per_host (the host keeps its newest)")
+        if approvals is not None or cards_out:
+            self._count_left_out(host, approvals, cards_out, 0)
+            if approvals is not None:
+                self._left_out_said_at[host] = time.monotonic()
         if counts["approvals"]:
             self._say(host, "approvals", f"host {host}: {counts['approvals']} pending request(s) left out, past"
                       " fleet.max_requests_per_host (its newest are listed)")
@@ -884,9 +949,43 @@ class Hub:
 
     def note_refused(self, host: str, why: str) -> None:
         """A host (or its new rows) refused for the center's limits (429): counted, and said in the log."""
-        counts = self.left_out.setdefault(host, {"approvals": 0, "cards": 0, "refused": 0})
+        counts = self.left_out.setdefault(host, _no_counts())
         counts["refused"] += 1
-        self._say(host, "refused", f"refused host {host} ({counts['refused']} time(s) since the server started): {why}")
+        self._count_left_out(host, None, 0, 1)
+        self._say(host, "refused", f"refused host {host} ({counts['refused']} time(s) counted): {why}")
+
+    def _count_left_out(self, host: str, approvals: int | None, cards: int, refused: int) -> None:
+        """On the loop: add to the fleet store's counts (limits.count_left_out) on the writer thread. Nobody
+        waits for it; the counts shown come back from the store (:meth:`_load_left_out`)."""
+        def count(conn: Any) -> None:
+            from agent_hooks.center import limits
+
+            limits.count_left_out(conn, host, approvals, cards, refused, time.time())
+            self._left_out_dirty = True  # (with PostgreSQL every center hears of it: fleet_left_out's trigger)
+
+        self.jobs.put((True, count, (), concurrent.futures.Future()))
+
+    def _load_left_out(self) -> None:
+        """On the writer thread: what the limits kept out, as the fleet store counts it, to the loop."""
+        import sqlite3
+
+        from agent_hooks.center import limits
+
+        self._left_out_dirty = False
+        try:
+            counts = limits.left_out_counts(self.conn, time.time())
+        except sqlite3.OperationalError:  # a store not migrated yet (the hooks migrate it)
+            return
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._left_out_loaded, counts)
+
+    def _left_out_loaded(self, counts: dict[str, dict[str, Any]]) -> None:
+        """On the loop: the counts from the store; the boards' strip told when a host's requests left out changed."""
+        before = {h: c["approvals"] for h, c in self.left_out.items() if c["approvals"]}
+        self.left_out = counts
+        if {h: c["approvals"] for h, c in counts.items() if c["approvals"]} != before:
+            self._broadcast([{"type": "approvals", "approvals": self.approvals,
+                              "left_out": dict(self.approvals_left_out)}])
 
     def _say(self, host: str, kind: str, message: str) -> None:
         now = time.monotonic()
@@ -894,6 +993,16 @@ class Hub:
         if last is None or now - last >= 60.0:
             self._said_left_out[(host, kind)] = now
             log.warning("%s", message)
+
+
+def _share(conn: Any, name: str, doc: str, now: float) -> None:
+    """One document of what the fleet's centers share (fleet_shared): with PostgreSQL its trigger tells them."""
+    conn.execute("INSERT INTO fleet_shared (name, doc, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE"
+                 " SET doc = excluded.doc, at = excluded.at", (name, doc, now))
+
+
+def _no_counts() -> dict[str, Any]:
+    return {"approvals": 0, "cards": 0, "refused": 0, "since": time.time()}
 
 
 def hub_of(state: ServerState) -> Hub:

@@ -16,6 +16,10 @@ first, capped). The caps (``[fleet]``, docs/command-center.md "Limits"):
   As many settled copies of each host are kept as history, the newest.
 * ``max_rows``: other hosts' cards and pending requests together. A new one past it is refused (429).
 
+What was left out or refused is counted per host in the fleet store (``fleet_left_out``, by whichever
+center saw it: with several centers on one PostgreSQL the counts are the fleet's, not one process's):
+:func:`count_left_out` adds to them, :func:`left_out_counts` reads them.
+
 The center's own cards and requests (host "") count against none of these, and the pending list
 always shows them first (agent_hooks.center.relay.pending). Functions here run on the hub's writer
 thread, inside its transaction.
@@ -29,6 +33,11 @@ from typing import Any
 
 # A host that polled for controls this long ago (and has nothing stored here) no longer holds a place.
 HOST_SEEN_S = 86400.0
+# A host's counts of what was left out are forgotten this long after they were last written (a center writes
+# a host's count of requests left out again every hour while it stays: hub.LEFT_OUT_REFRESH_S),
+# and at most this many hosts are counted by name (invented hosts refused past max_hosts: the rest as "*").
+LEFT_OUT_KEPT_S = 86400.0
+LEFT_OUT_HOSTS = 1000
 THIS_HOST = ""  # (fleetdb.THIS_HOST: fleetdb imports this module)
 
 
@@ -137,3 +146,26 @@ def new_card(conn: sqlite3.Connection, host: str, limits: Limits | None, now: fl
     if not dropped and kept >= limits.rows:
         return rows_full(limits, kept), []
     return None, dropped
+
+
+def count_left_out(conn: Any, host: str, approvals: int | None, cards: int, refused: int, now: float) -> None:
+    """Add to what the limits kept out of ``host``: ``cards`` left out or dropped and ``refused`` requests
+    (429) since its row's ``since``; ``approvals``, when not None, its pending requests left out now."""
+    conn.execute("DELETE FROM fleet_left_out WHERE updated_at < ?", (now - LEFT_OUT_KEPT_S,))
+    if conn.execute("SELECT 1 FROM fleet_left_out WHERE host = ?", (host,)).fetchone() is None and \
+            conn.execute("SELECT count(*) FROM fleet_left_out").fetchone()[0] >= LEFT_OUT_HOSTS:
+        host, approvals = "*", None
+    conn.execute(
+        "INSERT INTO fleet_left_out (host, approvals, cards, refused, since, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (host) DO UPDATE SET approvals = CASE WHEN ? = 1 THEN excluded.approvals"
+        " ELSE fleet_left_out.approvals END, cards = fleet_left_out.cards + excluded.cards,"
+        " refused = fleet_left_out.refused + excluded.refused, updated_at = excluded.updated_at",
+        (host, approvals or 0, cards, refused, now, now, int(approvals is not None)))
+
+
+def left_out_counts(conn: Any, now: float) -> dict[str, dict[str, Any]]:
+    """Each host's counts (``approvals`` now, ``cards`` and ``refused`` since ``since``), written in the last day."""
+    return {host: {"approvals": int(a), "cards": int(c), "refused": int(r), "since": since}
+            for host, a, c, r, since in conn.execute(
+                "SELECT host, approvals, cards, refused, since FROM fleet_left_out WHERE updated_at >= ?",
+                (now - LEFT_OUT_KEPT_S,))}

@@ -1,4 +1,4 @@
--- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost,m020_notifications,m021_launches
+-- agent-hooks schema, migrations: m001_sessions_tool_calls_errors,m002_tasks,m003_guards,m004_identity_memory,m005_continuity,m006_outbox,m007_lineage,m008_command_center,m009_identity_workspaces,m010_spool,m011_persist,m012_approvals,m013_board_tmux_commands,m014_cost,m015_cost_samples,m016_memory_vectors,m017_approvals_agent,m018_fleet_credentials,m019_fleet_cost,m020_notifications,m021_launches,m022_fleet_shared_state
 CREATE TABLE "_sqlite_migrations" (
    "id" INTEGER PRIMARY KEY,
    "migration_set" TEXT,
@@ -618,3 +618,26 @@ CREATE TABLE "fleet_launches" (
 
 CREATE INDEX "idx_fleet_launches_seq"
     ON "fleet_launches" ("seq");
+
+CREATE TABLE "fleet_left_out" (
+   "host" TEXT PRIMARY KEY,
+   "approvals" INTEGER NOT NULL DEFAULT 0,
+   "cards" INTEGER NOT NULL DEFAULT 0,
+   "refused" INTEGER NOT NULL DEFAULT 0,
+   "since" REAL,
+   "updated_at" REAL
+);
+
+CREATE TABLE "fleet_shared" (
+   "name" TEXT PRIMARY KEY,
+   "doc" TEXT NOT NULL,
+   "at" REAL
+);
+
+CREATE TABLE "fleet_replies" (
+   "id" INTEGER PRIMARY KEY,
+   "seq" INTEGER NOT NULL,
+   "host" TEXT,
+   "doc" TEXT NOT NULL,
+   "at" REAL NOT NULL
+);

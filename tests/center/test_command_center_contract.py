@@ -1,6 +1,10 @@
-"""The OptimalOS contract against the running server (`agent-hook server start`): every event from every
+"""The ingest contract against the running server (`agent-hook server start`): every event from every
 state, auto-registration, idempotent registration, PATCH, DELETE, each error code, the order of the
-WebSocket's broadcasts, and this host's hook calls reaching the board."""
+WebSocket's broadcasts, and this host's hook calls reaching the board.
+
+Each test of the contract runs against both backends of the fleet store: the host's SQLite store, and
+PostgreSQL ([center] database, a database of the tests' own cluster). A center on PostgreSQL has no
+local sessions (this host's hook calls are not cards there): the tests about them run on SQLite only."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.center import Center, hook_env, messages
+from support.center import Center, fleet_rows, hook_env, messages
 from support.ingest_server import EVENTS, STATES
 from support.scripts import BIN, run_hook
 
@@ -28,12 +32,27 @@ PATHS = {"idle": [], "running": ["start"], "awaiting_review": ["start", "prompt_
          "completed": ["start", "exit"], "failed": ["start", "failed"]}
 
 
-@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see conftest)
-def center(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
-    home = tmp_path_factory.mktemp("center")
-    server = Center(home / "agent-hooks", env={"AGENT_HOOKS__FLEET__HOST": "center-host"}).start()
+# One center per backend and worker (session scope: the run interleaves modules, see conftest), not one per
+# test: the tests use names of their own, so they share it.
+@pytest.fixture(scope="session", params=["sqlite", "postgres"])
+def center(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
+    env = {"AGENT_HOOKS__FLEET__HOST": "center-host"}
+    if request.param == "postgres":
+        pg = request.getfixturevalue("postgres_server")
+        # A name of its own each time: the run may set this fixture up again (its params interleaved).
+        env["AGENT_HOOKS__CENTER__DATABASE"] = pg.create_database(f"contract_{os.getpid()}_{time.monotonic_ns()}")
+    home = tmp_path_factory.mktemp(f"center-{request.param}")
+    server = Center(home / "agent-hooks", env=env).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def local_center(center: Center) -> Center:
+    """The center, for a test about this host's own sessions (its hook calls): SQLite's only."""
+    if center.env.get("AGENT_HOOKS__CENTER__DATABASE"):
+        pytest.skip("a center on PostgreSQL has no local sessions (docs/command-center.md)")
+    return center
 
 
 def register(center: Center, tmux: str, **fields: object) -> dict[str, object]:
@@ -96,6 +115,9 @@ def test_registration_is_idempotent(center: Center) -> None:
     assert listed == [s]
     # The ingest of that tmux name finds the registered session (no second one).
     assert center.ingest({"tmux_session": "agent-reg", "event": "start"}).json()["session"] == s["id"]
+    # Kept in the fleet store the center names (its PostgreSQL database, or its SQLite store).
+    rows = fleet_rows(center, "SELECT id, state FROM fleet_sessions WHERE tmux_session = ?", ("agent-reg",))
+    assert [(r["id"], r["state"]) for r in rows] == [(s["id"], "running")]
 
 
 def test_patch(center: Center) -> None:
@@ -186,8 +208,9 @@ def test_websocket_broadcasts_every_change_in_order(center: Center) -> None:
     assert got[-1] == {"type": "removed", "id": sid, "seq": got[-1]["seq"]}
 
 
-def test_local_hook_calls_reach_the_board_live(center: Center, tmp_path: Path) -> None:
+def test_local_hook_calls_reach_the_board_live(local_center: Center, tmp_path: Path) -> None:
     """This host's sessions come from the store: a hook executable's write shows within 1 s."""
+    center = local_center
     env = {"AGENT_HOOKS_HOME": center.env["AGENT_HOOKS_HOME"], "AGENT_HOOKS_TMUX_SESSION": "agent-local",
            "AGENT_HOOKS_AGENT": "builder", "AGENT_HOOKS_TASK_ID": "T-local"}
     sid = "0a6b2c1e-local-session"
@@ -252,10 +275,11 @@ def test_server_start_prints_the_board_url(center: Center) -> None:
     assert f"board: {center.base}/" in out
 
 
-def test_cards_show_waiting_state_and_persistence_and_sort_people_first(center: Center, tmp_path: Path) -> None:
+def test_cards_show_waiting_state_and_persistence_and_sort_people_first(local_center: Center, tmp_path: Path) -> None:
     """Waiting states and persistence on the board: a local session's waiting state (the tool asked
     about, the error's kind) and its task's persistence are in the card JSON (REST and WebSocket), and
     /api/board lists the sessions that need a person first (needs input, then error) within a column."""
+    center = local_center
     from support.repo import FIXTURES_330
     from support.scripts import agent_hook
 
