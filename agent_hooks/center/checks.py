@@ -111,7 +111,7 @@ def board_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
             said = [f"{counts[k]} {what}" for k, what in (("approvals", "pending request(s) left out"),
                                                         ("cards", "card(s) left out or dropped"),
                                                         ("refused", "request(s) refused (429)")) if counts.get(k)]
-            checks.append(Check("board", WARN, f"host {host}: {', '.join(said)} by this command center's limits",
+            checks.append(Check("board", WARN, f"host {host}: {', '.join(said)} by the command center's limits (fleet.max_*)",
                                 "see docs/command-center.md, Limits: fleet.max_hosts, max_cards_per_host,"
                                 " max_requests_per_host, max_rows"))
     if sub:
