@@ -152,7 +152,7 @@ async def answer(request: Request) -> Response:
     via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
     # An OpenClaw exec approval: answered through its gateway (center/channels.py).
     for channel in state.channels:
-        answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where)
+        answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where, caller)
         if answered is not None:
             return answered
     # Another host's request: answered there, down the channel cancels use (center/relay.py).
