@@ -770,7 +770,12 @@ def load(paths: Paths | None = None, environ: os._Environ[str] | dict[str, str] 
     paths = paths or Paths(env)
     config = defaults()
     _merge(config, read_file(paths.config_file, paths.config_cache))
-    _merge(config, env_layer(env))
+    layer = env_layer(env)
+    _merge(config, layer)
+    problem = database_problem(config)
+    if problem:
+        where = "$AGENT_HOOKS__CENTER__DATABASE" if "database" in (layer.get("center") or {}) else paths.config_file
+        raise ConfigError(f"{where}: {problem}")
     return config
 
 
@@ -789,7 +794,35 @@ def load_lenient(paths: Paths, environ: os._Environ[str] | dict[str, str]) -> tu
         problems.append(f"file ignored: {exc}")
     _merge(config, env_layer(environ, problems))
     problems.extend(repair(config))
+    problem = database_problem(config)
+    if problem:  # the hooks do not use it; the command center keeps the fleet in the SQLite store meanwhile
+        problems.append(f"{problem}; the command center keeps the fleet in the host's SQLite store")
     return config, problems
+
+
+# What [center] database accepts besides "" (the host's SQLite store): center/fleetstore.py opens these.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def database_problem(config: dict[str, Any]) -> str | None:
+    """Why ``[center] database`` cannot be used (neither empty nor a PostgreSQL URL), or None.
+
+    A value of the wrong type is repair's and validate's to name; the value is shown without its password.
+    """
+    center = config.get("center")
+    value = center.get("database") if isinstance(center, dict) else None
+    if not isinstance(value, str) or not value.strip() or value.strip().startswith(POSTGRES_SCHEMES):
+        return None
+    return ("center.database must be empty (the host's SQLite store) or a postgresql:// or postgres:// URL,"
+            f" got {hide_password(value.strip())!r}")
+
+
+def hide_password(url: str) -> str:
+    """A database URL without its password (``user:password@`` or ``?password=``), for messages and logs."""
+    import re
+
+    url = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
 
 
 INF = float("inf")
@@ -924,6 +957,7 @@ def validate(config: dict[str, Any]) -> list[str]:
     problems.extend(money_problems(config))
     problems.extend(_fleet_problems(config))
     problems.extend(_launch_problems(config))
+    problems.extend([p for p in [database_problem(config)] if p])
     if isinstance(config.get("approvals"), dict) and config["approvals"].get("gates"):
         from agent_hooks.features import gates
 

@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import socket
+import stat
 import time
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,18 +69,54 @@ def token_path(paths: Paths, config: dict[str, Any]) -> str:
     return str(config["fleet"].get("token_file") or "") or os.path.join(paths.config_dir, TOKEN_NAME)
 
 
-def token(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None) -> str | None:
-    """The fleet token, or None when none is set."""
-    env = os.environ if env is None else env
-    value = (env.get(TOKEN_ENV) or "").strip()
-    if value:
-        return value
+class SecretError(OSError):
+    """A secret's file that is there but is not one: not a regular file, too big, not UTF-8 text, or (when it
+    must be private) readable by others. The message starts with the file's path."""
+
+
+def read_secret(path: str | None, env: Mapping[str, str] | None = None, var: str | None = None, *,
+                private: bool = False, max_bytes: int | None = None) -> str | None:
+    """A secret as every client reads one (the fleet token: the CLI, the server's check of callers, its
+    reporter; the OpenClaw gateway's token): ``$var`` when set (stripped) wins; else the file at ``path``,
+    stripped, None when it holds nothing (or no path is given).
+
+    The file is opened without blocking (a FIFO put there must not hold the server's event loop) and checked
+    on the opened file, so what is checked is what is read: a regular file, at most ``max_bytes``, UTF-8, and
+    with ``private`` not readable by others (:class:`SecretError` says which). A missing file raises
+    FileNotFoundError and any other failure its OSError: each caller decides what that means for it.
+    """
+    value = ((env or {}).get(var) or "").strip() if var else ""
+    if value or not path:
+        return value or None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        with open(token_path(paths, config), encoding="utf-8") as f:
-            value = f.read().strip()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SecretError(f"{path} is not a regular file")
+        if private and st.st_mode & 0o077:
+            raise SecretError(f"{path} is readable by others (mode {st.st_mode & 0o777:o}); chmod 600 {path}")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise SecretError(f"{path} is {st.st_size} bytes: not a token (at most {max_bytes})")
+        chunks = []
+        while chunk := os.read(fd, 65536 if max_bytes is None else max_bytes + 1):
+            chunks.append(chunk)
+            if max_bytes is not None:
+                break
+    finally:
+        os.close(fd)
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SecretError(f"{path} is not UTF-8 text") from None
+    return text.strip() or None
+
+
+def token(paths: Paths, config: dict[str, Any], env: Mapping[str, str] | None = None) -> str | None:
+    """The fleet token, or None when none is set (or its file cannot be read)."""
+    try:
+        return read_secret(token_path(paths, config), os.environ if env is None else env, TOKEN_ENV)
     except OSError:
         return None
-    return value or None
 
 
 def _readable_by_others(path: str) -> str | None:

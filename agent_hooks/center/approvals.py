@@ -2,6 +2,7 @@
 
 * ``GET /api/approvals``: ``{"approvals": [...]}``, pending ones oldest first;
   ``?state=all`` for the history (newest 500), ``?session=ID`` for one session.
+  Each with its board card (``card``) and the ``agent`` and ``tmux_session`` that ask.
 * ``POST /api/approvals/<id>``: ``{"decision": "allow" | "allow_always" | "deny",
   "message", "interrupt", "answers": {question: label}}``. 200 with the row; 409
   when it was answered, withdrawn or expired first (the body says how); 404 for
@@ -80,6 +81,26 @@ def _request_host(conn: Any, ref: str) -> str | None:
     return None if row is None else str(row["host"] or "")
 
 
+def with_names(conn: Any, rows: list[dict[str, Any]], config: dict[str, Any], own_host: str,
+               now: float) -> list[dict[str, Any]]:
+    """Each request with the agent and tmux session that ask, as their board card shows them (None without a
+    card here): `approvals --server` names them as the local listing does. Built on a GET only; the
+    board's own list (the hub's, every flush) reads them from its cards."""
+    from agent_hooks.center import cards
+
+    for row in rows:
+        if not row.get("card") and row["host"] != own_host:  # the history's rows of other hosts
+            card = fleetdb.find(conn, row["session_id"], None, row["host"])
+            row["card"] = card["id"] if card is not None and card["host"] == row["host"] else None
+    ids = list(dict.fromkeys(str(r["card"]) for r in rows if r.get("card")))
+    built = cards.build(conn, config, own_host, now, ids=ids) if ids else {}
+    for row in rows:
+        card = built.get(str(row.get("card") or ""))
+        row["agent"] = card.get("agent") if card else None
+        row["tmux_session"] = card.get("tmux_session") if card else None
+    return rows
+
+
 async def listing(request: Request) -> Response:
     state = state_of(request)
     hub = hub_of(state)
@@ -97,6 +118,7 @@ async def listing(request: Request) -> Response:
         if caller.kind == access.HOST:  # a paired host sees its own requests only
             pending = [p for p in pending if p["host"] == caller.name]
             left_out = {h: n for h, n in left_out.items() if h == caller.name}
+        pending = await hub.submit(with_names, pending, state.config, hub.own_host, time.time())
         return JSONResponse({"host": hub.own_host, "approvals": pending, "left_out": left_out})
     from agent_hooks.notify.outbox import attach
 
@@ -104,7 +126,8 @@ async def listing(request: Request) -> Response:
         rows = approvals.listing(conn, which, session)
         if caller.kind == access.HOST:
             rows = [r for r in rows if r["host"] == caller.name]
-        return attach(conn, [approvals.public(r, hub.own_host) for r in rows])  # with each one's delivery
+        listed = attach(conn, [approvals.public(r, hub.own_host) for r in rows])  # with each one's delivery
+        return with_names(conn, listed, state.config, hub.own_host, time.time())
 
     return JSONResponse({"host": hub.own_host, "approvals": await hub.submit(rows_of)})
 
@@ -129,7 +152,7 @@ async def answer(request: Request) -> Response:
     via = body.get("via") if body.get("via") in ("board", "remote", "api") else "api"
     # An OpenClaw exec approval: answered through its gateway (center/channels.py).
     for channel in state.channels:
-        answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where)
+        answered = await channel.answer(request.path_params["id"], {**body, "via": via}, by, where, caller)
         if answered is not None:
             return answered
     # Another host's request: answered there, down the channel cancels use (center/relay.py).

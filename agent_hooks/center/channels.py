@@ -15,9 +15,12 @@ A channel says None for what is not its own, and the center goes on as usual.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.responses import Response
+
+if TYPE_CHECKING:
+    from agent_hooks.server.access import Caller
 
 
 class Channel(Protocol):
@@ -27,10 +30,12 @@ class Channel(Protocol):
         """Its connection's state; None when it is not configured."""
         ...
 
-    async def answer(self, ref: str, body: dict[str, Any], by: str, where: str) -> Response | None:
-        """Answer request ``ref`` if it is this channel's (``body`` as posted, ``via`` set); else None."""
+    async def answer(self, ref: str, body: dict[str, Any], by: str, where: str, caller: Caller) -> Response | None:
+        """Answer request ``ref`` if it is this channel's (``body`` as posted, ``via`` set); else None. What it
+        did is recorded under ``caller`` (``fleet_actions``), as the center records its own answers."""
         ...
 
-    async def cancel(self, ref: str, cancelling: bool, reason: str | None) -> Response | None:
-        """Cancel (or uncancel) the sessions ``ref`` names if they are this channel's; else None."""
+    async def cancel(self, ref: str, cancelling: bool, reason: str | None, caller: Caller) -> Response | None:
+        """Cancel (or uncancel) the sessions ``ref`` names if they are this channel's; else None. Recorded
+        under ``caller`` as :meth:`answer`."""
         ...

@@ -246,6 +246,7 @@ def fleet_store_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     """Where the command center keeps the fleet: the embedded SQLite store (one line), or PostgreSQL: the
     password not in a config.toml others can read, the database reachable and migrated, and the running
     server's listener connected (read from its /status)."""
+    from agent_hooks import config as config_mod
     from agent_hooks.center import fleetstore
     from agent_hooks.checks import FAIL, OK, Check
 
@@ -254,9 +255,9 @@ def fleet_store_checks(paths: Paths, cfg: dict[str, Any]) -> list[Any]:
     if not url:
         out.append(Check("center", OK, f"the fleet is in the embedded SQLite store ({paths.store}):"
                          " [center] database is not set"))
-    elif not fleetstore.is_postgres(url):
-        out.append(Check("center", FAIL, f"[center] database = {fleetstore.describe(url)!r} is not a PostgreSQL URL:"
-                         f" the command center keeps the fleet in the embedded SQLite store ({paths.store}) instead",
+    elif not fleetstore.is_postgres(url):  # config.load refuses it; the server runs on the SQLite store meanwhile
+        out.append(Check("center", FAIL, f"{config_mod.database_problem(cfg)}: the command center keeps the fleet"
+                         f" in the embedded SQLite store ({paths.store}) instead",
                          'database = "postgresql://USER@HOST/DATABASE" in [center], or "" for the embedded store'))
     else:
         out.extend(_postgres_checks(url))

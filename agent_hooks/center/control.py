@@ -389,7 +389,7 @@ async def session_action(request: Request) -> Response:
         host = fleetdb.THIS_HOST if host == hub.own_host else host
     # An OpenClaw session: its run is aborted through the gateway, or the cancel refused (openclaw/service.py).
     for channel in state.channels:
-        aborted = await channel.cancel(request.path_params["ref"], cancel, reason)
+        aborted = await channel.cancel(request.path_params["ref"], cancel, reason, caller)
         if aborted is not None:
             return aborted
     out = await hub.write(_cancel_recorded, request.path_params["ref"], host, cancel, reason, hub.own_host,

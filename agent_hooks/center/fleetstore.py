@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from agent_hooks import config as config_mod
+
 log = logging.getLogger("agent_hooks.center.fleetstore")
 
 CHANNEL = "agent_hooks_fleet"
@@ -57,13 +59,12 @@ def database(config: dict[str, Any]) -> str:
 
 
 def is_postgres(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
+    return url.startswith(config_mod.POSTGRES_SCHEMES)
 
 
 def describe(url: str) -> str:
     """The database's URL without its password (for logs and doctor)."""
-    url = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+    return config_mod.hide_password(url)
 
 
 def error_text(exc: BaseException, url: str) -> str:

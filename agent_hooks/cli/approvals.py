@@ -16,7 +16,7 @@ from urllib.parse import quote
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import Exit, NotFound, echo_json, load_config, open_store, to_center, writing
+from agent_hooks.cli.common import Exit, NotFound, center_json, echo_json, load_config, open_store, writing
 from agent_hooks.cli.table import cell
 from agent_hooks.features import approvals as ap
 
@@ -40,16 +40,9 @@ def _who() -> str:
 
 
 def _request(server: str, method: str, path: str, body: dict[str, Any] | None = None,
-             params: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
-    base, r = to_center(server, method, path, json=body, params=params, timeout=10)
-    try:
-        doc = r.json()
-    except ValueError:
-        doc = {"error": r.text[:300]}
-    if r.status_code in (401, 403):
-        raise click.ClickException(f"{base}: HTTP {r.status_code}: {doc.get('error', doc)}")
-    return r.status_code, doc if isinstance(doc, dict) else {"error": str(doc)[:300]}
+             params: dict[str, str] | None = None, ok: tuple[int, ...] | None = None) -> tuple[int, dict[str, Any]]:
+    _base, status, doc = center_json(server, method, path, ok=ok, json=body, params=params, timeout=10)
+    return status, doc
 
 
 def _left(row: dict[str, Any]) -> str:
@@ -121,9 +114,7 @@ def approvals_cmd(show_all: bool, session_id: str | None, server: str | None, as
         params = {"state": which}
         if session_id:
             params["session"] = session_id
-        status, doc = _request(server, "GET", "/api/approvals", params=params)
-        if status != 200:
-            raise click.ClickException(f"HTTP {status}: {doc.get('error', doc)}")
+        _status, doc = _request(server, "GET", "/api/approvals", params=params, ok=(200,))
         rows = doc.get("approvals") or []
     else:
         store = open_store()

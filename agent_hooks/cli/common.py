@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import click
@@ -115,7 +115,31 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
-def to_center(server: str, method: str, path: str, headers: Any = None, **kwargs: Any) -> tuple[str, Any]:
+def center_json(server: str, method: str, path: str, *, ok: Collection[int] | None = None, headers: Any = None,
+                failover: bool = True, **kwargs: Any) -> tuple[str, int, dict[str, Any]]:
+    """One request to a command center and its answer, as every CLI command that talks to one makes it:
+    (the base URL that answered, the HTTP status, the answer's JSON object).
+
+    :func:`to_center` sends it (this host's credential for that center, else the fleet token, unless
+    ``headers`` says otherwise; the next of forward.url's centers when it cannot be reached, unless not
+    ``failover``). An answer that is not a JSON object (a proxy's page, a list) becomes ``{"error": its
+    text}``. A refused credential (401, 403) and a server's failure (5xx) are always an error naming the
+    center; so is, with ``ok``, any other status outside it. The caller reads the rest (a 404 or 409 may be
+    an answer of its own)."""
+    base, r = to_center(server, method, path, headers=headers, failover=failover, **kwargs)
+    try:
+        doc = r.json()
+    except ValueError:
+        doc = {"error": r.text[:300]}
+    if not isinstance(doc, dict):
+        doc = {"error": str(doc)[:300]}
+    if r.status_code in (401, 403) or r.status_code >= 500 or (ok is not None and r.status_code not in ok):
+        raise click.ClickException(f"{base}: HTTP {r.status_code}: {doc.get('error', doc)}")
+    return base, r.status_code, doc
+
+
+def to_center(server: str, method: str, path: str, headers: Any = None, failover: bool = True,
+              **kwargs: Any) -> tuple[str, Any]:
     """One request to the command center ``--server`` names: (its base URL, the httpx response).
 
     When that center is one of forward.url's several and it cannot be reached (no connection: nothing
@@ -132,7 +156,7 @@ def to_center(server: str, method: str, path: str, headers: Any = None, **kwargs
     cfg = load_config()
     listed = [b for b in (fleet.center_base(u) for u in ingest_urls(cfg["forward"])) if b]
     tries = [base, *(b for b in listed if not fleet.same_center(b, base))] \
-        if any(fleet.same_center(b, base) for b in listed) else [base]
+        if failover and any(fleet.same_center(b, base) for b in listed) else [base]
     problems = []
     for target in tries:
         sent = headers(target) if headers is not None else fleet.client_headers(paths(), cfg, os.environ, url=target)

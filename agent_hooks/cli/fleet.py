@@ -18,6 +18,7 @@ import click
 from agent_hooks import fleet
 from agent_hooks.cli.common import (
     NotFound,
+    center_json,
     echo_json,
     fleet_writing,
     iso,
@@ -25,7 +26,6 @@ from agent_hooks.cli.common import (
     open_fleet_store,
     open_store,
     paths,
-    to_center,
 )
 
 
@@ -37,14 +37,8 @@ def remote(server: str, action: str, session_id: str | None, task_id: str | None
     else:
         path = f"/api/sessions/{quote(session_id or tmux or '', safe='')}/{action}"
     body: dict[str, Any] = {"reason": reason} if reason else {}
-    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
-    base, r = to_center(server, "POST", path, json=body, params={"host": host} if host else None, timeout=10)
-    try:
-        doc = r.json()
-    except ValueError:
-        doc = {"error": r.text[:300]}
-    if r.status_code != 200:
-        raise click.ClickException(f"{base}: HTTP {r.status_code}: {doc.get('error', doc)}")
+    base, _status, doc = center_json(server, "POST", path, ok=(200,), json=body,
+                                     params={"host": host} if host else None, timeout=10)
     done = "cancelled" if action == "cancel" else "no longer cancelled"
     if task_id:
         return [f"task {task_id}: {done} on {base} (every subscribed host applies it)"]
@@ -182,22 +176,14 @@ def join(url: str, code: str, also: tuple[str, ...]) -> None:
     `cancel --server`. The command center takes this host's name from it. A code works once; an expired
     one says so.
     """
-    import httpx
-
     base = fleet.center_base(url)
     if base is None:
         raise click.UsageError(f"{url!r} is not a command center's URL (http(s)://HOST:PORT)")
-    try:
-        r = httpx.post(base + "/api/fleet/pair", json={"code": code}, timeout=10, trust_env=False)
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"command center {base} unreachable: {exc}") from None
-    try:
-        doc = r.json()
-    except ValueError:
-        doc = {"error": r.text[:300]}
-    if r.status_code != 200 or not isinstance(doc, dict) or not isinstance(doc.get("credential"), str):
-        error = doc.get("error", doc) if isinstance(doc, dict) else doc
-        raise click.ClickException(f"{base}: HTTP {r.status_code}: {error}")
+    # No credential yet (the code is the proof), and only the center that made the code.
+    base, status, doc = center_json(base, "POST", "/api/fleet/pair", ok=(200,), headers=lambda _b: {},
+                                    failover=False, json={"code": code}, timeout=10)
+    if not isinstance(doc.get("credential"), str):
+        raise click.ClickException(f"{base}: HTTP {status}: {doc.get('error', doc)}")
     from agent_hooks.forward.centers import ingest_urls
 
     p, cfg = paths(), load_config()

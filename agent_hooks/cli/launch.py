@@ -8,19 +8,14 @@ from typing import Any
 import click
 
 from agent_hooks import fleet
-from agent_hooks.cli.common import echo_json, load_config, paths, to_center
+from agent_hooks.cli.common import center_json, echo_json, load_config, paths
 from agent_hooks.config import LAUNCH_MODES
 
 
 def _post(base: str, body: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    # The next of forward.url's command centers when this one cannot be reached (cli/common.py).
-    _base, r = to_center(base, "POST", "/api/sessions", headers=lambda _b: headers, json=body, timeout=30)
-    try:
-        doc = r.json()
-    except ValueError:
-        doc = {"error": r.text[:300]}
-    return r.status_code, doc if isinstance(doc, dict) else {"error": str(doc)[:300]}
+    _base, status, doc = center_json(base, "POST", "/api/sessions", headers=lambda _b: headers, json=body, timeout=30)
+    return status, doc
 
 
 def _here(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

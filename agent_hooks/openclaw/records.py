@@ -14,7 +14,7 @@ import math
 import sqlite3
 from typing import Any
 
-from agent_hooks.center import contract, fleetdb
+from agent_hooks.center import contract, credentials, fleetdb
 from agent_hooks.features import approvals
 from agent_hooks.openclaw.frames import AGENT_TYPE, DECISIONS_IN, card_id
 from agent_hooks.output import one_line
@@ -218,6 +218,11 @@ def _resolved(conn: sqlite3.Connection, act: dict[str, Any], host: str, at: floa
          "answered at the OpenClaw gateway", row["id"], row["state"])).rowcount > 0
     if changed:
         resumed(conn, row["session_id"], host, at, out)
+        # Who acted, as an answer from the board or the CLI is recorded: the one the gateway names.
+        credentials.record_action(conn, at=at, action=f"answer: {decision}", target=row["id"], status=200,
+                                  card=card_id(host, row["session_id"]), host=host, by_kind=AGENT_TYPE,
+                                  by_name=act.get("by") or "the OpenClaw gateway", by_address=host,
+                                  note="answered at the OpenClaw gateway")
     return changed
 
 

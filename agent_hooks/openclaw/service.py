@@ -36,6 +36,7 @@ from agent_hooks.server.jsonout import JSONResponse
 
 if TYPE_CHECKING:
     from agent_hooks.openclaw.gateway import Gateway  # imported only when a gateway is configured
+    from agent_hooks.server.access import Caller
 
 AGENT_TYPE = "openclaw"
 ID_PREFIX = "oc-"  # approval rows and cards made from the gateway (agent_hooks.openclaw.frames)
@@ -54,15 +55,15 @@ class OpenClaw:
         """The connection's state for /status, /api/fleet/status and the board (None when not configured)."""
         return self.gateway.status() if self.gateway is not None else None
 
-    async def answer(self, ref: str, body: dict[str, Any], by: str, where: str) -> Response | None:
+    async def answer(self, ref: str, body: dict[str, Any], by: str, where: str, caller: Caller) -> Response | None:
         if self.gateway is None or not ref.startswith(ID_PREFIX[:2]):
             return None  # our other requests' ids are hex: never "oc"
-        return await answer(self.gateway, hub_of(self.state), ref, body, by, where)
+        return await answer(self.gateway, hub_of(self.state), ref, body, by, where, caller)
 
-    async def cancel(self, ref: str, cancelling: bool, reason: str | None) -> Response | None:
+    async def cancel(self, ref: str, cancelling: bool, reason: str | None, caller: Caller) -> Response | None:
         if self.gateway is None:
             return None
-        return await cancel(self.gateway, hub_of(self.state), ref, cancelling, reason)
+        return await cancel(self.gateway, hub_of(self.state), ref, cancelling, reason, caller)
 
 
 def channel(state: ServerState) -> OpenClaw:
@@ -130,17 +131,22 @@ def _undo(conn: Any, approval_id: str, answered_at: float, state: str, note: str
     return fleetdb.Result(200, {"approvals_changed": True})
 
 
-def _answered(conn: Any, approval_id: str, host: str, at: float) -> fleetdb.Result:
-    from agent_hooks.openclaw import records
+def _answered(conn: Any, approval_id: str, host: str, at: float, caller: Caller, note: str | None) -> fleetdb.Result:
+    """The gateway took our answer: the session resumes, and who answered is recorded (``fleet_actions``), as an
+    answer to one of the center's own requests is (center/approvals.py)."""
+    from agent_hooks.openclaw import frames, records
 
     out = fleetdb.Result(200, {"approvals_changed": True})
     row = approvals.get(conn, approval_id, raw=True)
     if row is not None:
         records.resumed(conn, row["session_id"], host, at, out)
+        caller.record(conn, at=at, action=f"answer: {row['decision']}", target=row["id"], status=200,
+                      card=frames.card_id(host, row["session_id"]), host=host, note=note)
     return out
 
 
-async def answer(gw: Gateway, hub: Hub, ref: str, body: dict[str, Any], by: str, where: str) -> JSONResponse | None:
+async def answer(gw: Gateway, hub: Hub, ref: str, body: dict[str, Any], by: str, where: str,
+                 caller: Caller) -> JSONResponse | None:
     """``POST /api/approvals/<ref>`` for an OpenClaw exec approval (None: not one; the caller goes on)."""
     if gw.state_name != "connected":
         row = await hub.submit(lambda conn: approvals.find(conn, ref))
@@ -183,7 +189,9 @@ async def answer(gw: Gateway, hub: Hub, ref: str, body: dict[str, Any], by: str,
                                           " pending"}, status_code=502)
         return JSONResponse({"error": f"{text}; the request stays pending"}, status_code=503,
                             headers={"Retry-After": "1"})
-    await hub.write(_answered, row["id"], gw.host, time.time())
+    from agent_hooks.center.approvals import display_note
+
+    await hub.write(_answered, row["id"], gw.host, time.time(), caller, display_note(body))
     doc["applied"] = "answered at the OpenClaw gateway"
     return JSONResponse(doc, status_code=200)
 
@@ -208,15 +216,19 @@ def _cards(conn: Any, ref: str, host: str) -> list[dict[str, Any]] | None:
     return ours
 
 
-def _mark(conn: Any, card_id: str, reason: str | None, at: float) -> fleetdb.Result:
+def _mark(conn: Any, card: dict[str, Any], ref: str, reason: str | None, at: float, caller: Caller) -> fleetdb.Result:
+    """The run was aborted at the gateway: the card marked cancelled, and who cancelled it recorded."""
+    card_id = card["id"]
     conn.execute("UPDATE fleet_sessions SET cancelled_at = ?, cancel_reason = ?, cancel_seq = NULL WHERE id = ?",
                  (at, reason, card_id))
+    caller.record(conn, at=at, action="cancel", target=ref, status=200, card=card_id, host=card["host"], note=reason)
     out = fleetdb.Result(200, {})
     out.changed.add(card_id)
     return out
 
 
-async def cancel(gw: Gateway, hub: Hub, ref: str, cancelling: bool, reason: str | None) -> JSONResponse | None:
+async def cancel(gw: Gateway, hub: Hub, ref: str, cancelling: bool, reason: str | None,
+                 caller: Caller) -> JSONResponse | None:
     """A cancel of an OpenClaw session: its run aborted through the gateway, or refused saying why.
     None when ``ref`` names no session of the configured gateway (the usual cancel applies)."""
     cards = await hub.submit(_cards, ref, gw.host)
@@ -253,7 +265,7 @@ async def cancel(gw: Gateway, hub: Hub, ref: str, cancelling: bool, reason: str 
         if isinstance(result, dict) and result.get("aborted") is False:
             return JSONResponse({"error": "the OpenClaw gateway found no run to abort (it had ended)",
                                  "gateway": result}, status_code=409)
-        await hub.write(_mark, card["id"], reason, time.time())
+        await hub.write(_mark, card, ref, reason, time.time(), caller)
         out["sessions"].append({"id": card["id"], "host": card["host"], "applied": "aborted at the OpenClaw gateway",
                                 "run_id": run_id})
     return JSONResponse(out)

@@ -9,10 +9,11 @@ or the file ``[openclaw] token_file`` names (0600), never from config.toml.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from agent_hooks import fleet
 
 TOKEN_ENV = "AGENT_HOOKS_OPENCLAW_TOKEN"
 MAX_TOKEN_BYTES = 4096  # a token file larger than this is the wrong file
@@ -113,7 +114,7 @@ def token(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
     if "token" in sec:
         raise SettingError("openclaw.token is set in config.toml: the gateway token is never read from there;"
                            f" put it in a 0600 file named by openclaw.token_file, or in ${TOKEN_ENV}")
-    value = (env.get(TOKEN_ENV) or "").strip()
+    value = fleet.read_secret(None, env, TOKEN_ENV)
     if value:
         return value
     path = str(sec.get("token_file") or "").strip()
@@ -121,22 +122,9 @@ def token(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
         raise SettingError(f"no gateway token: set ${TOKEN_ENV} or openclaw.token_file")
     path = os.path.expanduser(path)
     try:
-        # O_NONBLOCK: the server reads this on its event loop, and a FIFO put there must not hold it. The
-        # checks are on the opened file (fstat), so what is checked is what is read.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise SettingError(f"openclaw.token_file {path} is not a regular file")
-            if st.st_mode & 0o077:
-                raise SettingError(f"openclaw.token_file {path} is readable by others (mode {st.st_mode & 0o777:o});"
-                                   f" chmod 600 {path}")
-            if st.st_size > MAX_TOKEN_BYTES:
-                raise SettingError(f"openclaw.token_file {path} is {st.st_size} bytes: not a token"
-                                   f" (at most {MAX_TOKEN_BYTES})")
-            value = os.read(fd, MAX_TOKEN_BYTES + 1).decode("utf-8", "replace").strip()
-        finally:
-            os.close(fd)
+        value = fleet.read_secret(path, private=True, max_bytes=MAX_TOKEN_BYTES)
+    except fleet.SecretError as exc:  # not a regular file, too big, readable by others: its message names it
+        raise SettingError(f"openclaw.token_file {exc}") from None
     except OSError as exc:
         raise SettingError(f"openclaw.token_file {path}: {exc.strerror or exc}") from None
     if not value:

@@ -163,7 +163,7 @@ class TokenFile:
     RECHECK_S = 1.0
 
     def __init__(self, env: Mapping[str, str], clock: Callable[[], float] = time.monotonic) -> None:
-        self._from_env = (env.get(fleet.TOKEN_ENV) or "").strip() or None
+        self._from_env = fleet.read_secret(None, env, fleet.TOKEN_ENV)
         self._clock = clock
         self._path: str | None = None
         self._stamp: tuple[int, int, int] | None = None
@@ -189,13 +189,12 @@ class TokenFile:
         stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
         if path != self._path or stamp != self._stamp:
             try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read().strip()
+                text = fleet.read_secret(path)
             except FileNotFoundError:
-                text, stamp = "", None  # gone since the stat
-            except (OSError, UnicodeDecodeError) as exc:
+                text, stamp = None, None  # gone since the stat
+            except OSError as exc:
                 return self._unreadable(path, exc)
-            self._remember(path, stamp, text or None, now)
+            self._remember(path, stamp, text, now)
         else:
             self._next_look = now + self.RECHECK_S
         return self._value

@@ -54,6 +54,21 @@ class _StderrToLog:
         pass
 
 
+# Libraries whose records below WARNING stay out of server.log. Apprise says "Notifying 1 service(s)." and
+# "Sent ... notification." at INFO on every send: a busy fleet's log would hold a line per notification.
+# (notify/send.py captures those lines at INFO with Apprise's LogCapture, which lowers the "apprise"
+# logger's level while it sends, so setting that level here would not hold: the handler filters instead.)
+# A failed send still logs its WARNING here, and its answer is kept in the notification's delivery state.
+QUIET_BELOW_WARNING = ("apprise",)
+
+
+def _not_chatter(record: logging.LogRecord) -> bool:
+    if record.levelno >= logging.WARNING:
+        return True
+    name = record.name
+    return not any(name == quiet or name.startswith(f"{quiet}.") for quiet in QUIET_BELOW_WARNING)
+
+
 def log_to_file(paths: Paths, config: dict[str, Any]) -> None:
     """Send the root logger and stderr to the rotated server.log."""
     ensure_dir(paths.log_dir)
@@ -61,6 +76,7 @@ def log_to_file(paths: Paths, config: dict[str, Any]) -> None:
         local.log_file(paths), maxBytes=int(config["serve"]["log_max_bytes"]), backupCount=1, encoding="utf-8")
     os.chmod(local.log_file(paths), 0o600)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_not_chatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)

@@ -108,16 +108,30 @@ def test_answered_at_bs_terminal_leaves_as_list_within_1s(hosts: tuple[Center, C
     assert r.status_code == 409 and "already answered" in r.json()["error"], r.text
 
 
-def test_the_cli_answers_bs_request_through_a(hosts: tuple[Center, Center, dict[str, str]]) -> None:
-    """`agent-hook approvals --server A` lists B's request; `deny ID --server A` answers it on B."""
+def test_the_cli_answers_bs_request_through_a(hosts: tuple[Center, Center, dict[str, str]], center_db: str) -> None:
+    """`agent-hook approvals --server A` lists B's request (and, with A's fleet in its SQLite store, A's own),
+    each with the agent that asks; `deny ID --server A` answers it on B."""
     from support.scripts import agent_hook
 
     a, b, env = hosts
-    held = Held({**PERMISSION, "session_id": "b-cli-1"}, env)
-    [row], _ = wait_listed(a, lambda got: len(got) == 1, timeout=10)
+    held = Held({**PERMISSION, "session_id": "b-cli-1"}, {**env, "AGENT_HOOKS_AGENT": "bob"})
+    # Each is listed with the agent that asks, as the local listing names it. (A's own requests stay in A's
+    # own store: a fleet in PostgreSQL does not list them.)
+    own = None if center_db else Held({**PERMISSION, "session_id": "a-cli-1"}, {
+        "AGENT_HOOKS_HOME": str(a.home), "HOME": a.env["HOME"], "TMUX": "", "TMUX_PANE": "", "AGENT_HOOKS_AGENT": "ada"})
+    agents = {"b-cli-1": "bob", **({} if own is None else {"a-cli-1": "ada"})}
+    got, _ = wait_listed(a, lambda got: {r["session_id"]: r.get("agent") for r in got} == agents, timeout=10)
+    [row] = [r for r in got if r["host"] == "host-b"]
     cli_env = {"AGENT_HOOKS_HOME": str(a.home), "HOME": a.env["HOME"]}
     listed = agent_hook("approvals", "--server", a.base, env=cli_env).stdout
     assert row["id"] in listed and "host-b" in listed, listed
+    lines = {line.split()[0]: line.split() for line in listed.splitlines()[1:]}
+    assert lines[row["id"]][1:3] == ["host-b", "bob"], listed
+    if own is not None:
+        [mine] = [r for r in got if r["host"] == "host-a"]
+        assert lines[mine["id"]][1:3] == ["host-a", "ada"], listed
+        agent_hook("approve", mine["id"], "--server", a.base, env=cli_env)
+        assert own.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
     out = agent_hook("deny", row["id"], "--message", "ask the lead", "--server", a.base, env=cli_env)
     assert "denied" in out.stdout, out.stdout
     decision = held.answer()["hookSpecificOutput"]["decision"]

@@ -160,6 +160,52 @@ def test_the_desktop_board_keeps_its_columns(center: Center) -> None:
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
 
 
+def _state(center: Center, sid: str, want: str) -> list[str]:
+    """The session's events, oldest first, once its state is ``want``."""
+    end = time.time() + 5
+    while center.card(sid)["state"] != want and time.time() < end:
+        time.sleep(0.05)
+    assert center.card(sid)["state"] == want, center.card(sid)
+    return [e["event"] for e in reversed(center.http.get(f"/api/board/sessions/{sid}").json()["events"])]
+
+
+def test_a_card_moves_on_a_touch_phone_as_a_drag_moves_it_on_the_desktop(center: Center) -> None:
+    """A drag on the desktop sends the card's PATCH to a column its state may go to. On a touch phone (390 px, one list)
+    the card's "Move to…" offers those columns as buttons a thumb can hit, and a tap sends the same PATCH; the
+    buttons stay open while other cards change. On the desktop the control is not shown: the drag does it."""
+    sid = center.ingest({"tmux_session": "agent-mig", "event": "tool_use"}, headers={"X-Agent-Hooks-Host": "db-1"}).json()["session"]
+    with chromium_page(sync_api, *PHONE, touch=True) as phone:
+        _open(phone, center.base + "/")
+        card = phone.locator(f'#col-running .card[data-id="{sid}"]')
+        card.wait_for(timeout=5000)
+        toggle = card.locator(".move-toggle")
+        assert toggle.is_visible() and toggle.inner_text() == "Move to…"
+        toggle.tap()
+        # The same columns a drag may drop it on, in the person's words; a tap here does not open the session.
+        assert card.locator(".move-to").all_inner_texts() == ["Waiting for you", "Finished", "Failed"]
+        assert phone.locator("#panel").is_hidden()
+        assert phone.evaluate(OFF_OR_SMALL, ".card") == []
+        # Another card's update re-renders the list: the choices stay open under the finger.
+        center.ingest({"tmux_session": "agent-other", "event": "tool_use"}, headers={"X-Agent-Hooks-Host": "db-2"})
+        phone.wait_for_function("document.querySelectorAll('#col-running .card').length === 2", timeout=5000)
+        assert card.locator(".move-to").count() == 3
+        card.locator('.move-to[data-state="completed"]').tap()
+        assert _state(center, sid, "completed")[-1] == "exit"  # what a drag to Finished sends
+        phone.wait_for_selector(f'#col-running .card[data-id="{sid}"]', state="detached", timeout=5000)
+        phone.wait_for_function("document.getElementById('toast').textContent.includes('moved to Finished')", timeout=5000)
+        # From the Finished list it goes back to run again (the drag from "Finished" to "Idle").
+        phone.select_option("#state-pick", "completed")
+        done = phone.locator(f'#col-completed .card[data-id="{sid}"]')
+        done.locator(".move-toggle").tap()
+        assert done.locator(".move-to").all_inner_texts() == ["Idle"]
+        done.locator(".move-to").tap()
+        assert _state(center, sid, "idle")[-2:] == ["exit", "requeue"]
+    with chromium_page(sync_api, 1400, 800) as page:
+        _open(page, center.base + "/")
+        page.wait_for_selector(f'.card[data-id="{sid}"]', timeout=5000)
+        assert page.locator(".card .move").first.is_hidden() and page.locator(".drag-tip").is_visible()
+
+
 JARGON = ("ours:", "contract:", "OptimalOS", "state machine", "awaiting_review", "needs_input", "own state")
 
 

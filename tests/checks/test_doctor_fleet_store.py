@@ -51,8 +51,15 @@ def test_without_a_database_one_line_says_the_embedded_sqlite_store(tmp_path: Pa
     assert line["status"] == "ok" and "the fleet is in the embedded SQLite store" in line["summary"]
     assert str(tmp_path / "state" / "store.db") in line["summary"]
     # A value that is not PostgreSQL's is not quietly taken for the embedded store.
-    [line], _ = doctor({**env, "AGENT_HOOKS__CENTER__DATABASE": "mysql://fleet@db/fleet"})
-    assert line["status"] == "fail" and "is not a PostgreSQL URL" in line["summary"], line
+    # It says what config load says (which refuses it), and what the command center does meanwhile.
+    proc = subprocess.run([str(BIN / "agent-hook"), "doctor", "--json", "--no-run"], capture_output=True, text=True,
+                          env={**env, "AGENT_HOOKS__CENTER__DATABASE": "mysql://fleet@db/fleet"}, timeout=120)
+    checks = json.loads(proc.stdout)["checks"]
+    refused = ("center.database must be empty (the host's SQLite store) or a postgresql:// or postgres:// URL,"
+               " got 'mysql://fleet@db/fleet'")
+    [line] = [c for c in checks if c["area"] == "center"]
+    assert line["status"] == "fail" and line["summary"].startswith(f"{refused}: the command center keeps"), line
+    assert any(c["area"] == "config" and c["status"] == "fail" and refused in c["summary"] for c in checks), checks
 
 
 def test_reachable_migrated_listening_then_a_missing_migration_then_postgresql_stopped(tmp_path: Path) -> None:

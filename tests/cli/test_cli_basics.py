@@ -50,6 +50,28 @@ def test_config_reports_invalid_file_and_unknown_keys(hooks_home: Path) -> None:
     assert proc.returncode == 1 and "invalid configuration" in proc.stderr
 
 
+def test_a_center_database_that_is_not_postgresql_is_refused_by_name(hooks_home: Path) -> None:
+    hooks_home.mkdir(parents=True, exist_ok=True)
+    config = hooks_home / "config.toml"
+    config.write_text('[center]\ndatabase = "/var/lib/fleet.db"\n')
+    accepted = ("center.database must be empty (the host's SQLite store) or a postgresql:// or postgres:// URL,"
+                " got '/var/lib/fleet.db'")
+    proc = agent_hook("status", check=False)
+    assert proc.returncode == 1 and f"invalid configuration: {config}: {accepted}" in proc.stderr, proc.stderr
+    # The environment's value is named as the variable, without the password it carries.
+    proc = agent_hook("status", check=False, env={"AGENT_HOOKS__CENTER__DATABASE": "mysql://fleet:s3cret@db/fleet"})
+    assert proc.returncode == 1 and "$AGENT_HOOKS__CENTER__DATABASE: center.database must be empty" in proc.stderr
+    assert "got 'mysql://fleet:***@db/fleet'" in proc.stderr and "s3cret" not in proc.stderr
+    # `config` shows it as a warning, and the hooks go on with their work (the setting is the center's).
+    proc = agent_hook("config", check=False)
+    assert proc.returncode == 0 and f"warning: {accepted}; the command center keeps" in proc.stderr, proc.stderr
+    assert run_hook(fixture_payload("SessionStart-startup.json")).returncode == 0
+    # Both accepted forms, and empty, load.
+    for value in ("postgresql://fleet@db/fleet", "postgres://fleet@db/fleet", ""):
+        config.write_text(f'[center]\ndatabase = "{value}"\n')
+        assert agent_hook("status", check=False).returncode == 0, value
+
+
 def test_init_creates_then_is_idempotent(hooks_home: Path) -> None:
     first = agent_hook("init").stdout
     assert "applied m001" in first

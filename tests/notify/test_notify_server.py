@@ -23,6 +23,7 @@ from support.approvals import PERMISSION, Held
 from support.center import Center
 from support.receiver import Receiver
 from support.scripts import agent_hook
+from support.servers import server_log
 
 
 def start(tmp_path: Path, channels: list[dict[str, Any]], **settings: str) -> tuple[Center, dict[str, str]]:
@@ -107,6 +108,10 @@ def test_a_channel_that_fails_twice_still_gets_it(tmp_path: Path) -> None:
             assert row["notifications"][0]["sends"] == 1
             center.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny", "message": "no"})
             held.answer()
+            # server.log has Apprise's two failures (WARNING and up), not a line per send that went through.
+            apprise_lines = [line for line in server_log(center.home).splitlines() if " apprise" in line]
+            assert [line for line in apprise_lines if " INFO " in line or " DEBUG " in line] == [], apprise_lines
+            assert len([line for line in apprise_lines if " WARNING " in line and "500" in line]) == 2, apprise_lines
         finally:
             center.stop()
 

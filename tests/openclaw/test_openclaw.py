@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import pwd
 import subprocess
 import sys
 import time
@@ -560,6 +562,23 @@ def pending(center: Center) -> list[dict[str, Any]]:
     return center.http.get("/api/approvals").json()["approvals"]  # type: ignore[no-any-return]
 
 
+def acted(center: Center, cid: str, target: str) -> list[dict[str, Any]]:
+    """Who did what to request or session ``target`` of card ``cid``, as its page's "Who acted" shows it
+    (``fleet_actions``)."""
+    actions = center.http.get(f"/api/board/sessions/{cid}").json()["actions"]
+    return [{k: a[k] for k in ("action", "by_kind", "by_name", "note")} for a in actions if a["target"] == target]
+
+
+def wait_acted(center: Center, cid: str, target: str, n: int = 1) -> list[dict[str, Any]]:
+    end = time.time() + 10
+    while time.time() < end and len(acted(center, cid, target)) < n:
+        time.sleep(0.05)
+    return acted(center, cid, target)
+
+
+OWNER = f"uid {os.geteuid()} ({pwd.getpwuid(os.geteuid()).pw_name})"  # the board's and the CLI's caller here
+
+
 def wait_pending(center: Center, n: int, timeout: float = 10.0, card: str | None = None) -> list[dict[str, Any]]:
     """Until ``n`` OpenClaw requests are pending (``card``: counting only that card's, on a shared server)."""
     end = time.time() + timeout
@@ -589,6 +608,9 @@ def test_an_exec_approval_is_listed_and_answered_through_the_gateway_first_answe
     late = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
     assert late.status_code == 409 and late.json()["already"] is True
     assert len(gateway.requests_for("exec.approval.resolve", where={"id": gid})) == 1
+    # Recorded as an answer to any other request is, under who gave it (the late one took nothing: not recorded).
+    assert acted(center, cid, row["id"]) == [{"action": "answer: allow", "by_kind": "owner", "by_name": OWNER,
+                                              "note": None}]
     card = center.wait_card(lambda c: c["id"] == cid and c["state"] == "running" and not c["waiting_on"])
     assert wait_pending(center, 0, card=cid) == []
 
@@ -597,8 +619,11 @@ def test_an_approval_answered_at_the_gateway_first_is_refused_here(shared: Share
     center, gateway, key, cid = shared.center, shared.gateway, shared.key, shared.cid
     gateway.send(approval("gw-answered-1", "git push", key=key))
     [row] = wait_pending(center, 1, card=cid)
-    gateway.send(resolved("gw-answered-1", "deny"))
+    gateway.send(resolved("gw-answered-1", "deny", by="operator-b"))
     wait_pending(center, 0, card=cid)
+    # An answer given in OpenClaw is recorded as one from the board or the CLI, naming who gave it there.
+    assert wait_acted(center, cid, row["id"]) == [{"action": "answer: deny", "by_kind": "openclaw",
+                                                   "by_name": "operator-b", "note": "answered at the OpenClaw gateway"}]
     r = center.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow"})
     assert r.status_code == 409, r.text
     assert "denied" in r.json()["error"]
@@ -679,6 +704,8 @@ def test_the_cli_answers_an_openclaw_request_through_the_server(shared: Shared) 
     again = subprocess.run([str(BIN / "agent-hook"), "approve", row["id"]], capture_output=True, text=True,
                            env=center.env, timeout=60)
     assert again.returncode != 0 and "already answered" in again.stderr
+    assert acted(center, shared.cid, row["id"]) == [{"action": "answer: deny", "by_kind": "owner", "by_name": OWNER,
+                                                     "note": None}]
     assert len(gateway.requests_for("exec.approval.resolve", where={"id": "gw-cli-1"})) == 1
 
 
@@ -722,6 +749,7 @@ def test_cancel_aborts_the_run_through_the_gateway(shared: Shared) -> None:
     r = center.http.post(f"/api/sessions/{cid}/cancel", json={"reason": "wrong branch"})
     assert r.status_code == 200, r.text
     assert r.json()["sessions"][0]["applied"] == "aborted at the OpenClaw gateway"
+    assert acted(center, cid, cid) == [{"action": "cancel", "by_kind": "owner", "by_name": OWNER, "note": "wrong branch"}]
     assert gateway.wait_request("chat.abort", where={"sessionKey": key})["params"] == \
         {"sessionKey": key, "runId": shared.run("run-9")}
     gateway.send(lifecycle(shared.run("run-9"), 2, "end", key=key, stopReason="aborted", aborted=True))

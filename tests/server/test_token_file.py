@@ -75,6 +75,49 @@ def test_the_environment_wins_and_no_file_is_looked_at(tmp_path: Path, paths: Pa
     assert TokenFile({"AGENT_HOOKS_FLEET_TOKEN": " from-env "}).value(paths, _config(token)) == "from-env"
 
 
+def test_every_client_reads_the_token_with_one_reader_that_a_fifo_does_not_hold(tmp_path: Path, paths: Paths) -> None:
+    """The server's check of callers, the CLI and the reporter (agent_hooks.fleet.token) and the OpenClaw client read
+    their secret with agent_hooks.fleet.read_secret: a FIFO named as the token file (open() would wait for a
+    writer, on the server's event loop) is refused at once, as the OpenClaw client always refused it."""
+    import threading
+
+    from agent_hooks import config as config_mod
+    from agent_hooks import fleet
+    from agent_hooks.openclaw import settings
+
+    fifo = tmp_path / "fleet-token"
+    os.mkfifo(fifo, 0o600)
+    cfg = config_mod.defaults()
+    cfg["fleet"]["token_file"] = str(fifo)
+    cfg["openclaw"].update(url="ws://127.0.0.1:18789", token_file=str(fifo))
+    got: dict[str, object] = {}
+
+    def read_all() -> None:
+        with pytest.raises(TokenUnreadable, match="not a regular file"):
+            TokenFile({}).value(paths, cfg)
+        got["server"] = "503"
+        got["cli"] = fleet.token(paths, cfg, {})
+        with pytest.raises(settings.SettingError, match="not a regular file"):
+            settings.token(cfg, {})
+        got["openclaw"] = "refused"
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():
+        for _ in range(3):  # let the stuck reader go before failing
+            with open(fifo, "w") as f:
+                f.write("x\n")
+        pytest.fail(f"reading a FIFO as the token file blocked (done: {got})")
+    assert got == {"server": "503", "cli": None, "openclaw": "refused"}
+    # The same file, private and readable, is the same token to each; the environment wins for each.
+    fifo.unlink()
+    fifo.write_text(" t0ken \n")
+    fifo.chmod(0o600)
+    assert TokenFile({}).value(paths, cfg) == fleet.token(paths, cfg, {}) == settings.token(cfg, {}) == "t0ken"
+    assert fleet.token(paths, cfg, {"AGENT_HOOKS_FLEET_TOKEN": "env"}) == "env"
+
+
 CALLER = r"""
 import json, sys, urllib.request, urllib.error
 port, token = sys.argv[1], sys.argv[2]

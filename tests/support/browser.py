@@ -58,19 +58,20 @@ class _BrowserThread:
         self._calls.put((fn, done))
         return done.result()
 
-    def new_context(self, sync_api: Any, viewport: dict[str, int]) -> Any:
+    def new_context(self, sync_api: Any, viewport: dict[str, int], touch: bool = False) -> Any:
         """A new context of the running browser; the driver and browser are (re)started first when
-        there is none yet or the last one died (a crash costs one launch, not every later test)."""
+        there is none yet or the last one died (a crash costs one launch, not every later test).
+        ``touch``: a touch screen (taps, and ``pointer: coarse``), as a phone's."""
         def run() -> Any:
             if self.browser is not None and self.browser.is_connected():
                 try:
-                    return self.browser.new_context(viewport=viewport)
+                    return self.browser.new_context(viewport=viewport, has_touch=touch)
                 except Exception:  # noqa: BLE001 - went away since the check: start afresh below
                     pass
             self._stop()
             self.playwright = sync_api.sync_playwright().start()
             self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            return self.browser.new_context(viewport=viewport)
+            return self.browser.new_context(viewport=viewport, has_touch=touch)
         return self.call(run)
 
     def _stop(self) -> None:
@@ -144,17 +145,18 @@ atexit.register(_close_browser)  # no chromium or node process outlives the test
 
 
 @contextmanager
-def chromium_page(sync_api: Any, width: int, height: int) -> Iterator[Any]:
+def chromium_page(sync_api: Any, width: int, height: int, touch: bool = False) -> Iterator[Any]:
     """A page of Debian's headless Chromium, driven by Playwright (``playwright.sync_api``; no
     browser download), in a browser context of its own that is closed when the block ends. The page is
-    a proxy to the process's shared browser (see _BrowserThread). A missing Chromium fails the test:
+    a proxy to the process's shared browser (see _BrowserThread); ``touch`` makes it a touch screen (taps,
+    ``pointer: coarse``). A missing Chromium fails the test:
     `.ci/run` installs it."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is not installed (apt-get install chromium)", pytrace=False)
     if not _browser:
         _browser.append(_BrowserThread())
     owner = _browser[0]
-    context = owner.new_context(sync_api, {"width": width, "height": height})
+    context = owner.new_context(sync_api, {"width": width, "height": height}, touch)
     try:
         yield _Remote(owner.call(context.new_page), owner)
     finally:

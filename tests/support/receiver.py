@@ -12,7 +12,8 @@ from typing import Any
 
 class Receiver:
     """``url`` is its Apprise ``json://`` URL; ``got`` the JSON bodies it accepted, ``refused`` how many
-    it answered 500. ``status`` may be changed while it runs (e.g. 500 to stand for a channel that is down)."""
+    it answered 500. ``status`` may be changed while it runs (e.g. 500 to stand for a channel that is down);
+    ``answer`` is the body of every answer (none by default). GET is taken as POST is."""
 
     def __init__(self, fail_first: int = 0, path: str = "/hook") -> None:
         self.fail_first = fail_first
@@ -22,6 +23,7 @@ class Receiver:
         self.times: list[float] = []
         self.raw: list[tuple[dict[str, str], bytes]] = []
         self.refused = 0
+        self.answer = b""
         self.lock = threading.Lock()
         outer = self
 
@@ -41,8 +43,11 @@ class Receiver:
                             outer.got.append({"_raw": body.decode("utf-8", "replace")})
                         outer.times.append(at)
                 self.send_response(500 if fail else (201 if "push" in self.path else 200))
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(outer.answer)))
                 self.end_headers()
+                self.wfile.write(outer.answer)
+
+            do_GET = do_POST  # noqa: N815 - http.server's name
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -1,6 +1,6 @@
 // The command center's board: plain JavaScript, no build step, no CDN.
 // Cards come from /api/live (a WebSocket: hello, then card / removed / event messages);
-// drags send PATCH /api/hooks/sessions/<id>; the session panel reads /api/board/sessions/<id>.
+// drags (and a card's "Move to…" on a phone) send PATCH /api/hooks/sessions/<id>; the session panel reads /api/board/sessions/<id>.
 // Every text from the server is set with textContent (never parsed as HTML).
 "use strict";
 
@@ -18,7 +18,7 @@ const STATE_LABELS = Object.fromEntries(Object.entries(STATES).map(([k, v]) => [
 const PICK_ORDER = ["awaiting_review", "running", "failed", "idle", "completed"];
 const board = {meta: null, cards: new Map(), seq: 0, ws: null, connected: false, open: null, filters: {},
                approvals: [], selected: null, seenApprovals: new Set(), pick: null, target: null, wanted: null,
-               notify: {mode: "off", why: ""}};
+               moving: null, notify: {mode: "off", why: ""}};
 window.__board = board;  // for a person at the console (and the browser tests)
 
 function el(tag, attrs, ...children) {
@@ -145,6 +145,33 @@ async function moveCard(id, state) {
   const r = await api("PATCH", `/api/hooks/sessions/${encodeURIComponent(id)}`, {state});
   if (r.status === 409) toast(`Not allowed: ${r.doc.error}`);
   else if (!r.ok) toast(`Move failed: ${r.doc.error || r.status}`);
+  return r.ok;
+}
+
+// Where a card may be moved: what a drag offers, the columns that take it, in the columns' order.
+function moveTargets(card) {
+  return board.meta.states.filter((s) => s !== columnOf(card) && allowed(card.id, s));
+}
+
+// A touch screen cannot drag (and on a phone the other columns are not on screen): "Move to…" on the card
+// offers the same moves as buttons. Which card has them open is kept in `board.moving`, so a render (any card's
+// update) does not close them under a finger. Shown at phone width and on touch screens only (board.css).
+function moveControl(card) {
+  const targets = moveTargets(card);
+  if (!targets.length) return null;
+  const open = board.moving === card.id;
+  const box = el("div", {class: "move" + (open ? " open" : ""), role: "group", "aria-label": "move to another state"},
+    el("button", {type: "button", class: "move-toggle", "aria-expanded": open ? "true" : "false",
+                  onclick: () => { board.moving = open ? null : card.id; render(); }},
+       open ? "Keep it here" : "Move to…"),
+    open ? targets.map((s) => el("button", {type: "button", class: "move-to", data: {state: s}, style: `--c: var(--${s})`,
+                                            onclick: async () => {
+                                              board.moving = null; render();
+                                              if (await moveCard(card.id, s)) toast(`${card.label}: moved to ${STATE_LABELS[s] || s}`);
+                                            }}, STATE_LABELS[s] || s)) : null);
+  // Tapping here must not open the session's page or start a drag.
+  for (const kind of ["click", "keydown", "mousedown", "dragstart"]) box.addEventListener(kind, (ev) => ev.stopPropagation());
+  return box;
 }
 
 function matches(card) {
@@ -338,7 +365,8 @@ function cardNode(card) {
       stateNode(card)),
     badges.some(Boolean) ? el("div", {class: "foot"}, badges) : null,
     typeof launchRefusal === "function" ? launchRefusal(card) : null,
-    card.reply ? replyForm(card) : null);
+    card.reply ? replyForm(card) : null,
+    moveControl(card));
   node.addEventListener("dragstart", (ev) => {
     board.dragging = card.id;
     ev.dataTransfer.setData("text/plain", card.id);
