@@ -40,6 +40,7 @@ from agent_hooks.paths import Paths
 from support.approvals import Held
 from support.center import Center
 from support.cost import assistant, spend
+from support.ports import silent_port
 from support.repo import fixture_payload
 from support.scripts import agent_hook, run_hook
 
@@ -231,6 +232,17 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
     [row] = json.loads(listed.stdout)["approvals"]
     assert row["host"] == "host-b" and row["session_id"] == "fo-asks"
     assert row["id"] == pending(c2)[0]["id"]
+    # A center whose machine is down answers nothing at all (no refusal): the CLI goes on to the next
+    # after a short connect timeout, not after its whole timeout. (A host without a store: no current
+    # center, so the silent one is asked first.)
+    with silent_port() as port:
+        down = f"http://127.0.0.1:{port}"
+        env = {**fleet.hooks, "AGENT_HOOKS_HOME": str(c1.home.parent / "cli-home"),
+               "AGENT_HOOKS_INGEST_URL": json.dumps([f"{down}/api/hooks/ingest", f"{c2.base}/api/hooks/ingest"])}
+        t0 = time.monotonic()
+        listed = agent_hook("approvals", "--server", down, "--json", env=env)
+        assert [r["id"] for r in json.loads(listed.stdout)["approvals"]] == [row["id"]]
+        assert time.monotonic() - t0 < 8.0
     answered = agent_hook("approve", row["id"], "--server", c1.base, "--json", env=fleet.hooks)
     assert json.loads(answered.stdout)["applied"] == "answered", answered.stdout
     assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
