@@ -945,6 +945,8 @@ async def startup(state: ServerState) -> None:
 
 
 async def shutdown(state: ServerState) -> None:
+    if state.upstream is not None:
+        state.upstream.close()  # its failback clock
     sub = state.subscriber
     if sub is not None:
         await stop_background(sub.task)

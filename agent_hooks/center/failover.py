@@ -44,6 +44,9 @@ class Upstream:
         self.listeners: list[Callable[[str, str], None]] = []
         self._reading: asyncio.Future[Any] | None = None
         self._again = False
+        # The failback's own clock: a host that has moved away from the first center goes back when
+        # forward.failback_after_s has passed, idle or not (no commit has to come to read the row again).
+        self._failback: asyncio.TimerHandle | None = None
 
     @property
     def base(self) -> str:
@@ -84,6 +87,7 @@ class Upstream:
     def _apply(self, choice: centers.Choice) -> None:
         old = self.base
         self.choice = choice
+        self._schedule_failback()
         if self.base != old:
             self.counter.reset()
             log.warning("command center: moved on from %s to %s (%s)", old, self.base, choice.reason)
@@ -92,6 +96,26 @@ class Upstream:
                     listener(old, self.base)
                 except Exception:  # noqa: BLE001 - one sender must not keep the others on the old center
                     log.exception("failover listener failed")
+
+    def _schedule_failback(self) -> None:
+        """Read the row again when a failback is due (load() makes the move, as after any commit)."""
+        if self._failback is not None:
+            self._failback.cancel()
+            self._failback = None
+        if self.failback_after_s <= 0 or self.choice.current == 0 or len(self.urls) < 2:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the loop (a test's direct call): the next load() looks again
+            return
+        due = max(0.0, self.choice.since + self.failback_after_s - time.time())
+        # A little past the moment: failback_due compares with >=, and the clocks agree to the millisecond.
+        self._failback = loop.call_later(due + 0.05, self.store_changed)
+
+    def close(self) -> None:
+        if self._failback is not None:
+            self._failback.cancel()
+            self._failback = None
 
     def answered(self, sender: str, base: str) -> None:
         """``sender``'s try at ``base`` got an answer that is not a failure (a 2xx, or a 4xx)."""

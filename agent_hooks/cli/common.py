@@ -138,15 +138,39 @@ def center_json(server: str, method: str, path: str, *, ok: Collection[int] | No
     return base, r.status_code, doc
 
 
+def current_center() -> str | None:
+    """The host's current command center (the store's row, forward/centers.py) as a base URL, when
+    forward.url names several; None without a store or a list. Read-only, and never an error."""
+    import sqlite3
+
+    from agent_hooks import fleet
+    from agent_hooks.forward import centers
+
+    urls = centers.ingest_urls(load_config()["forward"])
+    p = paths()
+    if len(urls) < 2 or not os.path.exists(p.store):
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{p.store}?mode=ro", uri=True, timeout=1.0)
+        try:
+            return fleet.center_base(centers.read(conn, urls).url)
+        finally:
+            conn.close()
+    except sqlite3.Error:  # a store being created, or not one: the named center, as without a list
+        return None
+
+
 def to_center(server: str, method: str, path: str, headers: Any = None, failover: bool = True,
               **kwargs: Any) -> tuple[str, Any]:
     """One request to the command center ``--server`` names: (its base URL, the httpx response).
 
-    When that center is one of forward.url's several and it cannot be reached (no connection: nothing
-    was sent), the others of the list are tried in order, and the one that answered is returned. Any
-    other failure (a timeout after sending, a reset) is said, not retried: the request may have been
-    taken. ``headers(base)`` gives each center's headers (default: this host's credential for it, else
-    the fleet token, as agent_hooks.fleet decides)."""
+    When that center is one of forward.url's several, it names the fleet: the host's current center
+    (the one its senders use, agent_hooks.forward.centers) is asked first, then the named one, then
+    the others of the list in order, each only when the one before could not be reached (no
+    connection, or none made in time: nothing was sent). The one that answered is returned. Any other
+    failure (a timeout after sending, a reset) is said, not retried: the request may have been taken.
+    ``headers(base)`` gives each center's headers (default: this host's credential for it, else the
+    fleet token, as agent_hooks.fleet decides)."""
     import httpx
 
     from agent_hooks import fleet
@@ -155,15 +179,23 @@ def to_center(server: str, method: str, path: str, headers: Any = None, failover
     base = fleet.center_base(server) or server.rstrip("/")
     cfg = load_config()
     listed = [b for b in (fleet.center_base(u) for u in ingest_urls(cfg["forward"])) if b]
-    tries = [base, *(b for b in listed if not fleet.same_center(b, base))] \
-        if failover and any(fleet.same_center(b, base) for b in listed) else [base]
+    tries = [base]
+    if failover and any(fleet.same_center(b, base) for b in listed):
+        current = current_center()
+        first = [current] if current and not fleet.same_center(current, base) else []
+        tries = [*first, base, *(b for b in listed if not any(fleet.same_center(b, t) for t in [*first, base]))]
+    wait = kwargs.get("timeout")
+    if len(tries) > 1 and isinstance(wait, (int, float)):
+        # A center whose machine is down answers nothing at all: the next is asked after 3 s, not after
+        # the whole timeout (a connection on loopback or a LAN takes milliseconds).
+        kwargs["timeout"] = httpx.Timeout(wait, connect=min(float(wait), 3.0))
     problems = []
     for target in tries:
         sent = headers(target) if headers is not None else fleet.client_headers(paths(), cfg, os.environ, url=target)
         try:
             return target, httpx.request(method, target + path, headers=sent, trust_env=False, **kwargs)
-        except httpx.ConnectError as exc:
-            problems.append(f"{target}: {exc}")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            problems.append(f"{target}: {exc or type(exc).__name__}")
         except httpx.HTTPError as exc:
             raise click.ClickException(f"command center {target} unreachable: {exc}") from None
     raise click.ClickException("command center unreachable: " + "; ".join(problems))

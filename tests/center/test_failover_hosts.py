@@ -12,7 +12,13 @@ killed (SIGKILL to its process groups). Then:
 * nothing is doubled: B's outbox never sends an event again once a center acknowledged it (the
   events the first took are not at the second), and the first, back on its store, answers the same
   bytes with the same Idempotency-Key as a duplicate, adding no row;
+* B's cost ledger follows: the second center gets every priced message of B, each once;
+* B's CLI with --server naming the dead first center asks the second, and once the first is back,
+  still the current one first;
 * B stays with the second once the first is back (forward.failback_after_s = 0).
+
+With forward.failback_after_s > 0, B (idle) goes back to the first that long after it left it, and
+nothing is lost or doubled across the two moves (events and cost).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from agent_hooks.paths import Paths
 
 from support.approvals import Held
 from support.center import Center
+from support.cost import assistant, spend
+from support.ports import silent_port
 from support.repo import fixture_payload
 from support.scripts import agent_hook, run_hook
 
@@ -40,10 +48,11 @@ PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "ses
 # What B's move to the second center may take at most, from the kill (3 failed tries each way, with
 # backoffs of at most 0.5 s, and a new long poll): seconds.
 MOVE_BOUND_S = 10.0
+STAMP = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - 600))
 
 
 class Fleet:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **extra: str) -> None:
         self.c1 = Center(tmp_path / "center-1", env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
         self.c2 = Center(tmp_path / "center-2", env={"AGENT_HOOKS__FLEET__HOST": "center-2"}).start()
         self.settings = {
@@ -51,10 +60,13 @@ class Fleet:
             "AGENT_HOOKS__FORWARD__ENABLED": "true",
             "AGENT_HOOKS_INGEST_URL": json.dumps([f"{self.c1.base}/api/hooks/ingest",
                                                   f"{self.c2.base}/api/hooks/ingest"]),
-            "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "5",
+            # A drainer leaves soon after its queue is empty: the test reads what the hooks queue
+            # only while no drainer runs (Fleet.quiet).
+            "AGENT_HOOKS__FORWARD__IDLE_EXIT_S": "1",
             "AGENT_HOOKS__FORWARD__FORWARD_WITHOUT_TMUX": "true",
             "AGENT_HOOKS__FORWARD__BACKOFF_MAX_S": "0.5",
             "AGENT_HOOKS__FLEET__SUBSCRIBE_BACKOFF_MAX_S": "0.5",
+            **extra,
         }
         self.b = Center(tmp_path / "host-b", env=self.settings).start()
         # The hooks queue and do not start a drainer: the test reads what was queued, then starts one.
@@ -76,6 +88,11 @@ class Fleet:
         finally:
             conn.close()
 
+    def quiet(self) -> None:
+        """Wait until B's drainer has left: a drainer still running takes (and may deliver, and delete)
+        what the next hooks queue before :meth:`queued` reads it."""
+        wait(lambda: not outbox.drainer_alive(Paths(self.hooks)), 10, "B's drainer to leave")
+
     def drain(self) -> None:
         """Start B's detached drainer (as a hook does), unless one runs."""
         outbox.maybe_start_drainer(Paths(self.hooks), {**os.environ, **self.hooks}, force=True)
@@ -95,6 +112,32 @@ def keys_at(center: Center) -> list[str]:
         return [r[0] for r in conn.execute("SELECT idem_key FROM fleet_events WHERE idem_key IS NOT NULL")]
     finally:
         conn.close()
+
+
+def ledger_at(center: Center) -> dict[str, float]:
+    """B's priced messages in the center's ledger: key -> dollars (a key is there once, or not at all)."""
+    conn = sqlite3.connect(center.home / "store.db")
+    try:
+        rows = conn.execute("SELECT key, usd FROM fleet_cost_messages WHERE host = 'host-b'").fetchall()
+    finally:
+        conn.close()
+    assert len(rows) == len({r[0] for r in rows})
+    return dict(rows)
+
+
+def b_ledger(fleet: Fleet) -> dict[str, float]:
+    """B's own priced messages: key -> dollars."""
+    conn = sqlite3.connect(fleet.b.home / "store.db")
+    try:
+        return dict(conn.execute("SELECT key, usd FROM cost_messages").fetchall())
+    finally:
+        conn.close()
+
+
+def priced(fleet: Fleet, sid: str, *ids: int) -> None:
+    """Messages with token usage in B's session ``sid`` (its PostToolUse prices them, and queues an event)."""
+    spend(fleet.hooks, sid, [assistant(f"msg_fo_{i}", f"req_fo_{i}", at=STAMP, input_tokens=1000 + i,
+                                       output_tokens=200 + i, cache_read_input_tokens=5000) for i in ids])
 
 
 def pending(center: Center) -> list[dict[str, Any]]:
@@ -137,17 +180,22 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
     for sid in ("fo-1", "fo-2"):
         fleet.hook("SessionStart-startup", sid)
         fleet.hook("UserPromptSubmit", sid)
+    priced(fleet, "fo-1", 1, 2)
     held = Held(PERMISSION, {**fleet.hooks, "AGENT_HOOKS__APPROVALS__WAIT_S": "60"})
     wait(lambda: len(pending(b)) == 1, 10, "B's own request")
     first = fleet.queued()
     assert len(first) >= 5, first
     fleet.drain()
     wait(lambda: set(first) <= set(keys_at(c1)), 15, "B's events at the first center")
+    spent_before = b_ledger(fleet)
+    assert len(spent_before) == 2 and all(v > 0 for v in spent_before.values()), spent_before
+    wait(lambda: ledger_at(c1) == spent_before, 10, "B's priced messages in the first center's ledger")
     wait(lambda: len(pending(c1)) == 1, 10, "the first center to list B's request")
     wait(lambda: {"fo-1", "fo-2", "fo-asks"} <= {c.get("session_id") for c in c1.board_cards().values()
                                                  if c["host"] == "host-b"}, 10, "B's cards at the first center")
     assert keys_at(c2) == [] and pending(c2) == []
 
+    fleet.quiet()
     kill(c1)
     t_kill = time.monotonic()
     # While the first is down, B's hooks go on: more events queued.
@@ -155,6 +203,7 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
         fleet.hook("PostToolUse-Bash", sid)
         fleet.hook("Stop", sid)
     fleet.hook("SessionStart-startup", "fo-3")
+    priced(fleet, "fo-2", 3, 4)
     second = fleet.queued()
     assert second and not set(second) & set(first)
     fleet.drain()
@@ -163,7 +212,13 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
     wait(lambda: fleet.on(c2), MOVE_BOUND_S, "B subscribed to the second center")
     wait(lambda: len(pending(c2)) == 1, MOVE_BOUND_S, "the second center to list B's request")
     wait(lambda: set(second) <= set(keys_at(c2)), MOVE_BOUND_S, "B's new events at the second center")
+    # The cost ledger follows too: the second center gets every priced message of B (its cursor there
+    # starts at the beginning), each once; the first keeps what it had.
+    spent = b_ledger(fleet)
+    assert len(spent) == 4
+    wait(lambda: ledger_at(c2) == spent, MOVE_BOUND_S, "B's priced messages in the second center's ledger")
     moved_in = time.monotonic() - t_kill
+    assert ledger_at(c1) == spent_before
     assert moved_in < MOVE_BOUND_S
     cards = {c.get("session_id"): c for c in c2.board_cards().values() if c["host"] == "host-b"}
     assert {"fo-1", "fo-2", "fo-3", "fo-asks"} <= set(cards), cards
@@ -171,11 +226,14 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
     assert st["switched_from"] == c1.base + "/api/hooks/ingest" and st["switches"] == 1, st
     assert fleet.queued() == {}
 
-    # An answer given on the second reaches the hook waiting on B.
-    [row] = pending(c2)
+    # The CLI on B, told --server the first center (dead): it asks the second. An answer given there
+    # reaches the hook waiting on B.
+    listed = agent_hook("approvals", "--server", c1.base, "--json", env=fleet.hooks)
+    [row] = json.loads(listed.stdout)["approvals"]
     assert row["host"] == "host-b" and row["session_id"] == "fo-asks"
-    r = c2.http.post(f"/api/approvals/{row['id']}", json={"decision": "allow", "via": "board"})
-    assert r.status_code == 200 and r.json()["applied"] == "answered", r.text
+    assert row["id"] == pending(c2)[0]["id"]
+    answered = agent_hook("approve", row["id"], "--server", c1.base, "--json", env=fleet.hooks)
+    assert json.loads(answered.stdout)["applied"] == "answered", answered.stdout
     assert held.answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
 
     # Nothing lost: every event B queued is at one of the two centers. Nothing doubled: once a center
@@ -198,7 +256,14 @@ def test_the_first_center_killed_the_host_goes_on_with_the_second(fleet: Fleet) 
         assert again.status_code == 200 and again.json().get("duplicate") is True, again.text
     assert len(keys_at(c1)) == rows_before
 
+    # The CLI asks the host's current center first: the first, back on its own store, still lists B's
+    # request as it was before the kill, the second (current) has it answered.
+    assert [r["session_id"] for r in pending(c1)] == ["fo-asks"]
+    listed = agent_hook("approvals", "--server", c1.base, "--json", env=fleet.hooks)
+    assert json.loads(listed.stdout)["approvals"] == [], listed.stdout
+
     # And B stays with the second (forward.failback_after_s = 0): a new event goes there.
+    fleet.quiet()
     fleet.hook("UserPromptSubmit", "fo-3")
     [late] = fleet.queued()
     fleet.drain()
@@ -244,3 +309,82 @@ def test_back_at_a_center_polled_before_no_control_is_applied_twice(fleet: Fleet
     assert fleet.centers()["switches"] == 2
     time.sleep(1.0)  # a poll or two at the first: its old cancel must not come back
     assert not cancelled(b.home, "fo-c"), "the first center's cancel was applied a second time"
+
+
+FAILBACK_S = 4.0
+
+
+def test_the_first_center_back_the_host_returns_to_it_after_failback_after_s(tmp_path: Path) -> None:
+    """forward.failback_after_s: B, moved to the second center, goes back to the first that long after it
+    left it, idle (no hook runs to make it look), and nothing is lost or doubled across the two moves."""
+    fleet = Fleet(tmp_path, AGENT_HOOKS__FORWARD__FAILBACK_AFTER_S=str(FAILBACK_S))
+    try:
+        c1, c2 = fleet.c1, fleet.c2
+        wait(lambda: fleet.on(c1), 10, "B subscribed to the first center")
+        fleet.hook("SessionStart-startup", "fb-1")
+        fleet.hook("UserPromptSubmit", "fb-1")
+        priced(fleet, "fb-1", 1, 2)
+        first = fleet.queued()
+        fleet.drain()
+        wait(lambda: set(first) <= set(keys_at(c1)), 15, "B's events at the first center")
+        wait(lambda: ledger_at(c1) == b_ledger(fleet) and len(ledger_at(c1)) == 2, 10, "B's cost at the first")
+
+        # The first goes away: B moves to the second, with what its hooks queue meanwhile.
+        fleet.quiet()
+        kill(c1)
+        priced(fleet, "fb-1", 3)
+        fleet.hook("Stop", "fb-1")
+        second = fleet.queued()
+        assert second and not set(second) & set(first)
+        fleet.drain()
+        wait(lambda: fleet.on(c2), MOVE_BOUND_S, "B on the second center")
+        left_at = fleet.centers()["switched_at"]
+        # The first comes back at once, on its store and port; B is left alone: no hook, no drainer.
+        c1 = fleet.c1 = Center(c1.home, port=c1.port, env={"AGENT_HOOKS__FLEET__HOST": "center-1"}).start()
+        wait(lambda: ledger_at(c2) == b_ledger(fleet) and len(ledger_at(c2)) == 3, MOVE_BOUND_S,
+             "B's cost at the second")
+        fleet.quiet()
+
+        # While B waits to go back (idle: the CLI below uses a home of its own): a center whose machine
+        # is down answers nothing at all, not even a refusal. The CLI goes on to the next after a short
+        # connect timeout, not after its whole timeout. (No store there: no current center on record,
+        # so the silent one is asked first.)
+        with silent_port() as port:
+            down = f"http://127.0.0.1:{port}"
+            env = {**fleet.hooks, "AGENT_HOOKS_HOME": str(tmp_path / "cli-home"),
+                   "AGENT_HOOKS_INGEST_URL": json.dumps([f"{down}/api/hooks/ingest", f"{c2.base}/api/hooks/ingest"])}
+            t0 = time.monotonic()
+            listed = agent_hook("approvals", "--server", down, "--all", "--json", env=env)
+            assert time.monotonic() - t0 < 8.0
+            assert json.loads(listed.stdout)["approvals"] == []  # the second's: B asked nothing here
+
+        wait(lambda: fleet.on(c1), 3 * FAILBACK_S + MOVE_BOUND_S, "B back on the first center")
+        st = fleet.centers()
+        assert "failback_after_s" in st["reason"] and st["switched_from"] == f"{c2.base}/api/hooks/ingest", st
+        assert st["switched_at"] - left_at >= FAILBACK_S, st
+        assert st["switches"] >= 2 and st["switches"] % 2 == 0, st  # 2, unless the first was not up in time
+
+        # Back there, B's next events and cost go to the first; the first gets the message spent while
+        # B was away (its cursor there is where it left it), and nothing twice.
+        fleet.hook("UserPromptSubmit", "fb-1")
+        priced(fleet, "fb-1", 4)
+        third = fleet.queued()
+        assert third and not set(third) & (set(first) | set(second))
+        fleet.drain()
+        wait(lambda: set(third) <= set(keys_at(c1)), MOVE_BOUND_S, "B's events at the first center again")
+        spent = b_ledger(fleet)
+        assert len(spent) == 4
+        wait(lambda: ledger_at(c1) == spent, MOVE_BOUND_S, "every priced message of B at the first center")
+        assert set(ledger_at(c2)) < set(spent)
+
+        # Nothing lost: every event is at one of the centers; nothing doubled: none at both, none twice.
+        at1, at2 = keys_at(c1), keys_at(c2)
+        assert set(first) | set(second) | set(third) <= set(at1) | set(at2)
+        assert not set(at1) & set(at2), "an event went to both centers"
+        assert len(at1) == len(set(at1)) and len(at2) == len(set(at2))
+        assert set(first) | set(third) <= set(at1)
+        conn = sqlite3.connect(fleet.b.home / "store.db")
+        assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 0
+        conn.close()
+    finally:
+        fleet.stop()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from support.center import Center, two_hosts
-from support.cost import assistant, expected_usd, write
+from support.cost import assistant, expected_usd, spend, transcript
 from support.scripts import agent_hook, run_hook
 from support.waiting import wait_for
 
@@ -42,23 +42,6 @@ def host_env(server: Center, **extra: str) -> dict[str, str]:
     """The environment a host's hooks and CLI run in (its store, its user home, its settings)."""
     keep = {k: v for k, v in server.env.items() if k.startswith("AGENT_HOOKS") or k == "HOME"}
     return {**keep, **extra}
-
-
-def transcript(env: dict[str, str], sid: str) -> Path:
-    return Path(env["HOME"]) / ".claude" / "projects" / "-work" / f"{sid}.jsonl"
-
-
-def spend(env: dict[str, str], sid: str, lines: list[dict[str, Any]]) -> None:
-    """Append the lines to the session's transcript and run PostToolUse there (it prices them)."""
-    path = transcript(env, sid)
-    for line in lines:
-        line.setdefault("sessionId", sid)
-        line.setdefault("cwd", "/work")
-    write(path, lines, mode="a")
-    proc = run_hook({"session_id": sid, "hook_event_name": "PostToolUse", "cwd": "/work",
-                     "transcript_path": str(path), "tool_name": "Bash", "tool_input": {"command": "ls"},
-                     "tool_use_id": f"t-{time.monotonic_ns()}", "tool_response": {"stdout": ""}}, env)
-    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
 
 
 def pre_tool(env: dict[str, str], sid: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -62,3 +63,21 @@ def write(path: Path, lines: list[dict[str, Any]], mode: str = "w", tail: str = 
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open(mode) as fh:
         fh.write("".join(json.dumps(x) + "\n" for x in lines) + tail)
+
+
+def transcript(env: dict[str, str], sid: str) -> Path:
+    """The session's transcript under the user home ``env`` names."""
+    return Path(env["HOME"]) / ".claude" / "projects" / "-work" / f"{sid}.jsonl"
+
+
+def spend(env: dict[str, str], sid: str, lines: list[dict[str, Any]]) -> None:
+    """Append the lines to the session's transcript and run PostToolUse there (it prices them)."""
+    path = transcript(env, sid)
+    for line in lines:
+        line.setdefault("sessionId", sid)
+        line.setdefault("cwd", "/work")
+    write(path, lines, mode="a")
+    proc = run_hook({"session_id": sid, "hook_event_name": "PostToolUse", "cwd": "/work",
+                     "transcript_path": str(path), "tool_name": "Bash", "tool_input": {"command": "ls"},
+                     "tool_use_id": f"t-{time.monotonic_ns()}", "tool_response": {"stdout": ""}}, env)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr

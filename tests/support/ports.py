@@ -1,9 +1,12 @@
-"""Loopback ports for the servers the tests start: a free one, and waits until one listens or is closed."""
+"""Loopback ports for the servers the tests start: a free one, waits until one listens or is closed, and
+one that never answers a connection (a machine that is down)."""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def free_port() -> int:
@@ -40,3 +43,30 @@ def wait_closed(port: int, timeout: float = 10.0) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"port {port} still takes connections")
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where a connection is neither accepted nor refused, as at a machine that is
+    down: it listens with a full backlog (its queue filled by connections never accepted), so the
+    kernel drops every new SYN and the client's connect times out."""
+    server = socket.socket()
+    held: list[socket.socket] = []
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = int(server.getsockname()[1])
+        for _ in range(3):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            held.append(c)
+        time.sleep(0.1)
+        yield port
+    finally:
+        for c in held:
+            c.close()
+        server.close()
