@@ -114,7 +114,9 @@ class Sender:
         self.upstream = upstream
         self.sent = 0
         self.last_error: str | None = None
-        self.pause_until = 0.0
+        # A center that answered 404, 405 or 429 is left alone for a minute; the pause is that center's, so
+        # a host that moved to another sends there at once.
+        self.pause_until: dict[str, float] = {}
 
     @property
     def base(self) -> str:
@@ -131,9 +133,9 @@ class Sender:
         """Every unacknowledged message, in batches; stops at the first failure (the next wake-up retries)."""
         import httpx
 
-        if time.time() < self.pause_until:
-            return
         base, key = self.base, self.key
+        if time.time() < self.pause_until.get(base, 0.0):
+            return
         for _ in range(10_000):  # a bound, not a limit anyone meets: 2 million messages per wake-up
             cursor = await self.hub.submit(_cursor, key)
             try:
@@ -159,7 +161,7 @@ class Sender:
                     else:
                         self.upstream.answered(COST, base)  # a 4xx: an answer, never a move
                 if r.status_code in (404, 405, 429):  # a center without the ledger, or past its limits
-                    self.pause_until = time.time() + 60.0
+                    self.pause_until[base] = time.time() + 60.0
                 return
             if self.upstream is not None:
                 self.upstream.answered(COST, base)
