@@ -143,12 +143,31 @@ class Found:
     ``tmux(name)`` is find(None, name, host)."""
 
     def __init__(self, conn: sqlite3.Connection, host: str, session_ids: list[str | None],
-                 tmux_names: list[str | None]) -> None:
+                 tmux_names: list[str | None], cursor: Any = None) -> None:
+        """The cards, read now (or from ``cursor``: :meth:`query` already run, in a pipeline of the caller's)."""
         self.by_id: dict[str, dict[str, Any]] = {}
         self.by_session: dict[str, dict[str, Any]] = {}
         self.by_tmux: dict[str, dict[str, Any]] = {}
+        if cursor is None:
+            query = self.query(host, session_ids, tmux_names)
+            if query is None:
+                return
+            cursor = conn.execute(*query)
+        for row in cursor.fetchall():
+            card = row_dict(cursor, row)
+            assert card is not None
+            self.by_id[card["id"]] = card
+            if card["session_id"]:
+                self.by_session.setdefault(card["session_id"], card)  # the newest first, as find's LIMIT 1
+            if card["host"] == host and card["tmux_session"]:
+                self.by_tmux.setdefault(card["tmux_session"], card)
+
+    @staticmethod
+    def query(host: str, session_ids: list[str | None], tmux_names: list[str | None]) -> tuple[str, list[Any]] | None:
+        """The one query (SQL, parameters), or None when there is nothing to look for."""
         ids, names = sorted(set(filter(None, session_ids))), sorted(set(filter(None, tmux_names)))
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if ids:
             marks = ", ".join("?" * len(ids))
             where.append(f"id IN ({marks}) OR session_id IN ({marks})")
@@ -157,17 +176,9 @@ class Found:
             where.append(f"(host = ? AND tmux_session IN ({', '.join('?' * len(names))}))")
             params += [host, *names]
         if not where:
-            return
-        cur = conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM fleet_sessions WHERE {' OR '.join(where)}"
-                           " ORDER BY updated_at DESC", params)
-        for row in cur.fetchall():
-            card = row_dict(cur, row)
-            assert card is not None
-            self.by_id[card["id"]] = card
-            if card["session_id"]:
-                self.by_session.setdefault(card["session_id"], card)  # the newest first, as find's LIMIT 1
-            if card["host"] == host and card["tmux_session"]:
-                self.by_tmux.setdefault(card["tmux_session"], card)
+            return None
+        return (f"SELECT {', '.join(SESSION_COLUMNS)} FROM fleet_sessions WHERE {' OR '.join(where)}"
+                " ORDER BY updated_at DESC", params)
 
     def session(self, session_id: str | None) -> dict[str, Any] | None:
         return (self.by_id.get(session_id) or self.by_session.get(session_id)) if session_id else None
@@ -217,16 +228,15 @@ def apply(conn: sqlite3.Connection, card: dict[str, Any], event: str, metadata: 
     """Apply one contract event to a card (state machine), journal it; the transition record."""
     before = card["state"]
     after = contract.transition(before, event)
-    conn.execute(
+    fleetstore.run_all(conn, [(
         "UPDATE fleet_sessions SET state = coalesce(?, state), last_event = ?, metadata = coalesce(?, metadata),"
         " events = events + 1, tool_events = tool_events + CASE WHEN ? = 'tool_use' THEN 1 ELSE 0 END, updated_at = ? WHERE id = ?",
         (after, event, metadata, event, at, card["id"]),
-    )
-    conn.execute(
+    ), (
         "INSERT INTO fleet_events (fleet_id, event, from_state, to_state, metadata, source, idem_key, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (card["id"], event, before, after, metadata, source, key, at),
-    )
+    )])
     if after is not None:
         card["state"] = after
     return {"id": card["id"], "event": event, "from": before, "to": after or before, "ignored": after is None,
@@ -243,11 +253,19 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     """``POST /api/hooks/ingest`` inside the caller's transaction: 200, or 404 when the session is
     unknown and cannot be auto-registered, or 429 when another host's new card is past ``caps``
     (agent_hooks.center.limits). A repeated Idempotency-Key is answered 200 and not applied."""
+    # The Idempotency-Key's event and the card, asked together (PostgreSQL: one round trip).
+    lookup = Found.query(host, [body.session_id], [body.tmux_session])
+    asked = fleetstore.run_all(conn, [q for q in (
+        ("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)) if key is not None else None,
+        lookup) if q is not None])
     if key is not None:
-        row = conn.execute("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)).fetchone()
+        row = asked.pop(0).fetchone()
         if row is not None:
             return Result(200, {"ok": True, "duplicate": True, "session": row[0]})
-    card = find(conn, body.session_id, body.tmux_session, host)
+    card = None
+    if lookup is not None:
+        found = Found(conn, host, [body.session_id], [body.tmux_session], cursor=asked[0])
+        card = found.session(body.session_id) or found.tmux(body.tmux_session)
     out = Result(200, {})
     if card is None and host == THIS_HOST:
         card = _adopt_local(conn, body.session_id, body.tmux_session, at)

@@ -191,6 +191,15 @@ class PgConnection:
             return _NO_ROWS  # the transaction never reached the server: nothing to end
         return self.raw.execute(word.encode(), prepare=False)
 
+    def run_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Several statements in one pipeline (one round trip), with what was held back; their cursors."""
+        held, self._held = self._held, []
+        with self.raw.pipeline():
+            for statement in held:
+                self.raw.execute(statement, prepare=False)
+            return [self.raw.execute(translate(sql).encode(), [_param(v) for v in params])
+                    for sql, params in statements]
+
     def executemany(self, sql: str, seq: Any) -> Any:
         cur = self.raw.cursor()
         rows = [[_param(v) for v in row] for row in seq]
@@ -578,6 +587,15 @@ class Listener:
                         pass
             if not self.stopping:
                 await asyncio.sleep(0.5)
+
+
+def run_all(conn: Any, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+    """Run ``statements`` (SQL, parameters) in order; their cursors. On PostgreSQL they go in one pipeline
+    (one round trip for all, where the writer thread would wait for each); on SQLite one after another,
+    which costs nothing more. For statements that do not depend on each other's results."""
+    if isinstance(conn, PgConnection):
+        return conn.run_all(statements)
+    return [conn.execute(sql, params) for sql, params in statements]
 
 
 @contextmanager

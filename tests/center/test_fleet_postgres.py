@@ -333,6 +333,16 @@ def test_begin_and_savepoints_ride_with_the_next_statement_and_a_failed_job_is_i
         conn.execute("COMMIT")
         assert outcomes == ["ok", "InvalidTextRepresentation", "ok"]
         assert [r[0] for r in conn.execute("SELECT host FROM fleet_controls ORDER BY seq").fetchall()] == ["h1", "h2"]
+        # Statements that do not wait for each other go in one pipeline; each cursor has its own answer,
+        # and a failing one fails the call (the writer's job), not a later one.
+        conn.execute("BEGIN")
+        one, two = fleetstore.run_all(conn, [("SELECT ?::bigint + 1", (1,)),
+                                             ("SELECT host FROM fleet_controls WHERE host = ?", ("h2",))])
+        assert one.fetchone() == (2,) and two.fetchall() == [("h2",)]
+        with pytest.raises(Exception, match="invalid input"):
+            fleetstore.run_all(conn, [("SELECT 1", ()), ("SELECT ?::bigint", ("x",))])
+        conn.execute("ROLLBACK")
+        assert conn.execute("SELECT 1").fetchone() == (1,)
         # A transaction that ran nothing never reached the server, and ends without a word.
         conn.execute("BEGIN")
         conn.execute("SAVEPOINT job")
