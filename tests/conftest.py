@@ -236,6 +236,16 @@ def postgres_server() -> Iterator[Any]:
 _databases = iter(range(1, 1_000_000))
 
 
+@pytest.fixture(scope="session")  # one per worker: the run interleaves modules (see above)
+def shared_centers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The worker's command centers for tests marked shared_center (support/center.py: SharedCenters)."""
+    from support.center import SharedCenters
+
+    pool = SharedCenters(tmp_path_factory.mktemp("shared-centers"))
+    yield pool
+    pool.stop()
+
+
 @pytest.fixture
 def fleet_db(postgres_server: Any) -> str:
     """A new, empty database of that cluster: its URL, for [center] database."""

@@ -17,7 +17,7 @@ import pytest
 
 from support.approvals import PERMISSION, Held
 from support.browser import chromium_page
-from support.center import Center
+from support.center import Center, center_for
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
 
@@ -25,10 +25,10 @@ PHONE = (390, 844)
 
 
 @pytest.fixture
-def center(tmp_path: Path) -> Iterator[Center]:
-    server = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
-    yield server
-    server.stop()
+def center(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Center]:
+    """The test's own command center; the worker's shared one for a test marked shared_center."""
+    with center_for(request, tmp_path / "cc", {"AGENT_HOOKS__FLEET__HOST": "here"}) as server:
+        yield server
 
 
 @pytest.fixture
@@ -146,6 +146,7 @@ def test_phone_no_sideways_scroll_big_controls_menu_and_one_list(center: Center,
     assert held[0].answer()["hookSpecificOutput"]["decision"]["behavior"] == "allow"
 
 
+@pytest.mark.shared_center
 def test_the_desktop_board_keeps_its_columns(center: Center) -> None:
     """At 1400 px every column shows side by side, the filters sit in the bar, and there is no menu button or
     state selector."""
@@ -261,6 +262,7 @@ MONEY = [(0, "0¢"), (0.00001, "<0.1¢"), (0.0005, "0.1¢"), (0.004, "0.4¢"), (
          (1.25, "$1.25"), (12.345, "$12.35"), (1204.5, "$1,204.50"), (-0.5, "-50¢")]
 
 
+@pytest.mark.shared_center
 def test_cost_reads_the_same_on_the_board_and_in_the_cli(center: Center, phone: Any) -> None:
     """Dollars with two decimals, or whole cents under a dollar, from one rule in both languages; a card, the
     header and the session page use it."""
@@ -271,6 +273,7 @@ def test_cost_reads_the_same_on_the_board_and_in_the_cli(center: Center, phone: 
     assert board == [usd(v) for v, _ in MONEY] == [text for _, text in MONEY]
 
 
+@pytest.mark.shared_center
 def test_a_request_says_who_was_told(center: Center, phone: Any) -> None:
     """A request's ``notifications`` (per channel: state, time, error) read in words on its card, an error on
     hover; a request without them shows no line."""
@@ -330,6 +333,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.shared_center
 def test_manifest_icons_and_service_worker_are_served(center: Center) -> None:
     """The manifest (application/manifest+json) names the board, its scope and its icons (an SVG, a 192 and a
     512 PNG, each served with its type); the service worker is JavaScript at /sw.js, for people only, as the
@@ -404,6 +408,7 @@ def test_the_service_worker_registers_shows_a_push_and_opens_its_request(center:
         assert page.evaluate("location.hash") == f"#request={request['id']}"
 
 
+@pytest.mark.shared_center
 def test_notify_me_says_how_it_will_notify(center: Center) -> None:
     """Without a push key from the server (/api/push/key absent), "Notify me" falls back to a notification while
     the board is open, and says so and why; with a key, headless Chromium's missing push service is reported

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from support.approvals import Held
-from support.center import Center
+from support.center import Center, center_for
 from support.pairing import bearer, host_credential, pair_code
 from support.repo import fixture_payload
 from support.scripts import agent_hook, store_rows
@@ -27,12 +27,11 @@ PERMISSION = {**fixture_payload("permission_request_bash.json", "2.1.330"), "ses
 
 
 @pytest.fixture
-def center(tmp_path: Path) -> Iterator[Center]:
-    c = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center"}).start()
-    try:
+def center(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Center]:
+    """The test's own command center; the worker's shared one for a test marked shared_center (its codes,
+    hosts and credentials are named only by it)."""
+    with center_for(request, tmp_path / "center", {"AGENT_HOOKS__FLEET__HOST": "center"}) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _cookie_attributes(set_cookie: str) -> tuple[str, set[str]]:
@@ -102,6 +101,7 @@ def test_a_device_pairs_by_its_link_and_its_answers_carry_its_name(center: Cente
                         headers={"Origin": center.base}).status_code == 401
 
 
+@pytest.mark.shared_center
 def test_a_code_of_the_wrong_kind_an_unknown_or_expired_one_pairs_nothing(center: Center, tmp_path: Path) -> None:
     host_code = pair_code(center, "--host", "host-q")["code"]
     r = httpx.post(f"{center.base}/pair", json={"code": host_code}, trust_env=False, timeout=10)
@@ -141,6 +141,7 @@ def test_a_code_of_the_wrong_kind_an_unknown_or_expired_one_pairs_nothing(center
     assert page.status_code == 401 and "<script>" not in page.text and "&lt;script&gt;" in page.text
 
 
+@pytest.mark.shared_center
 def test_a_stale_or_unknown_credential_is_refused_even_on_the_owners_loopback(center: Center) -> None:
     cred = host_credential(center, "host-z")
     forged = cred[:-4] + ("AAAA" if not cred.endswith("AAAA") else "BBBB")

@@ -21,11 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from support.center import Center
+from support.center import Center, center_for
 from support.scripts import run_hook
 from support.tmux import Tmux
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the client is recognised through /proc")
+# Each test's sessions are its own (their ids are only its): they share the worker's command center.
+pytestmark = [pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the client is recognised through /proc"),
+              pytest.mark.shared_center]
 
 
 def payload(event: str, sid: str, cwd: str, **extra: object) -> dict[str, object]:
@@ -40,12 +42,9 @@ def tmux() -> Iterator[Tmux]:
 
 
 @pytest.fixture
-def center(tmp_path: Path) -> Iterator[Center]:
-    c = Center(tmp_path / "cc", env={"AGENT_HOOKS__FLEET__HOST": "here"}).start()
-    try:
+def center(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Center]:
+    with center_for(request, tmp_path / "cc", {"AGENT_HOOKS__FLEET__HOST": "here"}) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def awaiting(center: Center, tmux: Tmux, tmp_path: Path, sid: str, command: str | None = None) -> str:
@@ -133,15 +132,16 @@ def test_a_node_build_of_the_client_gets_the_reply_and_another_node_program_does
     package.mkdir(parents=True)
     title = "process.title = 'claude';" if build == "process.title" else ""
     (package / "cli.js").write_text(f"{title} process.stdin.resume();\n")
-    pane = awaiting(center, tmux, tmp_path, "node-client", f"{node} {package / 'cli.js'}")
-    status, error = reply(center, "node-client", "from node;")
+    tag = build.replace(".", "-")  # a session of its own per build (tmux takes "." in a name for a pane's)
+    pane = awaiting(center, tmux, tmp_path, f"node-client-{tag}", f"{node} {package / 'cli.js'}")
+    status, error = reply(center, f"node-client-{tag}", "from node;")
     assert status == 200, error
     tmux.wait_text(pane, "from node;")
 
     other = tmp_path / "other.js"
     other.write_text(f"{title.replace('claude', 'repl')} process.stdin.resume();\n")
-    pane = awaiting(center, tmux, tmp_path, "node-other", f"{node} {other}")
-    status, error = reply(center, "node-other", "not for you")
+    pane = awaiting(center, tmux, tmp_path, f"node-other-{tag}", f"{node} {other}")
+    status, error = reply(center, f"node-other-{tag}", "not for you")
     assert status == 409 and "not Claude Code" in error, error
     time.sleep(0.3)
     assert "not for you" not in tmux.capture(pane)

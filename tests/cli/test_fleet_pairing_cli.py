@@ -10,18 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from support.center import Center
+from support.center import Center, center_for
 from support.pairing import read_credential_file
 from support.scripts import agent_hook, store_rows
 
 
 @pytest.fixture
-def center(tmp_path: Path) -> Iterator[Center]:
-    c = Center(tmp_path / "center", env={"AGENT_HOOKS__FLEET__HOST": "center"}).start()
-    try:
+def center(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Center]:
+    """The test's own command center; the worker's shared one for a test marked shared_center (one that
+    only makes codes and reads what it printed, or is refused)."""
+    with center_for(request, tmp_path / "center", {"AGENT_HOOKS__FLEET__HOST": "center"}) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _host_env(tmp_path: Path, name: str, **extra: str) -> dict[str, str]:
@@ -30,6 +29,7 @@ def _host_env(tmp_path: Path, name: str, **extra: str) -> dict[str, str]:
             **extra}
 
 
+@pytest.mark.shared_center
 def test_pair_prints_a_code_and_the_line_to_run(center: Center) -> None:
     out = agent_hook("fleet", "pair", "--host", "build-1", env=center.env).stdout
     assert "pairing code for host build-1:" in out and "works once, for 10 minutes" in out
@@ -60,6 +60,7 @@ def test_pair_prints_a_code_and_the_line_to_run(center: Center) -> None:
         conn.close()
 
 
+@pytest.mark.shared_center
 @pytest.mark.parametrize("args, code, says", [
     ((), 2, "give --host NAME or --device NAME"),
     (("--host", "a", "--device", "b"), 2, "give --host NAME or --device NAME"),

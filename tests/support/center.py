@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from support.ports import free_port
@@ -65,6 +66,46 @@ class Center(Server):
                     return card
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}: {list(self.board_cards().values())}")
+
+
+class SharedCenters:
+    """Command centers kept running for a test worker's whole run, one per distinct settings, started when a
+    test first asks for them (the ``shared_centers`` fixture, tests/conftest.py).
+
+    A server start is about a quarter of a second of CPU and up to a second of waiting for its /health; the
+    fast tier started some 230. A test marked ``shared_center`` takes one of these instead of one of its own
+    (``center_for``): it must read only what any caller is served, or what is its own (its session, tmux and
+    host names, its requests), never count everything on the center, change its settings or stop it.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._started: dict[frozenset[tuple[str, str]], Center] = {}
+
+    def get(self, env: dict[str, str]) -> Center:
+        key = frozenset(env.items())
+        if key not in self._started:
+            home = self.root / f"center-{len(self._started) + 1}" / "cc"
+            self._started[key] = Center(home, env=env).start()
+        return self._started[key]
+
+    def stop(self) -> None:
+        while self._started:
+            self._started.popitem()[1].stop()
+
+
+@contextmanager
+def center_for(request: pytest.FixtureRequest, home: Path, env: dict[str, str]) -> Iterator[Center]:
+    """The test's command center with these settings: the worker's shared one when the test is marked
+    ``shared_center`` (see SharedCenters), else one of its own at ``home``, started for it and stopped after."""
+    if request.node.get_closest_marker("shared_center"):
+        yield request.getfixturevalue("shared_centers").get(env)
+        return
+    center = Center(home, env=env).start()
+    try:
+        yield center
+    finally:
+        center.stop()
 
 
 def fleet_rows(center: Center, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

@@ -3,14 +3,40 @@ one that never answers a connection (a machine that is down)."""
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def _below_ephemeral() -> tuple[int, int] | None:
+    """Ports under the kernel's ephemeral range (ip_local_port_range), which no outgoing connection takes."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (max(10000, low - 12000), low) if low > 12000 else None
+
+
 def free_port() -> int:
-    """A port nothing listens on at 127.0.0.1 now (the kernel's pick)."""
+    """A port nothing listens on at 127.0.0.1 now.
+
+    Picked at random below the kernel's ephemeral range: a port the kernel picks (bind to port 0) is one
+    it also hands to outgoing connections, and the tests make thousands (hooks, clients, long polls), so
+    under load one of them sometimes took it before the server bound it ("Address already in use", in two
+    full runs in seven here). The kernel's pick where that range cannot be read."""
+    span = _below_ephemeral()
+    for _ in range(100 if span is not None else 0):
+        assert span is not None
+        port = random.randrange(*span)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
