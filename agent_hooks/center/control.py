@@ -706,13 +706,7 @@ class Subscriber:
                 raw = raw or fleetdb.meta_get(conn, f"{self.key}:{base}")
             return raw
 
-        raw = await self.hub.submit(read)
-        try:
-            doc = json.loads(raw) if raw else {}
-        except ValueError:
-            doc = {}
-        if not isinstance(doc, dict):
-            doc = {}
+        doc = centers.stored_object(await self.hub.submit(read))
         raw_seen = doc.get("seen")
         seen = {str(k): int(v) for k, v in (raw_seen.items() if isinstance(raw_seen, dict) else ())
                 if isinstance(v, int) and not isinstance(v, bool)}

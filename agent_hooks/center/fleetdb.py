@@ -132,9 +132,7 @@ def find(conn: sqlite3.Connection, session_id: str | None, tmux: str | None, hos
     """The contract's lookup: by session id first (card id, then a direct session id), then by tmux
     name among the cards of the host the request came from (tmux names are per host). One query
     (:class:`Found`): with PostgreSQL each query is a round trip the writer waits for."""
-    found = Found(conn, host, [session_id], [tmux])
-    card = found.session(session_id)
-    return card if card is not None else found.tmux(tmux)
+    return Found(conn, host, [session_id], [tmux]).card(session_id, tmux)
 
 
 class Found:
@@ -185,6 +183,11 @@ class Found:
 
     def tmux(self, name: str | None) -> dict[str, Any] | None:
         return self.by_tmux.get(name) if name else None
+
+    def card(self, session_id: str | None, tmux: str | None) -> dict[str, Any] | None:
+        """find's answer: by session id, else by tmux name."""
+        card = self.session(session_id)
+        return card if card is not None else self.tmux(tmux)
 
 
 def create(conn: sqlite3.Connection, *, host: str, at: float, session_id: str | None = None,
@@ -255,9 +258,12 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     (agent_hooks.center.limits). A repeated Idempotency-Key is answered 200 and not applied."""
     # The Idempotency-Key's event and the card, asked together (PostgreSQL: one round trip).
     lookup = Found.query(host, [body.session_id], [body.tmux_session])
-    asked = fleetstore.run_all(conn, [q for q in (
-        ("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)) if key is not None else None,
-        lookup) if q is not None])
+    statements: list[tuple[str, Any]] = []
+    if key is not None:
+        statements.append(("SELECT fleet_id, to_state FROM fleet_events WHERE idem_key = ?", (key,)))
+    if lookup is not None:
+        statements.append(lookup)
+    asked = fleetstore.run_all(conn, statements)
     if key is not None:
         row = asked.pop(0).fetchone()
         if row is not None:
@@ -265,7 +271,7 @@ def ingest(conn: sqlite3.Connection, body: contract.IngestBody, host: str, at: f
     card = None
     if lookup is not None:
         found = Found(conn, host, [body.session_id], [body.tmux_session], cursor=asked[0])
-        card = found.session(body.session_id) or found.tmux(body.tmux_session)
+        card = found.card(body.session_id, body.tmux_session)
     out = Result(200, {})
     if card is None and host == THIS_HOST:
         card = _adopt_local(conn, body.session_id, body.tmux_session, at)

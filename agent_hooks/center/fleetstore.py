@@ -176,47 +176,54 @@ class PgConnection:
             else [_param(v) for v in params]
         return self._send(translate(sql).encode(), args)
 
-    def _send(self, query: bytes, args: Any) -> Any:
-        if not self._held:
-            return self.raw.execute(query, args, prepare=False) if args is None else self.raw.execute(query, args)
+    @contextmanager
+    def _pipeline(self, needed: bool = False) -> Iterator[None]:
+        """What was held back, sent ahead of what the block sends, in one pipeline (one round trip);
+        nothing held and no pipeline ``needed``: the block as it is."""
         held, self._held = self._held, []
+        if not held and not needed:
+            yield
+            return
         with self.raw.pipeline():
             for statement in held:
                 self.raw.execute(statement, prepare=False)
-            return self.raw.execute(query, args, prepare=False) if args is None else self.raw.execute(query, args)
+            yield
+
+    @property
+    def _begin_held(self) -> bool:
+        """The transaction's BEGIN is still held back: to the server there is no transaction yet."""
+        return any(h.upper().startswith(b"BEGIN") for h in self._held)
+
+    def _send(self, query: bytes, args: Any) -> Any:
+        with self._pipeline():
+            return self.raw.execute(query, prepare=False) if args is None else self.raw.execute(query, args)
 
     def _end(self, word: str) -> Any:
-        held, self._held = self._held, []
-        if any(h.upper().startswith(b"BEGIN") for h in held):
+        if self._begin_held:
+            self._held = []
             return _NO_ROWS  # the transaction never reached the server: nothing to end
+        self._held = []  # COMMIT and ROLLBACK release every savepoint
         return self.raw.execute(word.encode(), prepare=False)
 
     def run_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         """Several statements in one pipeline (one round trip), with what was held back; their cursors."""
-        held, self._held = self._held, []
-        with self.raw.pipeline():
-            for statement in held:
-                self.raw.execute(statement, prepare=False)
+        with self._pipeline(needed=True):
             return [self.raw.execute(translate(sql).encode(), [_param(v) for v in params])
                     for sql, params in statements]
 
     def executemany(self, sql: str, seq: Any) -> Any:
         cur = self.raw.cursor()
         rows = [[_param(v) for v in row] for row in seq]
-        if not rows:
-            return cur
-        held, self._held = self._held, []
-        with self.raw.pipeline():
-            for statement in held:
-                self.raw.execute(statement, prepare=False)
-            cur.executemany(translate(sql).encode(), rows)
+        if rows:
+            with self._pipeline():  # psycopg's executemany is a pipeline of its own
+                cur.executemany(translate(sql).encode(), rows)
         return cur
 
     @property
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
-        if any(h.upper().startswith(b"BEGIN") for h in self._held):
+        if self._begin_held:
             return True
         return bool(self.raw.info.transaction_status != TransactionStatus.IDLE)
 

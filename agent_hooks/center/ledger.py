@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 from agent_hooks.center import contract, fleetdb, numbers, windows
-from agent_hooks.forward.centers import COST
+from agent_hooks.forward.centers import COST, stored_object
 
 log = logging.getLogger("agent_hooks.center.ledger")
 ROW_FIELDS = ("key", "session_id", "agent_id", "model", "at", "input_tokens", "output_tokens",
@@ -179,11 +179,7 @@ class Sender:
 
 def _cursor(conn: sqlite3.Connection, key: str) -> dict[str, Any]:
     raw = fleetdb.meta_get(conn, key)
-    try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
-        value = {}
-    return value if isinstance(value, dict) else {}
+    return stored_object(raw)
 
 
 def _set_cursor(conn: sqlite3.Connection, key: str, epoch: str, rowid: int) -> None:

@@ -37,6 +37,16 @@ KEY = "forward.center"
 DRAIN, SUBSCRIBE, REPORT, COST = "drain", "subscribe", "report", "cost"
 
 
+def stored_object(raw: str | None) -> dict[str, Any]:
+    """A JSON object kept in the store's meta table (a sender's cursor, the current center); {} when there
+    is none, or it is not one (written by another version, or damaged)."""
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def ingest_urls(fwd: dict[str, Any]) -> list[str]:
     """``forward.url`` as a list of ingest URLs, in order: a string names one, a list several ("" none)."""
     raw = fwd.get("url")
@@ -86,12 +96,7 @@ class Choice:
     def parse(cls, raw: str | None, urls: list[str]) -> Choice:
         """The stored row for this list of centers. A row for another list (forward.url was changed)
         keeps its current center when it is still listed, else starts at the first."""
-        try:
-            doc = json.loads(raw) if raw else {}
-        except ValueError:
-            doc = {}
-        if not isinstance(doc, dict):
-            doc = {}
+        doc = stored_object(raw)
         raw_urls, raw_current = doc.get("urls"), doc.get("current")
         stored: list[Any] = raw_urls if isinstance(raw_urls, list) else []
         current: int = raw_current if isinstance(raw_current, int) else 0
