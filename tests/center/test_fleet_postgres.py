@@ -117,8 +117,10 @@ def test_an_answer_on_the_second_center_reaches_the_hook_on_b_through_the_first(
     try:
         held = Held(PERMISSION, env)
         # B reports to the first center only; the second lists B's request and B's card.
-        [row] = wait_for(lambda: [p for p in pending(second) if p["session_id"] == "b-asks-pg"], timeout=10,
-                         what="B's request listed by the second center")
+        # (B may report the request a moment before the card its hook feed makes: the row names its card
+        # once both are in.)
+        [row] = wait_for(lambda: [p for p in pending(second) if p["session_id"] == "b-asks-pg" and p["card"]],
+                         timeout=10, what="B's request listed by the second center, with its card")
         assert row["host"] == "host-b" and row["state"] == "pending"
         assert row["card"], row
         card = wait_for(lambda: second.board_cards().get(row["card"]), what="B's card on the second center's board")
